@@ -1,0 +1,157 @@
+"""The fleet config: good configs parse, bad ones name the file, box, key and line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tui.__main__ import main
+from tui.model.config import ConfigError, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "fleet.toml")
+    return [str(p) for p in info.value.problems]
+
+
+def test_minimal_box_gets_defaults() -> None:
+    fleet = parse_config('[[box]]\nname = "a"\nhost = "h"\n', "f.toml")
+    box = fleet.box("a")
+    assert box.runs_roots == ("/root/runs",)
+    assert box.provider == "manual"
+    assert box.port is None and box.jump is None and box.pricing is None
+    assert fleet.refresh_seconds == 5.0
+    assert fleet.host_keys == "strict"
+    assert fleet.timeout_for(box) == fleet.timeout_seconds
+
+
+def test_full_box_with_subtables() -> None:
+    fleet = parse_config(
+        """
+refresh_seconds = 2.5
+host_keys = "accept-new"
+known_hosts = "/tmp/kh"
+ssh_config = ""
+[[box]]
+name = "v"
+host = "ssh4.vast.ai"
+port = 41022
+user = "root"
+identity_file = "~/.ssh/id"
+jump = "me@bastion:2222,other"
+runs_roots = ["/root/runs", "~/more"]
+provider = "vast"
+instance_id = 12345
+timeout_seconds = 3
+[box.pricing]
+disk_gb = 250
+storage_usd_per_gb_month = 0.2
+rebuild_usd = 1
+[box.push]
+hf_repo = "me/repo"
+""", "f.toml")
+    box = fleet.boxes[0]
+    assert box.instance_id == "12345"
+    assert box.pricing is not None and box.pricing.disk_gb == 250.0
+    assert box.push is not None and box.push.hf_repo == "me/repo"
+    assert fleet.timeout_for(box) == 3.0
+    assert fleet.ssh_config == "" and fleet.refresh_seconds == 2.5
+
+
+def test_unknown_key_names_file_box_key_line_and_suggests() -> None:
+    text = '[[box]]\nname = "a"\nhost = "h"\n\n[[box]]\nname = "gpu-b"\nhost = "h2"\nprot = 22\n'
+    (msg,) = problems(text)
+    assert msg.startswith("fleet.toml:8: box 'gpu-b': key 'prot': unknown key")
+    assert "did you mean 'port'" in msg
+
+
+def test_wrong_types_and_ranges_are_each_reported() -> None:
+    text = """refresh_seconds = 0
+host_keys = "trust-all"
+[[box]]
+name = "a"
+host = "h"
+port = "22"
+runs_roots = "/root/runs"
+provider = "aws"
+[box.pricing]
+disk_gb = -1
+"""
+    found = problems(text)
+    assert len(found) == 6
+    joined = "\n".join(found)
+    assert "fleet.toml:1: key 'refresh_seconds': must be > 0" in joined
+    assert "key 'host_keys': must be one of strict, accept-new" in joined
+    assert "fleet.toml:6: box 'a': key 'port': expected an integer, got a string ('22')" in joined
+    assert "key 'runs_roots': expected an array" in joined
+    assert "key 'provider': must be one of manual, vast, runpod, lambda" in joined
+    assert "fleet.toml:10: box 'a': key 'pricing.disk_gb': must be >= 0" in joined
+
+
+def test_missing_required_and_duplicate_names() -> None:
+    text = '[[box]]\nname = "a"\n\n[[box]]\nname = "a"\nhost = "x"\n[[box]]\nhost = "y"\n'
+    found = problems(text)
+    assert "fleet.toml:1: box 'a': key 'host': missing (required)" in found
+    assert any("box 'a': key 'name': duplicate box name" in p and "fleet.toml:5" in p
+               for p in found)
+    assert "fleet.toml:7: box '#3': key 'name': missing (required)" in found
+
+
+def test_toml_syntax_error_gives_the_line() -> None:
+    (msg,) = problems('[[box]]\nname = "a"\nhost = h\n')
+    assert re.match(r"fleet.toml:3: not valid TOML", msg)
+
+
+def test_no_boxes_and_bad_box_names() -> None:
+    assert problems("refresh_seconds = 5\n") == [
+        "fleet.toml: no boxes: add a [[box]] table with name and host"]
+    (msg,) = problems('[[box]]\nname = "a/b"\nhost = "h"\n')
+    assert "cannot be used as a box name" in msg
+
+
+def test_shipped_example_and_readme_example_are_valid() -> None:
+    parse_config((ROOT / "tui" / "fleet.example.toml").read_text(), "example")
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", readme, re.S)
+    assert blocks, "README.md shows a config example"
+    for block in blocks:
+        parse_config(block, "README.md")
+
+
+def test_check_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.toml"
+    good.write_text('[[box]]\nname = "a"\nhost = "h"\n')
+    assert main(["check-config", "--config", str(good)]) == 0
+    assert "1 box(es): a" in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[box]]\nname = "a"\nhost = "h"\ncolour = 1\n')
+    assert main(["--config", str(bad), "check-config"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:4: box 'a': key 'colour': unknown key" in err
+    assert main(["check-config", "--config", str(tmp_path / "none.toml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_config_location_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tui.paths import locate_config
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("GPURENT_CONFIG", raising=False)
+    assert locate_config(None) == tmp_path / "xdg" / "gpurent-tui" / "fleet.toml"
+    monkeypatch.setenv("GPURENT_CONFIG", str(tmp_path / "env.toml"))
+    assert locate_config(None) == tmp_path / "env.toml"
+    assert locate_config(str(tmp_path / "x.toml")) == tmp_path / "x.toml"
+
+
+def test_init_writes_a_valid_example_and_keeps_an_existing_file(tmp_path: Path) -> None:
+    target = tmp_path / "cfg" / "fleet.toml"
+    assert main(["init", "--config", str(target)]) == 0
+    parse_config(target.read_text(), str(target))
+    target.write_text("# mine\n")
+    assert main(["init", "--config", str(target)]) == 2
+    assert target.read_text() == "# mine\n"

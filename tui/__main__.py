@@ -1,0 +1,115 @@
+"""Command line: gpurent-tui [--config PATH] {status,check-config,init}."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from tui import __version__, paths
+from tui.model.box import Connection
+from tui.model.config import ConfigError, FleetConfig, parse_config
+from tui.model.status_doc import status_document, status_table
+
+EXIT_OK = 0
+EXIT_BOX_FAILED = 1
+EXIT_CONFIG = 2
+
+EXAMPLE_CONFIG = Path(__file__).with_name("fleet.example.toml")
+
+
+def load_fleet(explicit: str | None) -> FleetConfig:
+    """Find, read and validate the fleet config; ConfigError says what is wrong where."""
+    from tui.model.config import ConfigProblem
+
+    path = paths.locate_config(explicit)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        hint = "" if explicit else " (run `gpurent-tui init` to write an example)"
+        raise ConfigError([ConfigProblem(str(path), f"no such file{hint}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigProblem(str(path), f"cannot read: {exc}")]) from None
+    return parse_config(text, str(path))
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    fleet = load_fleet(args.config)
+    print(f"{fleet.source}: ok, {len(fleet.boxes)} box(es): "
+          + ", ".join(b.name for b in fleet.boxes))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tui.remote.watch import snapshot_fleet
+
+    fleet = load_fleet(args.config)
+    boxes = asyncio.run(snapshot_fleet(fleet))
+    now = time.time()
+    if args.json:
+        json.dump(status_document(boxes, now), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(status_table(boxes, now))
+    ok = all(b.connection is Connection.OK for b in boxes)
+    return EXIT_OK if ok else EXIT_BOX_FAILED
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = paths.locate_config(args.config)
+    if path.exists() and not args.force:
+        print(f"{path} exists; not overwritten (use --force)", file=sys.stderr)
+        return EXIT_CONFIG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(EXAMPLE_CONFIG.read_text())
+    print(f"wrote {path}: edit the [[box]] tables, then run `gpurent-tui check-config`")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    config_help = ("fleet config (default: $GPURENT_CONFIG, else "
+                   "~/.config/gpurent-tui/fleet.toml)")
+    # --config works before or after the command; SUPPRESS keeps a subcommand's
+    # unset option from overwriting one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=config_help)
+    parser = argparse.ArgumentParser(
+        prog="gpurent-tui",
+        description="Watch LibreYOLO training runs on rented GPU boxes over SSH.")
+    parser.add_argument("--config", metavar="PATH", default=None, help=config_help)
+    parser.add_argument("--version", action="version", version=f"gpurent-tui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    status = sub.add_parser("status", parents=[common],
+                            help="probe every box once and print what each run is doing")
+    status.add_argument("--json", action="store_true",
+                        help="print the gpurent.status/1 JSON document")
+    status.set_defaults(func=cmd_status)
+    check = sub.add_parser("check-config", parents=[common],
+                           help="validate the fleet config (exit 0 if good, 2 if not)")
+    check.set_defaults(func=cmd_check_config)
+    init = sub.add_parser("init", parents=[common], help="write an example fleet config")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(func=cmd_init)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_CONFIG
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"config error:\n{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

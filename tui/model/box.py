@@ -1,0 +1,219 @@
+"""One box: its connection, GPUs, disks and runs, folded from probe answers.
+
+Pure: no I/O. A failed refresh changes only the connection fields, so every
+run, history and log line already gathered stays on screen (and in
+`status --json`) with the age of the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from tui.model.runs import Cursor, Health, RunState, finite, fold_run, whole
+
+PROBE_VERSION = 1
+
+
+class Connection(StrEnum):
+    CONNECTING = "connecting"
+    OK = "ok"
+    UNREACHABLE = "unreachable"
+    TIMEOUT = "timeout"
+    AUTH_FAILED = "auth_failed"
+    HOST_KEY_UNKNOWN = "host_key_unknown"
+    HOST_KEY_CHANGED = "host_key_changed"
+    PROBE_FAILED = "probe_failed"
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    index: int
+    name: str
+    util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    temp_c: float | None
+    power_w: float | None
+
+
+@dataclass(frozen=True)
+class DiskRow:
+    root: str
+    total: int
+    used: int
+    free: int
+
+    @property
+    def used_pct(self) -> float:
+        return 100.0 * self.used / self.total if self.total else 0.0
+
+
+class BadAnswer(ValueError):
+    """The probe answered something this client cannot read."""
+
+
+def _gpu_value(field: str) -> float | None:
+    field = field.strip()
+    if not field or field.startswith("[") or field.upper() in ("N/A", "NOT SUPPORTED"):
+        return None
+    try:
+        return finite(float(field))
+    except ValueError:
+        return None
+
+
+def parse_gpu_rows(lines: list[str]) -> tuple[tuple[GpuRow, ...], str | None]:
+    """Rows of `nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,
+    memory.total,temperature.gpu,power.draw --format=csv,noheader,nounits`.
+
+    Fields that the card does not report ("[N/A]", "[Not Supported]") become
+    None; a GPU name may itself hold commas, so the name is what lies between
+    the index and the last five fields.
+    """
+    rows: list[GpuRow] = []
+    bad = 0
+    for line in lines:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 7 or not parts[0].isdigit():
+            bad += 1
+            continue
+        name = ", ".join(parts[1:-5])
+        util, used, total, temp, power = (_gpu_value(p) for p in parts[-5:])
+        rows.append(GpuRow(int(parts[0]), name, util, used, total, temp, power))
+    note = f"{bad} nvidia-smi line(s) could not be read" if bad else None
+    return tuple(rows), note
+
+
+@dataclass(frozen=True)
+class BoxState:
+    """Everything known about one box at one moment. Times are the panel's clock
+    (`*_at`) except `box_time`, the box's own clock from its last answer."""
+
+    name: str
+    connection: Connection = Connection.CONNECTING
+    error: str | None = None
+    box_time: float | None = None
+    last_ok_at: float | None = None
+    failed_since: float | None = None
+    failures: int = 0
+    retry_at: float | None = None
+    runs: tuple[RunState, ...] = ()
+    gpus: tuple[GpuRow, ...] = ()
+    gpu_note: str | None = None
+    disks: tuple[DiskRow, ...] = ()
+    root_problems: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+    truncated: bool = False
+    python: str | None = None
+    refresh_seconds: float | None = None
+
+    def run(self, path: str) -> RunState | None:
+        for run in self.runs:
+            if run.path == path:
+                return run
+        return None
+
+    def data_age(self, now: float) -> float | None:
+        """Seconds since the last good answer, on the panel's clock."""
+        return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)
+
+    def counts(self) -> dict[Health, int]:
+        counts = {h: 0 for h in Health}
+        for run in self.runs:
+            counts[run.health] += 1
+        return counts
+
+
+def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
+                refresh_seconds: float | None = None) -> BoxState:
+    """The box after one good probe answer. Raises BadAnswer if it is not one."""
+    if not isinstance(answer, Mapping):
+        raise BadAnswer("probe answer is not a JSON object")
+    if "fatal" in answer:
+        raise BadAnswer(f"probe crashed on the box: {answer['fatal']}")
+    if answer.get("v") != PROBE_VERSION:
+        raise BadAnswer(f"probe answer has version {answer.get('v')!r}, expected {PROBE_VERSION}")
+    box_time = finite(answer.get("time"))
+    if box_time is None or not isinstance(answer.get("runs"), list):
+        raise BadAnswer("probe answer lacks the box clock or the run list")
+
+    notices: list[str] = []
+    by_path = {run.path: run for run in prev.runs}
+    runs: dict[str, RunState] = {}
+    for raw in answer["runs"]:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("path"), str):
+            notices.append("probe sent a run without a path")
+            continue
+        path = raw["path"]
+        runs[path] = fold_run(by_path.get(path), raw, box_time)
+    for path in answer.get("gone") or []:
+        if path in by_path:
+            notices.append(f"run {by_path[path].name!r} is gone from the box")
+
+    gpus, gpu_note = prev.gpus, prev.gpu_note
+    raw_gpus = answer.get("gpus")
+    if isinstance(raw_gpus, Mapping):
+        if raw_gpus.get("absent"):
+            gpus, gpu_note = (), "no nvidia-smi on this box"
+        elif raw_gpus.get("error"):
+            gpus, gpu_note = (), str(raw_gpus["error"])
+        else:
+            gpus, gpu_note = parse_gpu_rows([str(r) for r in raw_gpus.get("rows") or []])
+
+    disks = tuple(
+        DiskRow(str(d.get("root")), whole(d.get("total")) or 0, whole(d.get("used")) or 0,
+                whole(d.get("free")) or 0)
+        for d in answer.get("disks") or [] if isinstance(d, Mapping))
+    root_problems = tuple(
+        f"runs root {r.get('root')}: {r['error']}"
+        for r in answer.get("roots") or [] if isinstance(r, Mapping) and r.get("error"))
+
+    return replace(
+        prev,
+        connection=Connection.OK, error=None, box_time=box_time, last_ok_at=now,
+        failed_since=None, failures=0, retry_at=None,
+        runs=tuple(sorted(runs.values(), key=lambda r: r.name)),
+        gpus=gpus, gpu_note=gpu_note, disks=disks, root_problems=root_problems,
+        notices=tuple(notices), truncated=bool(answer.get("truncated")),
+        python=str(answer.get("python")) if answer.get("python") else prev.python,
+        refresh_seconds=refresh_seconds if refresh_seconds is not None else prev.refresh_seconds,
+    )
+
+
+def fold_failure(prev: BoxState, connection: Connection, error: str, now: float,
+                 retry_at: float | None = None) -> BoxState:
+    """The box after a refresh that did not get an answer: only the connection changes."""
+    return replace(
+        prev, connection=connection, error=error, failures=prev.failures + 1,
+        failed_since=prev.failed_since if prev.failed_since is not None else now,
+        retry_at=retry_at)
+
+
+def probe_request(state: BoxState, roots: tuple[str, ...], *, log_cap: int = 16384,
+                  metrics_cap: int = 1 << 20, max_runs: int = 1000) -> dict[str, Any]:
+    """The request for the next refresh: what the client already holds of each run."""
+    return {
+        "roots": list(roots),
+        "runs": {run.path: run.cursor.to_request() for run in state.runs},
+        "log_cap": log_cap,
+        "metrics_cap": metrics_cap,
+        "max_runs": max_runs,
+        "gpu": True,
+    }
+
+
+def needs_more(answer: Mapping[str, Any]) -> bool:
+    """True while some run still has metrics history beyond the probe's per-read cap."""
+    return any(
+        isinstance(r, Mapping) and isinstance(r.get("metrics"), Mapping)
+        and r["metrics"].get("more")
+        for r in answer.get("runs") or [])
+
+
+__all__ = [
+    "BadAnswer", "BoxState", "Connection", "Cursor", "DiskRow", "GpuRow",
+    "fold_answer", "fold_failure", "needs_more", "parse_gpu_rows", "probe_request",
+]

@@ -1,0 +1,366 @@
+"""The fleet config: TOML text in, immutable settings out, or every problem at once.
+
+Pure: the caller reads the file; this module only parses and validates, so a
+bad config is reported with the file, the box and the key without touching
+the network or the disk.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PROVIDERS = ("manual", "vast", "runpod", "lambda")
+HOST_KEY_POLICIES = ("strict", "accept-new")
+DEFAULT_RUNS_ROOTS = ("/root/runs",)
+DEFAULT_REFRESH_SECONDS = 5.0
+DEFAULT_TIMEOUT_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What a box costs, from the config (fills in or overrides a provider's API)."""
+
+    running_usd_per_hr: float | None = None
+    disk_gb: float | None = None
+    storage_usd_per_gb_month: float | None = None
+    rebuild_usd: float | None = None
+    hours_per_month: float | None = None
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """Where a run's checkpoints go: a Hugging Face repo and/or a local folder."""
+
+    hf_repo: str | None = None
+    local_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class BoxConfig:
+    """One rented box as the user described it."""
+
+    name: str
+    host: str
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    jump: str | None = None
+    runs_roots: tuple[str, ...] = DEFAULT_RUNS_ROOTS
+    provider: str = "manual"
+    instance_id: str | None = None
+    timeout_seconds: float | None = None
+    pricing: Pricing | None = None
+    push: PushTarget | None = None
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """The whole fleet config, validated."""
+
+    source: str
+    boxes: tuple[BoxConfig, ...]
+    refresh_seconds: float = DEFAULT_REFRESH_SECONDS
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    host_keys: str = "strict"
+    known_hosts: str | None = None
+    # None: ~/.ssh/config when it exists; "": read no ssh config at all.
+    ssh_config: str | None = None
+    keys: Mapping[str, str] = field(default_factory=dict)
+
+    def box(self, name: str) -> BoxConfig:
+        """The box called `name`; KeyError names the boxes that exist."""
+        for box in self.boxes:
+            if box.name == name:
+                return box
+        known = ", ".join(b.name for b in self.boxes) or "none"
+        raise KeyError(f"no box named {name!r} (boxes: {known})")
+
+    def timeout_for(self, box: BoxConfig) -> float:
+        """The per-box timeout, falling back to the fleet's."""
+        return box.timeout_seconds if box.timeout_seconds is not None else self.timeout_seconds
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong with a config, located as precisely as the text allows."""
+
+    source: str
+    message: str
+    box: str | None = None
+    key: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        parts = [where]
+        if self.box is not None:
+            parts.append(f"box {self.box!r}")
+        if self.key is not None:
+            parts.append(f"key {self.key!r}")
+        return ": ".join(parts) + f": {self.message}"
+
+
+class ConfigError(Exception):
+    """Every problem found in a config; str() lists them one per line."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+# --- value checkers: return the converted value or raise _Bad with the reason ---
+
+
+class _Bad(Exception):
+    pass
+
+
+def _type_name(value: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"expected a string, got {_type_name(value)} ({value!r})")
+    if not value.strip():
+        raise _Bad("must not be empty")
+    return value
+
+
+def _number(minimum: float = 0.0, *, exclusive: bool = False) -> Callable[[object], float]:
+    def check(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Bad(f"expected a number, got {_type_name(value)} ({value!r})")
+        number = float(value)
+        if number != number or number in (float("inf"), float("-inf")):
+            raise _Bad("must be a finite number")
+        if number < minimum or (exclusive and number == minimum):
+            op = ">" if exclusive else ">="
+            raise _Bad(f"must be {op} {minimum:g}, got {value!r}")
+        return number
+
+    return check
+
+
+def _port(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(f"expected an integer, got {_type_name(value)} ({value!r})")
+    if not 1 <= value <= 65535:
+        raise _Bad(f"must be a TCP port (1-65535), got {value}")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        text = _string(value)
+        if text not in options:
+            raise _Bad(f"must be one of {', '.join(options)}; got {text!r}")
+        return text
+
+    return check
+
+
+def _box_name(value: object) -> str:
+    name = _string(value)
+    if "/" in name or any(ord(c) < 32 for c in name) or name in (".", ".."):
+        raise _Bad(f"{name!r} cannot be used as a box name (no '/', no control characters)")
+    return name
+
+
+def _instance_id(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _string(value)
+
+
+def _runs_roots(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _Bad(f"expected an array of paths, got {_type_name(value)} ({value!r})")
+    if not value:
+        raise _Bad("must list at least one directory")
+    roots = []
+    for item in value:
+        try:
+            roots.append(_string(item))
+        except _Bad as exc:
+            raise _Bad(f"every entry {exc}") from None
+    return tuple(roots)
+
+
+def _key_table(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _Bad(f"expected a table of action = \"key\", got {_type_name(value)}")
+    keys = {}
+    for action, key in value.items():
+        if not isinstance(key, str) or not key.strip():
+            raise _Bad(f"action {action!r}: expected a key name such as \"j\" or \"ctrl+r\"")
+        keys[str(action)] = key
+    return keys
+
+
+_TOP_KEYS: dict[str, Callable[[object], Any]] = {
+    "refresh_seconds": _number(0.0, exclusive=True),
+    "timeout_seconds": _number(0.0, exclusive=True),
+    "host_keys": _choice(HOST_KEY_POLICIES),
+    "known_hosts": _string,
+    "ssh_config": lambda v: v if v == "" else _string(v),
+    "keys": _key_table,
+}
+
+_BOX_KEYS: dict[str, Callable[[object], Any]] = {
+    "name": _box_name,
+    "host": _string,
+    "port": _port,
+    "user": _string,
+    "identity_file": _string,
+    "jump": _string,
+    "runs_roots": _runs_roots,
+    "provider": _choice(PROVIDERS),
+    "instance_id": _instance_id,
+    "timeout_seconds": _number(0.0, exclusive=True),
+}
+
+_PRICING_KEYS: dict[str, Callable[[object], Any]] = {
+    "running_usd_per_hr": _number(),
+    "disk_gb": _number(),
+    "storage_usd_per_gb_month": _number(),
+    "rebuild_usd": _number(),
+    "hours_per_month": _number(1.0),
+}
+
+_PUSH_KEYS: dict[str, Callable[[object], Any]] = {
+    "hf_repo": _string,
+    "local_dir": _string,
+}
+
+
+class _Locator:
+    """Finds the line of a key in the text, since tomllib does not say."""
+
+    _HEADER = re.compile(r"^\s*\[\[\s*box\s*\]\]")
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.box_starts = [i for i, line in enumerate(self.lines) if self._HEADER.match(line)]
+
+    def _span(self, box_index: int | None) -> tuple[int, int]:
+        if box_index is None:
+            end = self.box_starts[0] if self.box_starts else len(self.lines)
+            return 0, end
+        if box_index >= len(self.box_starts):
+            return 0, len(self.lines)
+        start = self.box_starts[box_index]
+        nxt = self.box_starts[box_index + 1] if box_index + 1 < len(self.box_starts) else None
+        return start, nxt if nxt is not None else len(self.lines)
+
+    def line_of(self, box_index: int | None, key: str | None) -> int | None:
+        start, end = self._span(box_index)
+        if key is not None:
+            pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+            for i in range(start, end):
+                if pattern.match(self.lines[i]):
+                    return i + 1
+        if box_index is not None and box_index < len(self.box_starts):
+            return start + 1
+        return None
+
+
+def _toml_line(exc: tomllib.TOMLDecodeError) -> int | None:
+    match = re.search(r"line (\d+)", str(exc))
+    return int(match.group(1)) if match else None
+
+
+def _unknown(key: str, known: Mapping[str, object]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key{hint}; known keys: {', '.join(known)}"
+
+
+def parse_config(text: str, source: str) -> FleetConfig:
+    """Validate a fleet config's TOML text; raise ConfigError listing every problem."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        problem = ConfigProblem(source, f"not valid TOML: {exc}", line=_toml_line(exc))
+        raise ConfigError([problem]) from None
+
+    locate = _Locator(text)
+    problems: list[ConfigProblem] = []
+
+    def check_table(
+        table: Mapping[str, object],
+        schema: Mapping[str, Callable[[object], Any]],
+        box_label: str | None,
+        box_index: int | None,
+        prefix: str = "",
+        skip: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for key, raw in table.items():
+            if key in skip:
+                continue
+            full = f"{prefix}{key}"
+            line = locate.line_of(box_index, key)
+            if key not in schema:
+                problems.append(
+                    ConfigProblem(source, _unknown(key, schema), box_label, full, line))
+                continue
+            try:
+                values[key] = schema[key](raw)
+            except _Bad as exc:
+                problems.append(ConfigProblem(source, str(exc), box_label, full, line))
+        return values
+
+    top = check_table(data, _TOP_KEYS, None, None, skip=("box",))
+    raw_boxes = data.get("box", [])
+    if not isinstance(raw_boxes, list) or not all(isinstance(b, dict) for b in raw_boxes):
+        problems.append(ConfigProblem(source, "'box' must be written as [[box]] tables",
+                                      key="box", line=locate.line_of(None, "box")))
+        raw_boxes = []
+    if not raw_boxes and not problems:
+        problems.append(ConfigProblem(source, "no boxes: add a [[box]] table with name and host"))
+
+    boxes: list[BoxConfig] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_boxes):
+        label = raw.get("name") if isinstance(raw.get("name"), str) else f"#{index + 1}"
+        values = check_table(raw, _BOX_KEYS, label, index, skip=("pricing", "push"))
+        for required in ("name", "host"):
+            if required not in raw:
+                problems.append(ConfigProblem(source, "missing (required)", label, required,
+                                              locate.line_of(index, None)))
+        pricing = push = None
+        for sub, schema in (("pricing", _PRICING_KEYS), ("push", _PUSH_KEYS)):
+            if sub not in raw:
+                continue
+            if not isinstance(raw[sub], dict):
+                problems.append(ConfigProblem(
+                    source, f"expected a table [box.{sub}], got {_type_name(raw[sub])}",
+                    label, sub, locate.line_of(index, sub)))
+                continue
+            sub_values = check_table(raw[sub], schema, label, index, prefix=f"{sub}.")
+            if sub == "pricing":
+                pricing = Pricing(**sub_values)
+            else:
+                push = PushTarget(**sub_values)
+        name = values.get("name")
+        if name is not None:
+            if name in seen:
+                problems.append(ConfigProblem(
+                    source, f"duplicate box name (first defined in box #{seen[name] + 1})",
+                    label, "name", locate.line_of(index, "name")))
+            else:
+                seen[name] = index
+        if "name" in values and "host" in values:
+            boxes.append(BoxConfig(**values, pricing=pricing, push=push))
+
+    if problems:
+        raise ConfigError(problems)
+    return FleetConfig(source=source, boxes=tuple(boxes), **top)

@@ -1,0 +1,382 @@
+"""One training run: parse what the probe sent, fold it into an immutable state, judge health.
+
+Pure: no I/O. A run's truth comes from its own files (status.json,
+metrics.jsonl, train.log, weights/) and from the box (its clock, whether the
+pid lives); nothing here is guessed. Anything malformed marks this run, with
+the reason, and never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+HISTORY_LIMIT = 5000
+LOG_TAIL_LINES = 400
+STALL_FLOOR_SECONDS = 600.0
+STALL_EPOCHS = 3.0
+SCHEMA_VERSION = 1
+
+
+class Health(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STALLED = "stalled"
+    DEAD = "dead"
+    UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True)
+class EpochPoint:
+    """One finished epoch from metrics.jsonl: what the charts and sparklines draw."""
+
+    epoch: int
+    loss: float | None
+    metric: float | None = None
+    metric_name: str | None = None
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    name: str
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """What the client already holds of a run, sent back so the probe skips it."""
+
+    s_sig: str | None = None
+    w_sig: str | None = None
+    m_off: int | None = None
+    m_id: str | None = None
+    m_head: str | None = None
+    l_off: int | None = None
+    l_id: str | None = None
+    l_head: str | None = None
+    pid: int | None = None
+    started_at: str | None = None
+
+    def to_request(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+# --- tolerant readers of LibreYOLO's fields ---------------------------------
+
+
+def finite(value: object) -> float | None:
+    """A finite float, or None for null, NaN, infinities, booleans and non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def whole(value: object) -> int | None:
+    """An integer field (epoch counts, pids): None unless a sane whole number."""
+    number = finite(value)
+    if number is None or number != int(number) or abs(number) > 1e12:
+        return None
+    return int(number)
+
+
+def text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def parse_time(value: object) -> float | None:
+    """Epoch seconds of an ISO 8601 timestamp (LibreYOLO writes UTC with an offset)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return None
+    return stamp.timestamp()
+
+
+def check_status(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
+    """Accept a parsed status.json or say why it cannot be used."""
+    if not isinstance(raw, dict):
+        return None, f"status.json is not a JSON object (got {type(raw).__name__})"
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        return None, f"status.json schema_version {version!r} is not supported (expected 1)"
+    state = raw.get("state")
+    if state not in ("running", "completed", "failed"):
+        return None, f"status.json has an unknown state {state!r}"
+    return raw, None
+
+
+def parse_metrics(chunk: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Complete metrics.jsonl lines into records; bad lines are reported, not fatal."""
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, line in enumerate(chunk.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            problems.append(f"metrics.jsonl line {number} of this read is not JSON ({exc.msg})")
+            continue
+        if not isinstance(record, dict) or whole(record.get("epoch")) is None:
+            problems.append(f"metrics.jsonl line {number} of this read has no epoch")
+            continue
+        records.append(record)
+    return records, problems
+
+
+def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
+    return EpochPoint(
+        epoch=whole(record.get("epoch")) or 0,
+        loss=finite(record.get("train/loss")),
+        metric=finite(record.get("current_metric")),
+        metric_name=text(record.get("current_metric_name")),
+        seconds=finite(record.get("time")),
+    )
+
+
+def short_metric_name(name: str | None) -> str | None:
+    """'metrics/mAP50-95' reads as 'mAP50-95'."""
+    if name is None:
+        return None
+    return name.removeprefix("metrics/")
+
+
+# --- the run ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Everything known about one run at one refresh; derived figures are properties."""
+
+    path: str
+    name: str
+    root: str
+    health: Health = Health.UNREADABLE
+    reason: str = "not read yet"
+    status: Mapping[str, Any] | None = None
+    status_problem: str | None = None
+    last_record: Mapping[str, Any] | None = None
+    history: tuple[EpochPoint, ...] = ()
+    log_tail: tuple[str, ...] = ()
+    weights: tuple[WeightFile, ...] = ()
+    pid_alive: bool | None = None
+    problems: tuple[str, ...] = ()
+    restarts: int = 0
+    box_time: float | None = None
+    cursor: Cursor = field(default_factory=Cursor)
+
+    def _field(self, key: str) -> object:
+        """A status.json field, else the last metrics.jsonl record's.
+
+        Completed and failed runs drop some fields from status.json."""
+        if self.status is not None and self.status.get(key) is not None:
+            return self.status.get(key)
+        if self.last_record is not None:
+            return self.last_record.get(key)
+        return None
+
+    @property
+    def state(self) -> str | None:
+        return text(self.status.get("state")) if self.status else None
+
+    @property
+    def current_epoch(self) -> int | None:
+        if self.status is not None and whole(self.status.get("current_epoch")) is not None:
+            return whole(self.status.get("current_epoch"))
+        if self.status is not None and whole(self.status.get("completed_epochs")) is not None:
+            return whole(self.status.get("completed_epochs"))
+        if self.last_record is not None:
+            return whole(self.last_record.get("epoch"))
+        return None
+
+    @property
+    def total_epochs(self) -> int | None:
+        return whole(self.status.get("total_epochs")) if self.status else None
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.health is not Health.RUNNING or self.status is None:
+            return None
+        eta = finite(self.status.get("eta_seconds"))
+        return max(eta, 0.0) if eta is not None else None
+
+    @property
+    def mean_epoch_seconds(self) -> float | None:
+        mean = finite(self.status.get("mean_epoch_seconds")) if self.status else None
+        if mean is None and self.history:
+            times = [p.seconds for p in self.history if p.seconds is not None]
+            mean = sum(times) / len(times) if times else None
+        return mean
+
+    @property
+    def train_loss(self) -> float | None:
+        loss = finite(self.status.get("train_loss")) if self.status else None
+        if loss is None and self.last_record is not None:
+            loss = finite(self.last_record.get("train/loss"))
+        return loss
+
+    @property
+    def best_metric(self) -> float | None:
+        return finite(self._field("best_metric"))
+
+    @property
+    def best_metric_name(self) -> str | None:
+        return short_metric_name(text(self._field("best_metric_name")))
+
+    @property
+    def best_epoch(self) -> int | None:
+        return whole(self._field("best_epoch"))
+
+    @property
+    def updated_at(self) -> str | None:
+        return text(self.status.get("updated_at")) if self.status else None
+
+    @property
+    def pid(self) -> int | None:
+        return whole(self.status.get("pid")) if self.status else None
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        """The failure LibreYOLO recorded, as {type, message}."""
+        if self.status is None or not isinstance(self.status.get("error"), dict):
+            return None
+        err = self.status["error"]
+        return {"type": str(err.get("type") or "Error"), "message": str(err.get("message") or "")}
+
+    @property
+    def loss_history(self) -> list[float]:
+        return [p.loss for p in self.history if p.loss is not None]
+
+
+def judge(run: RunState) -> tuple[Health, str]:
+    """Health and the reason for it, from the run's files and the box's clock only."""
+    if run.status_problem is not None:
+        return Health.UNREADABLE, run.status_problem
+    if run.status is None:
+        return Health.UNREADABLE, "no status.json in this run directory"
+    state = run.state
+    epoch, total = run.current_epoch, run.total_epochs
+    where = f"epoch {epoch if epoch is not None else '-'}/{total if total is not None else '?'}"
+    if state == "completed":
+        return Health.COMPLETED, f"finished {where}"
+    if state == "failed":
+        err = run.error
+        what = f"{err['type']}: {err['message']}" if err else "no error recorded"
+        return Health.FAILED, f"failed at {where}: {what}"
+    if run.pid_alive is False:
+        return Health.DEAD, (
+            f"status says running but pid {run.pid} is gone on the box "
+            "(killed, out of memory, preempted or rebooted)")
+    updated = parse_time(run.status.get("updated_at"))
+    if run.box_time is not None and updated is not None:
+        age = run.box_time - updated
+        mean = finite(run.status.get("mean_epoch_seconds"))
+        limit = max(STALL_EPOCHS * mean if mean else 0.0, STALL_FLOOR_SECONDS)
+        if age > limit:
+            return Health.STALLED, (
+                f"no update for {format_age(age)} at {where} "
+                f"(limit {format_age(limit)}: 3 x mean epoch, at least 10 min)")
+    return Health.RUNNING, where
+
+
+def format_age(seconds: float) -> str:
+    """A short duration: 45s, 14m, 3h05m, 2d04h."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> RunState:
+    """Fold the probe's answer for one run into the next immutable RunState."""
+    path = str(raw.get("path"))
+    run = prev or RunState(path=path, name=str(raw.get("name") or path),
+                           root=str(raw.get("root") or ""))
+    cursor = run.cursor
+    problems: list[str] = [str(p) for p in raw.get("errors") or []]
+    status, status_problem, last_record = run.status, run.status_problem, run.last_record
+    history, log_tail, restarts = run.history, run.log_tail, run.restarts
+
+    if "s_sig" in raw:
+        cursor = replace(cursor, s_sig=str(raw["s_sig"]))
+    if "status" in raw:
+        status, status_problem = check_status(raw["status"])
+        if status is None:
+            status = run.status  # keep the last good one on screen, marked unreadable
+            cursor = replace(cursor, s_sig=None)
+    elif "status_error" in raw:
+        status_problem = f"status.json could not be read: {raw['status_error']}"
+        cursor = replace(cursor, s_sig=None)
+    elif raw.get("status_missing"):
+        status, status_problem = None, None
+    if status is not None:
+        cursor = replace(cursor, pid=whole(status.get("pid")),
+                         started_at=text(status.get("started_at")))
+
+    metrics = raw.get("metrics")
+    if isinstance(metrics, Mapping):
+        if metrics.get("reset"):
+            history, last_record = (), None
+            restarts += 1
+            problems.append("metrics.jsonl started over (a new run in the same directory)")
+        records, bad = parse_metrics(str(metrics.get("text") or ""))
+        problems.extend(bad)
+        if metrics.get("error"):
+            problems.append(f"metrics.jsonl: {metrics['error']}")
+        if records:
+            points = [epoch_point(r) for r in records]
+            history = (history + tuple(points))[-HISTORY_LIMIT:]
+            last_record = records[-1]
+        cursor = replace(cursor, m_off=whole(metrics.get("off")), m_id=text(metrics.get("id")),
+                         m_head=text(metrics.get("head")))
+
+    log = raw.get("log")
+    if isinstance(log, Mapping):
+        if log.get("reset"):
+            log_tail = ()
+        lines = str(log.get("text") or "").splitlines()
+        if log.get("skipped"):
+            lines.insert(0, f"[... {log['skipped']} bytes of train.log not shown ...]")
+        log_tail = (log_tail + tuple(lines))[-LOG_TAIL_LINES:]
+        cursor = replace(cursor, l_off=whole(log.get("off")), l_id=text(log.get("id")),
+                         l_head=text(log.get("head")))
+
+    weights = run.weights
+    if "w_sig" in raw:
+        cursor = replace(cursor, w_sig=str(raw["w_sig"]))
+    if isinstance(raw.get("weights"), list):
+        weights = tuple(
+            WeightFile(str(w[0]), whole(w[1]) or 0, finite(w[2]) or 0.0)
+            for w in raw["weights"] if isinstance(w, list) and len(w) == 3)
+
+    alive = raw.get("pid_alive")
+    pid_alive = alive if isinstance(alive, bool) else None
+    if raw.get("vanished"):
+        status_problem = "run directory vanished while it was being read"
+
+    folded = replace(
+        run, status=status, status_problem=status_problem, last_record=last_record,
+        history=history, log_tail=log_tail, weights=weights, pid_alive=pid_alive,
+        problems=tuple(problems), restarts=restarts, box_time=box_time, cursor=cursor)
+    health, reason = judge(folded)
+    return replace(folded, health=health, reason=reason)

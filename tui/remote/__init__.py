@@ -1,0 +1,1 @@
+"""SSH sessions, the on-box probe and the pollers that drive them. No Textual."""

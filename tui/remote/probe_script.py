@@ -1,0 +1,372 @@
+"""The on-box probe: sent as the source of `python3 -`, answers one JSON document.
+
+Runs on the rented box, so it uses only the standard library and stays
+compatible with old interpreters (Python 3.6+). It never runs a shell and
+never passes a run's name to another program. Everything the client already
+holds is left out of the answer (unchanged status.json, unchanged weights,
+metrics and log bytes before the client's offsets), so the bytes of one
+refresh grow with what changed, not with the length of a run's history.
+
+Request (a `REQUEST` string literal the client appends, with the call to main):
+  {"roots": [...], "runs": {path: cursor}, "log_cap": int, "metrics_cap": int,
+   "max_runs": int, "gpu": bool}
+where a cursor is what the client got back last time for that run:
+  {"s_sig", "w_sig", "m_off", "m_id", "m_head", "l_off", "l_id", "l_head"}.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+
+PROBE_VERSION = 1
+RUN_MARKERS = ("status.json", "metrics.jsonl", "results.csv")
+SKIP_DIRS = ("weights", "val", "__pycache__", ".git")
+HEAD_BYTES = 256
+GPU_FIELDS = ("index,name,utilization.gpu,memory.used,memory.total,"
+              "temperature.gpu,power.draw")
+
+
+def _file_id(st):
+    return "%d:%d" % (st.st_dev, st.st_ino)
+
+
+def _head(f, length):
+    f.seek(0)
+    return hashlib.sha1(f.read(length)).hexdigest()
+
+
+def _errstr(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def read_increment(path, cursor, prefix, cap, tail_start):
+    """Bytes of an append-only file past the client's offset, whole lines only.
+
+    A file that is now shorter, has another inode, or whose first bytes differ
+    from what the client saw has been started over: the answer says `reset`
+    and begins at 0. With `tail_start` a first read (no offset yet) and a gap
+    bigger than `cap` skip ahead to the last `cap` bytes: the client wants the
+    tail of a log, not all of it.
+    """
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except FileNotFoundError:
+        return None
+    with f:
+        st = os.fstat(f.fileno())
+        ident = _file_id(st)
+        off = cursor.get(prefix + "off")
+        reset = False
+        if off is not None:
+            replaced = cursor.get(prefix + "id") not in (None, ident) or st.st_size < off
+            rewritten = off > 0 and cursor.get(prefix + "head") != _head(f, min(off, HEAD_BYTES))
+            if replaced or rewritten:
+                reset = True
+                off = 0
+        skipped = 0
+        start = off or 0
+        if tail_start and st.st_size - start > cap:
+            skipped = st.st_size - cap - start
+            start = st.st_size - cap
+        f.seek(start)
+        data = f.read(cap)
+        more = start + len(data) < st.st_size
+        if skipped and start > 0:
+            # Landed mid-line: drop the partial first line.
+            cut = data.find(b"\n")
+            if cut < 0:
+                data = b""
+            else:
+                skipped += cut + 1
+                start += cut + 1
+                data = data[cut + 1:]
+        end = data.rfind(b"\n")
+        too_long = False
+        if end < 0:
+            if more and len(data) >= cap:
+                too_long = True  # one line longer than the cap: skip past it
+                data = b""
+                start += cap
+            else:
+                data = b""
+        else:
+            data = data[:end + 1]
+        new_off = start + len(data)
+        if not (data or reset or skipped or too_long) and new_off == off:
+            return {}  # nothing new: the client keeps what it has
+        answer = {
+            "off": new_off,
+            "id": ident,
+            "head": _head(f, min(new_off, HEAD_BYTES)),
+            "text": data.decode("utf-8", "replace"),
+            "size": st.st_size,
+        }
+        if too_long:
+            answer["off"] = start
+            answer["error"] = "a line longer than %d bytes was skipped" % cap
+        if reset:
+            answer["reset"] = True
+        if skipped:
+            answer["skipped"] = skipped
+        if new_off < st.st_size and (more or too_long):
+            answer["more"] = True
+        return answer
+
+
+def _status_sig(st):
+    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def read_status(run_dir, cursor, out):
+    path = os.path.join(run_dir, "status.json")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        out["status_missing"] = True
+        return None
+    sig = _status_sig(st)
+    out["s_sig"] = sig
+    if cursor.get("s_sig") == sig:
+        return None
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1 << 20)
+        status = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        out["status_error"] = _errstr(exc)
+        return None
+    out["status"] = status
+    return status
+
+
+def list_weights(run_dir, cursor, out):
+    wdir = os.path.join(run_dir, "weights")
+    rows = []
+    try:
+        with os.scandir(wdir) as it:
+            for entry in it:
+                try:
+                    if entry.is_file():
+                        st = entry.stat()
+                        rows.append([entry.name, st.st_size, round(st.st_mtime, 3)])
+                except OSError:
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        out.setdefault("errors", []).append("weights: " + _errstr(exc))
+    rows.sort()
+    sig = hashlib.sha1(json.dumps(rows).encode()).hexdigest()[:16]
+    out["w_sig"] = sig
+    if cursor.get("w_sig") != sig:
+        out["weights"] = rows
+
+
+def _boot_time():
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _parse_iso(text):
+    try:
+        from datetime import datetime
+        return datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def pid_alive(pid, started_at, boot_time):
+    """Whether the training process still lives on this box.
+
+    A zombie is dead; a pid that now belongs to a process started after the
+    run began has been reused by something else, so the run's process is dead.
+    """
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    if fields[0] in ("Z", "X"):
+        return False
+    started = _parse_iso(started_at) if isinstance(started_at, str) else None
+    if started is not None and boot_time is not None:
+        proc_start = boot_time + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        if proc_start > started + 120:
+            return False
+    return True
+
+
+def probe_run(run_dir, root, name, cursor, req, boot_time):
+    out = {"path": run_dir}
+    if not cursor:
+        out["root"] = root
+        out["name"] = name
+    try:
+        read_status(run_dir, cursor, out)
+        metrics = read_increment(os.path.join(run_dir, "metrics.jsonl"), cursor, "m_",
+                                 req.get("metrics_cap", 1 << 20), False)
+        if metrics:
+            out["metrics"] = metrics
+        log = read_increment(os.path.join(run_dir, "train.log"), cursor, "l_",
+                             req.get("log_cap", 16384), True)
+        if log:
+            out["log"] = log
+        list_weights(run_dir, cursor, out)
+        pid = cursor.get("pid")
+        started_at = cursor.get("started_at")
+        if isinstance(out.get("status"), dict):
+            pid = out["status"].get("pid")
+            started_at = out["status"].get("started_at")
+        alive = pid_alive(pid, started_at, boot_time)
+        if alive is not None:
+            out["pid_alive"] = alive
+    except FileNotFoundError as exc:
+        out["vanished"] = True
+        out.setdefault("errors", []).append(_errstr(exc))
+    except Exception as exc:  # one broken run must not hide the others
+        out.setdefault("errors", []).append(_errstr(exc))
+    return out
+
+
+def find_runs(roots, max_runs, max_dirs=50000):
+    """Every run directory below the roots, like `libreyolo monitor` (any depth).
+
+    Symlinks are not followed below a root, so a link loop cannot trap the
+    walk; a run directory's own subfolders are not searched.
+    """
+    found = []
+    seen = set()
+    root_rows = []
+    truncated = False
+    visited = 0
+    for root in roots:
+        path = os.path.abspath(os.path.expanduser(root))
+        row = {"root": root, "path": path}
+        root_rows.append(row)
+        if not os.path.isdir(path):
+            try:
+                os.stat(path)
+                row["error"] = "not a directory"
+            except OSError as exc:
+                row["error"] = _errstr(exc)
+            continue
+        errors = []
+        for dirpath, dirnames, filenames in os.walk(path, onerror=errors.append):
+            visited += 1
+            if visited > max_dirs or len(found) >= max_runs:
+                truncated = True
+                break
+            if any(m in filenames for m in RUN_MARKERS):
+                dirnames[:] = []
+                if dirpath in seen:
+                    continue
+                seen.add(dirpath)
+                rel = os.path.relpath(dirpath, path)
+                name = os.path.basename(path) if rel == "." else rel
+                found.append((dirpath, root, name))
+            else:
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        if errors:
+            first = errors[0]
+            if getattr(first, "filename", None) in (path, None):
+                row["error"] = _errstr(first)
+            else:
+                row["warnings"] = len(errors)
+    return found, root_rows, truncated
+
+
+def disk_rows(root_rows):
+    rows = []
+    for row in root_rows:
+        try:
+            st = os.statvfs(row["path"])
+        except OSError:
+            continue
+        total = st.f_blocks * st.f_frsize
+        free = st.f_bavail * st.f_frsize
+        rows.append({"root": row["root"], "fs": "%d" % os.stat(row["path"]).st_dev,
+                     "total": total, "used": total - st.f_bfree * st.f_frsize, "free": free})
+    return rows
+
+
+def gpu_rows():
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {"absent": True}
+    try:
+        proc = subprocess.run(
+            [exe, "--query-gpu=" + GPU_FIELDS, "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+    except subprocess.TimeoutExpired:
+        return {"error": "nvidia-smi did not answer within 10 s"}
+    except OSError as exc:
+        return {"error": _errstr(exc)}
+    text = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        err = (proc.stderr.decode("utf-8", "replace") or text).strip()
+        return {"error": "nvidia-smi exited %d: %s" % (proc.returncode, err[:300])}
+    return {"rows": [line for line in text.splitlines() if line.strip()]}
+
+
+def build_answer(req):
+    """The whole answer for one request, as a dict."""
+    boot = _boot_time()
+    cursors = req.get("runs") or {}
+    found, root_rows, truncated = find_runs(req.get("roots") or [], req.get("max_runs", 1000))
+    runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot)
+            for path, root, name in found]
+    present = set(path for path, _, _ in found)
+    answer = {
+        "v": PROBE_VERSION,
+        "time": time.time(),
+        "boot": boot,
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "roots": root_rows,
+        "disks": disk_rows(root_rows),
+        "runs": runs,
+        "gone": sorted(p for p in cursors if p not in present),
+    }
+    if truncated:
+        answer["truncated"] = True
+    if req.get("gpu", True):
+        answer["gpus"] = gpu_rows()
+    return answer
+
+
+def main(request_text):
+    """Entry point: the client appends `sys.exit(main(REQUEST))` to this source.
+
+    The answer goes out zlib-compressed: JSON of LibreYOLO's files shrinks
+    about fourfold, which is what a slow link to a jump host notices.
+    """
+    code = 0
+    try:
+        answer = build_answer(json.loads(request_text))
+    except Exception as exc:
+        answer = {"v": PROBE_VERSION, "fatal": _errstr(exc)}
+        code = 3
+    data = json.dumps(answer, separators=(",", ":")).encode("ascii")
+    sys.stdout.buffer.write(zlib.compress(data, 6))
+    sys.stdout.buffer.flush()
+    return code

@@ -1,0 +1,115 @@
+"""Pollers: one refresh of one box, the endless loop around it, and a fleet snapshot.
+
+These hold the only mutable state of the core (the latest BoxState per box)
+and hand out immutable snapshots; the panel's workers and `status --json`
+both drive them, so the two always agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tui import paths
+from tui.model.box import (
+    BadAnswer,
+    BoxState,
+    Connection,
+    fold_answer,
+    fold_failure,
+    needs_more,
+    probe_request,
+)
+from tui.model.config import BoxConfig, FleetConfig
+from tui.model.retry import backoff_delay
+from tui.remote.hostkeys import HostKeyStore
+from tui.remote.session import BoxError, BoxSession
+
+MAX_CATCH_UP_ROUNDS = 50
+
+
+def host_key_store(fleet: FleetConfig) -> HostKeyStore:
+    known = Path(fleet.known_hosts or "~/.ssh/known_hosts").expanduser()
+    return HostKeyStore(known, paths.pinned_known_hosts(), fleet.host_keys == "accept-new")
+
+
+class BoxWatcher:
+    """Keeps one box's state current: refresh on a timer, back off on failure."""
+
+    def __init__(self, box: BoxConfig, fleet: FleetConfig, *, store: HostKeyStore | None = None,
+                 clock: Callable[[], float] = time.time,
+                 jitter: Callable[[], float] = random.random) -> None:
+        self.box = box
+        self.fleet = fleet
+        self.session = BoxSession(box, fleet, store or host_key_store(fleet))
+        self.state = BoxState(name=box.name, refresh_seconds=fleet.refresh_seconds)
+        self._clock = clock
+        self._jitter = jitter
+        self._wake = asyncio.Event()
+
+    async def refresh(self, *, catch_up: bool = False) -> BoxState:
+        """One refresh; never raises for the box's own troubles (they become its state).
+
+        With `catch_up`, keeps probing while some run still has metrics history
+        the probe's per-read cap held back (a first look at a long run).
+        """
+        rounds = MAX_CATCH_UP_ROUNDS if catch_up else 1
+        try:
+            for _ in range(rounds):
+                request = probe_request(self.state, self.box.runs_roots)
+                answer = await self.session.run_probe(request)
+                self.state = fold_answer(self.state, answer, self._clock(),
+                                         self.fleet.refresh_seconds)
+                if not needs_more(answer):
+                    break
+        except BoxError as exc:
+            self._fail(exc.connection, exc.message)
+        except BadAnswer as exc:
+            self._fail(Connection.PROBE_FAILED, f"box {self.box.name}: {exc}")
+        return self.state
+
+    def _fail(self, connection: Connection, message: str) -> None:
+        now = self._clock()
+        delay = backoff_delay(self.state.failures + 1, self._jitter())
+        self.state = fold_failure(self.state, connection, message, now, retry_at=now + delay)
+
+    def next_delay(self) -> float:
+        """Seconds until the next refresh: the refresh period, or the backoff after a failure."""
+        if self.state.retry_at is not None:
+            return max(0.0, self.state.retry_at - self._clock())
+        return self.fleet.refresh_seconds
+
+    def poke(self) -> None:
+        """Refresh now (the `r` key), cutting any wait or backoff short."""
+        self._wake.set()
+
+    async def run(self, on_update: Callable[[BoxState], None]) -> None:
+        """Refresh forever, reporting every new state; cancel the task to stop."""
+        try:
+            catch_up = True
+            while True:
+                on_update(await self.refresh(catch_up=catch_up))
+                catch_up = False
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.next_delay())
+        finally:
+            await self.session.close()
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+async def snapshot_fleet(fleet: FleetConfig, *, store: HostKeyStore | None = None
+                         ) -> list[BoxState]:
+    """Every box once, in parallel, each with its whole history loaded; then disconnect."""
+    store = store or host_key_store(fleet)
+    watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
+    try:
+        return list(await asyncio.gather(*(w.refresh(catch_up=True) for w in watchers)))
+    finally:
+        await asyncio.gather(*(w.close() for w in watchers))
