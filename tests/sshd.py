@@ -2,22 +2,25 @@
 
 The panel talks to rented GPU boxes over SSH (directly or through jump hosts),
 so the tests run against a real ``/usr/sbin/sshd`` rather than a mock: that is
-the only way to exercise real host-key checking, ``ProxyJump``-style tunnels
-and dropped connections.  This module is plain infrastructure (no pytest
+the only way to exercise real host-key checking, jump-host tunnels and
+dropped connections.  This module is plain infrastructure (no pytest
 fixtures); ``conftest.py`` wraps it.
 
-Everything listens on 127.0.0.1 only and lives in a per-test work directory.
+Everything listens on 127.0.0.1 only and lives in a per-server work directory.
+Sessions log in as the current user (root in CI); pass ``home=`` to give each
+server its own ``$HOME`` so sessions skip the user's shell start-up files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +30,7 @@ SSH_KEYGEN = "ssh-keygen"
 # sshd (privilege separation) refuses to start unless this directory exists.
 PRIVSEP_DIR = Path("/run/sshd")
 LOOPBACK = "127.0.0.1"
+_TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,34 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def bin_dir_without(directory: Path, excluded: Iterable[str]) -> Path:
+    """Make a directory of symlinks to the system's commands, minus ``excluded`` (globs).
+
+    For "this box has no python3" tests: use the result as the session's PATH
+    (``Sshd(..., env={"PATH": str(bin_dir)})``) and the shell still finds
+    ``cat``, ``mkdir`` and friends, but not e.g. ``python3*``.
+    """
+    patterns = list(excluded)
+    directory.mkdir(parents=True, exist_ok=True)
+    # Same order as sshd's default PATH, so the first hit wins as in a real lookup.
+    for source in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        try:
+            entries = list(os.scandir(source))
+        except OSError:
+            continue
+        for entry in entries:
+            link = directory / entry.name
+            if any(fnmatch.fnmatch(entry.name, p) for p in patterns) or link.is_symlink():
+                continue
+            if os.access(entry.path, os.X_OK) and not entry.is_dir():
+                link.symlink_to(entry.path)
+    return directory
+
+
+# -- /proc helpers: sshd's per-connection children call setsid(), so they
+#    leave our process group and must be found another way. --------------
+
+
 def _ppid_map() -> dict[int, int]:
     """Map every live pid to its parent pid, read from /proc."""
     parents: dict[int, int] = {}
@@ -78,10 +110,10 @@ def _ppid_map() -> dict[int, int]:
     return parents
 
 
-def _descendants(root: int) -> set[int]:
+def _descendants(root: int, parents: Mapping[int, int] | None = None) -> set[int]:
     """All processes below ``root`` in the process tree (not ``root`` itself)."""
     children: dict[int, list[int]] = {}
-    for pid, ppid in _ppid_map().items():
+    for pid, ppid in (parents if parents is not None else _ppid_map()).items():
         children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
     todo = list(children.get(root, ()))
@@ -93,8 +125,8 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def _socket_inodes_on_port(port: int) -> set[str]:
-    """Inodes of 127.0.0.1 TCP sockets whose local port is ``port`` (listener + connections)."""
+def _socket_inodes(port: int, *, listening: bool) -> set[str]:
+    """Inodes of TCP sockets whose local port is ``port``, either LISTEN or connected ones."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -103,50 +135,76 @@ def _socket_inodes_on_port(port: int) -> set[str]:
             continue
         for line in lines:
             fields = line.split()
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            if local_port == port:
+            if int(fields[1].rsplit(":", 1)[1], 16) != port:
+                continue
+            if (fields[3] == _TCP_LISTEN) == listening:
                 inodes.add(fields[9])
     inodes.discard("0")  # TIME_WAIT entries have no owning socket
     return inodes
 
 
-def _sshd_pids_holding(inodes: set[str]) -> set[int]:
-    """sshd processes with an open file descriptor on any of the given socket inodes.
+def _socket_inodes_of(pid: int) -> set[str]:
+    """Socket inodes among the open file descriptors of ``pid``."""
+    inodes: set[str] = set()
+    try:
+        fds = os.scandir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    with fds:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd.path)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    return inodes
 
-    Restricted to the sshd binary so that a client whose ephemeral local port
-    happens to equal our port (possible once the listener is gone) is spared.
+
+def _pids_from_ssh_port(port: int) -> set[int]:
+    """Processes whose environment says an SSH session on ``port`` started them.
+
+    sshd puts ``SSH_CONNECTION="<client ip> <client port> <server ip> <port>"``
+    into each session and commands pass it on, so this finds commands that
+    outlived their connection (sshd does not kill a non-pty command when the
+    client goes away) and were reparented to init.
     """
-    if not inodes:
-        return set()
-    targets = {f"socket:[{inode}]" for inode in inodes}
-    holders: set[int] = set()
+    suffix = f" {LOOPBACK} {port}".encode()
+    found: set[int] = set()
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit():
             continue
         try:
-            if os.readlink(Path(entry.path, "exe")) != SSHD:
-                continue
+            environ = Path(entry.path, "environ").read_bytes()
         except OSError:
             continue
-        try:
-            fds = os.scandir(Path(entry.path, "fd"))
-        except OSError:
-            continue
-        with fds:
-            for fd in fds:
-                try:
-                    if os.readlink(fd.path) in targets:
-                        holders.add(int(entry.name))
-                        break
-                except OSError:
-                    continue
-    return holders
+        for item in environ.split(b"\0"):
+            if item.startswith(b"SSH_CONNECTION=") and item.endswith(suffix):
+                found.add(int(entry.name))
+                break
+    return found
+
+
+def _is_sshd(pid: int) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == SSHD
+    except OSError:
+        return False
 
 
 def _kill_all(pids: Iterable[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _setenv_line(env: Mapping[str, str]) -> str:
+    """Render one ``SetEnv`` line (sshd honours only the first such line)."""
+    parts = []
+    for name, value in env.items():
+        if '"' in value or "\n" in value or not name.isidentifier():
+            raise ValueError(f"cannot pass {name}={value!r} through sshd_config SetEnv")
+        item = f"{name}={value}"
+        parts.append(f'"{item}"' if any(c.isspace() for c in item) else item)
+    return "SetEnv " + " ".join(parts)
 
 
 class Sshd:
@@ -166,13 +224,33 @@ class Sshd:
         allow_tcp_forwarding: bool = True,
         extra_config: str = "",
         port: int | None = None,
+        home: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """Prepare (but do not start) a server.
+
+        ``home`` sets the sessions' ``$HOME`` (created if missing). Useful
+        because bash sources ``$HOME/.bashrc`` even for ``ssh host cmd``, and
+        a developer's or CI image's dotfiles (pyenv init, PATH edits) then
+        slow down and change every remote command.  The working directory
+        stays the user's passwd home.  ``env`` adds more session variables
+        (e.g. ``PATH``); both become one ``SetEnv`` line, so ``extra_config``
+        must not contain its own ``SetEnv`` when either is used.
+        """
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.authorized_keys = list(authorized_keys)
         self.allow_tcp_forwarding = allow_tcp_forwarding
         self.extra_config = extra_config
         self.port: int = port if port is not None else free_port()
+        self.home = Path(home) if home is not None else None
+        self.env: dict[str, str] = dict(env or {})
+        if self.home is not None:
+            self.env = {"HOME": str(self.home), **self.env}
+        if self.env and any(
+            line.strip().lower().startswith("setenv") for line in extra_config.splitlines()
+        ):
+            raise ValueError("use env= or extra_config SetEnv, not both: sshd reads only one")
         # Reused across restart() so clients' known_hosts entries stay valid.
         self.host_key: KeyPair = host_key or make_keypair(self.workdir, "ssh_host_ed25519_key")
         self.config_path = self.workdir / "sshd_config"
@@ -183,7 +261,8 @@ class Sshd:
 
     # -- configuration -------------------------------------------------
 
-    def _config_text(self) -> str:
+    def config_text(self) -> str:
+        """The sshd_config this server runs with."""
         forwarding = "yes" if self.allow_tcp_forwarding else "no"
         lines = [
             f"Port {self.port}",
@@ -199,15 +278,17 @@ class Sshd:
             "PermitRootLogin prohibit-password",
             f"AllowTcpForwarding {forwarding}",
             "Subsystem sftp internal-sftp",
-            # VERBOSE logs each accepted key / closed connection: handy in failure reports.
+            # VERBOSE logs accepted keys and connection open/close: handy in failure reports.
             "LogLevel VERBOSE",
             # Tests open many connections at once; the default 10:30:100 drops some.
             "MaxStartups 100:30:200",
             "MaxSessions 50",
-            # Keep the session environment predictable (no motd / lastlog noise).
+            # Keep session output free of login banners.
             "PrintMotd no",
             "PrintLastLog no",
         ]
+        if self.env:
+            lines.append(_setenv_line(self.env))
         text = "\n".join(lines) + "\n"
         if self.extra_config:
             text += self.extra_config.rstrip("\n") + "\n"
@@ -217,7 +298,9 @@ class Sshd:
         self.authorized_keys_path.write_text(
             "".join(line.rstrip("\n") + "\n" for line in self.authorized_keys)
         )
-        self.config_path.write_text(self._config_text())
+        self.config_path.write_text(self.config_text())
+        if self.home is not None:
+            self.home.mkdir(parents=True, exist_ok=True)
 
     # -- lifecycle -----------------------------------------------------
 
@@ -237,8 +320,8 @@ class Sshd:
         PRIVSEP_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
         self._write_files()
         with self.log_path.open("ab") as log:
-            # Own session: signals aimed at the test runner's process group
-            # (Ctrl-C) do not reach it, and it cannot grab our terminal.
+            # Own session: Ctrl-C aimed at the test runner does not reach it,
+            # and it cannot grab our terminal.
             self._proc = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(self.config_path)],
                 stdin=subprocess.DEVNULL,
@@ -252,17 +335,24 @@ class Sshd:
                 code = self._proc.returncode
                 self._proc = None
                 raise RuntimeError(
-                    f"sshd on port {self.port} exited with status {code}:\n{self._log_text()}"
+                    f"sshd on port {self.port} exited with status {code}:\n{self.log_text()}"
                 )
-            if self._banner_ok():
+            # Check the listening socket is *ours*: with the port taken, the banner
+            # would come from the other server while ours is about to fail.
+            if self._owns_listener() and self._banner_ok():
                 return
             if time.monotonic() >= deadline:
                 self.stop()
                 raise RuntimeError(
                     f"sshd on port {self.port} sent no SSH banner within {timeout}s:\n"
-                    f"{self._log_text()}"
+                    f"{self.log_text()}"
                 )
-            time.sleep(0.02)
+            time.sleep(0.01)
+
+    def _owns_listener(self) -> bool:
+        assert self._proc is not None
+        listening = _socket_inodes(self.port, listening=True)
+        return bool(listening & _socket_inodes_of(self._proc.pid))
 
     def _banner_ok(self) -> bool:
         """Whether the port accepts a TCP connection and sends an SSH-2.0 identification line."""
@@ -274,14 +364,12 @@ class Sshd:
                     if not chunk:
                         break
                     data += chunk
-                # Say goodbye politely so sshd logs no protocol error.
-                with contextlib.suppress(OSError):
-                    sock.sendall(b"SSH-2.0-probe\r\n")
         except OSError:
             return False
         return data.startswith(b"SSH-2.0")
 
-    def _log_text(self) -> str:
+    def log_text(self) -> str:
+        """sshd's stderr log so far (all starts of this server), for failure messages."""
         try:
             return self.log_path.read_text(errors="replace")
         except OSError:
@@ -290,12 +378,14 @@ class Sshd:
     def stop(self) -> None:
         """Kill the listener and every session it forked, like a box rebooting. Idempotent.
 
-        sshd forks one child per connection and that child calls ``setsid()``,
-        so killing the listener's process group is not enough.  We collect the
-        listener's whole process tree (via /proc parent pids) and also any
-        process still holding a TCP socket on our port (catches orphans whose
-        listener already died), then SIGKILL them all.  The kernel then resets
-        the client connections.
+        OpenSSH forks one child per connection and that child calls
+        ``setsid()``; its session commands do the same.  So neither the
+        listener's process group nor its session covers them, and their
+        cmdlines are rewritten ("sshd: root@notty").  We therefore freeze the
+        listener, collect its whole process tree from /proc parent pids, and
+        SIGKILL it all; the kernel then resets the clients' connections.
+        Stragglers reparented to init are found too (see
+        ``_orphaned_sessions``): a reboot would not spare them either.
         """
         proc = self._proc
         self._proc = None
@@ -316,14 +406,25 @@ class Sshd:
         self.pid_path.unlink(missing_ok=True)
 
     def _orphaned_sessions(self) -> set[int]:
-        """sshd processes still serving a connection on our port, plus their subtrees.
+        """Processes of ours that left the listener's tree, plus their subtrees.
 
-        Catches sessions whose listener already died (crash, earlier SIGKILL)
-        and so are no longer in its process tree.
+        Two kinds: sshd sessions whose listener already died (reparented to
+        init, still holding a connection on our port), and commands started
+        over SSH on our port that outlived their connection.  Only sshd
+        processes whose parent is not sshd count in the first group, so
+        another live server's sessions are left alone.
         """
-        found = _sshd_pids_holding(_socket_inodes_on_port(self.port))
+        parents = _ppid_map()
+        found = _pids_from_ssh_port(self.port) - {os.getpid()}
+        connected = _socket_inodes(self.port, listening=False)
+        if connected:
+            for pid, ppid in parents.items():
+                if pid == os.getpid() or _is_sshd(ppid) or not _is_sshd(pid):
+                    continue
+                if _socket_inodes_of(pid) & connected:
+                    found.add(pid)
         for pid in list(found):
-            found |= _descendants(pid)
+            found |= _descendants(pid, parents)
         return found
 
     def restart(self) -> None:

@@ -273,3 +273,11 @@ def test_backoff_grows_caps_and_jitters() -> None:
     assert backoff_delay(1, 0.0) == 1.0 and backoff_delay(1, 1.0) == 2.0
     assert backoff_delay(4, 1.0) == 16.0
     assert backoff_delay(50, 1.0) == 300.0 and backoff_delay(50, 0.0) == 150.0
+
+
+def test_disks_on_one_filesystem_are_shown_once() -> None:
+    disks = [{"root": "/root/runs", "fs": "7", "total": 100, "used": 25, "free": 75},
+             {"root": "/root/more", "fs": "7", "total": 100, "used": 25, "free": 75},
+             {"root": "/data", "fs": "9", "total": 10, "used": 9, "free": 1}]
+    box = fold_answer(BoxState(name="b"), answer(disks=disks), 0.0)
+    assert [(d.root, d.used_pct) for d in box.disks] == [("/root/runs", 25.0), ("/data", 90.0)]

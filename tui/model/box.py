@@ -163,10 +163,14 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
         else:
             gpus, gpu_note = parse_gpu_rows([str(r) for r in raw_gpus.get("rows") or []])
 
-    disks = tuple(
-        DiskRow(str(d.get("root")), whole(d.get("total")) or 0, whole(d.get("used")) or 0,
-                whole(d.get("free")) or 0)
-        for d in answer.get("disks") or [] if isinstance(d, Mapping))
+    disks: list[DiskRow] = []
+    filesystems: set[object] = set()
+    for d in answer.get("disks") or []:
+        if not isinstance(d, Mapping) or d.get("fs") in filesystems:
+            continue  # two roots on one filesystem: its use is shown once
+        filesystems.add(d.get("fs"))
+        disks.append(DiskRow(str(d.get("root")), whole(d.get("total")) or 0,
+                             whole(d.get("used")) or 0, whole(d.get("free")) or 0))
     root_problems = tuple(
         f"runs root {r.get('root')}: {r['error']}"
         for r in answer.get("roots") or [] if isinstance(r, Mapping) and r.get("error"))
@@ -176,7 +180,7 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
         connection=Connection.OK, error=None, box_time=box_time, last_ok_at=now,
         failed_since=None, failures=0, retry_at=None,
         runs=tuple(sorted(runs.values(), key=lambda r: r.name)),
-        gpus=gpus, gpu_note=gpu_note, disks=disks, root_problems=root_problems,
+        gpus=gpus, gpu_note=gpu_note, disks=tuple(disks), root_problems=root_problems,
         notices=tuple(notices), truncated=bool(answer.get("truncated")),
         python=str(answer.get("python")) if answer.get("python") else prev.python,
         refresh_seconds=refresh_seconds if refresh_seconds is not None else prev.refresh_seconds,

@@ -115,6 +115,6 @@ def status_table(boxes: list[BoxState], now: float) -> str:
         for problem in (*box.root_problems, *box.notices):
             out.append(f"  ! {problem}")
         if not box.runs and box.connection is Connection.OK:
-            out.append("  no runs under " + ", ".join(d.root for d in box.disks) or "the roots")
+            out.append("  no runs found under the runs roots")
         out.extend(_run_line(run) for run in box.runs)
     return "\n".join(out)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import json
+import socket
 import zlib
 from importlib import resources
 from pathlib import Path
@@ -68,6 +70,24 @@ def decode_answer(data: bytes) -> dict[str, Any]:
     if not isinstance(answer, dict):
         raise ValueError("answer is not a JSON object")
     return answer
+
+
+_ERRNO_WORDS = {
+    errno.ECONNREFUSED: "connection refused (is sshd running, is the port right?)",
+    errno.EHOSTUNREACH: "no route to host",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ETIMEDOUT: "TCP connect timed out",
+    errno.ECONNRESET: "connection reset",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """Words for a failed TCP connect; asyncio's own text hides the errno's meaning."""
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror})"
+    if exc.errno in _ERRNO_WORDS:
+        return _ERRNO_WORDS[exc.errno]
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 class _Client(asyncssh.SSHClient):
@@ -165,9 +185,8 @@ class BoxSession:
             raise BoxError(Connection.UNREACHABLE,
                            f"{who} ({hop.host}:{hop.port}) disconnected: {exc.reason}") from None
         except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
             raise BoxError(Connection.UNREACHABLE,
-                           f"{who} ({hop.host}:{hop.port}): {reason}") from None
+                           f"{who} ({hop.host}:{hop.port}): {describe_os_error(exc)}") from None
         self._clients.append(client)
         return conn
 
