@@ -42,15 +42,10 @@ def sshd_factory(tmp_path: Path, client_key: KeyPair) -> Iterator[Callable[..., 
               env: dict[str, str] | None = None, **options: Any) -> Sshd:
         # Sessions get an empty HOME, as on a fresh rented box: this machine's
         # own ~/.bashrc (sourced by bash for ssh commands) must not slow or
-        # block them. sshd honours only the first SetEnv line, so it is one.
-        home = tmp_path / f"home-{name}"
-        home.mkdir(exist_ok=True)
-        variables = {"HOME": str(home), **(env or {})}
-        setenv = "SetEnv " + " ".join(f"{k}={v}" for k, v in variables.items())
-        options["extra_config"] = setenv + "\n" + options.get("extra_config", "")
+        # block them.
         server = Sshd(tmp_path / f"sshd-{name}",
                       authorized if authorized is not None else [client_key.public_line],
-                      **options)
+                      home=tmp_path / f"home-{name}", env=env, **options)
         started.append(server)
         server.start()
         return server

@@ -167,7 +167,7 @@ async def test_accept_new_pins_first_key_then_refuses_a_changed_one(
     assert (await one_box(fleet)).connection is Connection.OK
     server.stop()
     rebuilt = Sshd(server.workdir.with_name("rebuilt"), [client_key.public_line],
-                   port=server.port)
+                   port=server.port, home=tmp_path / "home-rebuilt")
     rebuilt.start()
     try:
         state = await one_box(fleet)
