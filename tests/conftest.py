@@ -64,6 +64,13 @@ def runs_root_with(tmp_path: Path, *fixtures: str, name: str = "runs") -> Path:
     return root
 
 
+def toml_value(value: Any) -> str:
+    """JSON scalars and arrays are valid TOML; tables become inline tables."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
 def make_fleet(tmp_path: Path, boxes: list[dict[str, Any]], *, known_hosts: Sequence[str] = (),
                **top: Any) -> FleetConfig:
     """Write known_hosts and a fleet.toml the way a user would, and load it."""
@@ -71,10 +78,10 @@ def make_fleet(tmp_path: Path, boxes: list[dict[str, Any]], *, known_hosts: Sequ
     kh.write_text("".join(line + "\n" for line in known_hosts))
     settings = {"known_hosts": str(kh), "ssh_config": "", "refresh_seconds": 1,
                 "timeout_seconds": 10, **top}
-    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    lines = [f"{k} = {toml_value(v)}" for k, v in settings.items()]
     for box in boxes:
         lines.append("[[box]]")
-        lines.extend(f"{k} = {json.dumps(v)}" for k, v in box.items())
+        lines.extend(f"{k} = {toml_value(v)}" for k, v in box.items())
     path = tmp_path / "fleet.toml"
     path.write_text("\n".join(lines) + "\n")
     return parse_config(path.read_text(), str(path))

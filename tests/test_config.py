@@ -155,3 +155,10 @@ def test_init_writes_a_valid_example_and_keeps_an_existing_file(tmp_path: Path) 
     target.write_text("# mine\n")
     assert main(["init", "--config", str(target)]) == 2
     assert target.read_text() == "# mine\n"
+
+
+def test_key_remaps_must_name_known_actions() -> None:
+    fleet = parse_config('[keys]\nnext = "n"\n[[box]]\nname = "a"\nhost = "h"\n', "f.toml")
+    assert fleet.keys == {"next": "n"}
+    (msg,) = problems('[keys]\nnxt = "n"\n[[box]]\nname = "a"\nhost = "h"\n')
+    assert "key 'keys': unknown action 'nxt'" in msg

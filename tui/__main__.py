@@ -1,4 +1,7 @@
-"""Command line: gpurent-tui [--config PATH] {status,check-config,init}."""
+"""Command line: gpurent-tui [--config PATH] [status | check-config | init].
+
+With no command it opens the panel.
+"""
 
 from __future__ import annotations
 
@@ -69,6 +72,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_panel(args: argparse.Namespace) -> int:
+    from tui.app import GpurentApp
+
+    fleet = load_fleet(args.config)
+    GpurentApp(fleet).run()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     config_help = ("fleet config (default: $GPURENT_CONFIG, else "
                    "~/.config/gpurent-tui/fleet.toml)")
@@ -99,11 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_CONFIG
+    func = getattr(args, "func", None) or cmd_panel
     try:
-        return int(args.func(args))
+        return int(func(args))
     except ConfigError as exc:
         print(f"config error:\n{exc}", file=sys.stderr)
         return EXIT_CONFIG

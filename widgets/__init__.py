@@ -1,1 +1,5 @@
-"""Reusable Textual widgets that take plain data and never import tui."""
+"""Reusable Textual widgets and renderables that take plain data and never import tui."""
+
+from widgets.badges import badge, bar
+
+__all__ = ["badge", "bar"]

@@ -19,6 +19,8 @@ HOST_KEY_POLICIES = ("strict", "accept-new")
 DEFAULT_RUNS_ROOTS = ("/root/runs",)
 DEFAULT_REFRESH_SECONDS = 5.0
 DEFAULT_TIMEOUT_SECONDS = 15.0
+# The panel's binding ids that `[keys]` may remap (the app checks it defines each).
+KEY_ACTIONS = ("quit", "refresh", "next", "previous", "help")
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,8 @@ def _key_table(value: object) -> dict[str, str]:
         raise _Bad(f"expected a table of action = \"key\", got {_type_name(value)}")
     keys = {}
     for action, key in value.items():
+        if action not in KEY_ACTIONS:
+            raise _Bad(f"unknown action {action!r}; actions: {', '.join(KEY_ACTIONS)}")
         if not isinstance(key, str) or not key.strip():
             raise _Bad(f"action {action!r}: expected a key name such as \"j\" or \"ctrl+r\"")
         keys[str(action)] = key

@@ -282,7 +282,7 @@ def judge(run: RunState) -> tuple[Health, str]:
     if run.pid_alive is False:
         return Health.DEAD, (
             f"status says running but pid {run.pid} is gone on the box "
-            "(killed, out of memory, preempted or rebooted)")
+            "(killed, OOM, preempted or rebooted)")
     updated = parse_time(run.status.get("updated_at"))
     if run.box_time is not None and updated is not None:
         age = run.box_time - updated

@@ -1,0 +1,581 @@
+"""How much a refresh of the watch core costs: wall time, bytes and CPU, on real sshd.
+
+Why: the panel refreshes every box every few seconds for days, over links that
+may be slow or metered, on a laptop that also runs everything else. The probe
+promises that a refresh costs what changed, not what the run has written so
+far; this script checks that promise with numbers instead of a unit test.
+
+Setup: N real OpenSSH servers on 127.0.0.1 (one per "box"), each with a runs
+root of R LibreYOLO-shaped runs that already have E epochs of history, watched
+by one BoxWatcher per box (kept across rounds, so sessions stay open). Then:
+
+1. cold load: one `refresh(catch_up=True)` of every box at once;
+2. idle: full refreshes where nothing changed;
+3. advancing: before each full refresh every run writes one epoch, as
+   LibreYOLO does; measured for E and again for a short history, so any
+   dependence of the bytes on history length shows.
+
+Bytes are the SSH channel payload the session counts (in: the probe's
+compressed answer; out: the compressed probe plus request), and the TCP
+payload of the connection (TCP_INFO), which adds SSH framing, MACs and
+channel setup. CPU is this process (asyncssh crypto included) and, apart,
+the boxes' sshd and probe processes, which share this machine's cores.
+
+    python benchmarks/refresh.py [--boxes 20] [--runs 2] [--epochs 500] [--rounds 10]
+
+Only 127.0.0.1; everything lives in one temp dir that is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+import asyncssh  # noqa: E402
+from sshd import KeyPair, Sshd, make_keypair  # noqa: E402
+
+from tui.model.box import BoxState, Connection, probe_request  # noqa: E402
+from tui.model.config import FleetConfig, parse_config  # noqa: E402
+from tui.model.runs import Health  # noqa: E402
+from tui.remote import probe_script  # noqa: E402
+from tui.remote.session import probe_payload  # noqa: E402
+from tui.remote.watch import BoxWatcher, host_key_store  # noqa: E402
+
+DATA = REPO / "tests" / "data" / "libreyolo"
+METRICS_TEMPLATE = [
+    json.loads(line)
+    for line in (DATA / "yolox_completed" / "metrics.jsonl").read_text().splitlines() if line
+]
+STATUS_TEMPLATE: dict[str, Any] = json.loads((DATA / "yolox_running" / "status.json").read_text())
+SMALL_EPOCHS = 50
+TARGET_BYTES_PER_RUN = 2048
+EPOCH_SECONDS = 80.0  # a plausible GPU epoch; only the numbers in the files use it
+# struct tcp_info (linux/tcp.h): tcpi_bytes_acked and tcpi_bytes_received, both u64.
+TCP_INFO_BYTES_AT = 120
+
+
+# --- LibreYOLO-shaped run files ------------------------------------------------
+
+
+def iso(stamp: float) -> str:
+    return datetime.fromtimestamp(int(stamp), UTC).isoformat()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """LibreYOLO writes status.json to a temp file and renames it: readers never see half."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def loss_at(epoch: int) -> float:
+    return 2.0 + 10.5 * math.exp(-epoch / 150.0) + 0.01 * (epoch % 7)
+
+
+def metrics_record(epoch: int) -> dict[str, Any]:
+    """One metrics.jsonl record: a real LibreYOLO line with this epoch's numbers.
+
+    The recorded run's metrics are all 0.0 (a tiny CPU run), which would flatter
+    the compression; here every float is full precision and changes each epoch,
+    as on a real GPU run.
+    """
+    rng = random.Random(epoch)
+    record = dict(METRICS_TEMPLATE[(epoch - 1) % len(METRICS_TEMPLATE)])
+    loss = loss_at(epoch)
+    quality = 0.45 * (1.0 - math.exp(-epoch / 200.0))
+    for key, value in record.items():
+        if key.startswith("metrics/") and key != "metrics/max_det":
+            record[key] = quality * (0.6 + 0.8 * rng.random())
+        elif key.startswith("speed/") and key != "speed/images_seen":
+            record[key] = (value or 1.0) * (0.9 + 0.2 * rng.random())
+        elif key.startswith("lr/"):
+            record[key] = 0.01 * (0.5 + 0.5 * math.cos(epoch / 1000.0 * math.pi))
+    record.update({
+        "epoch": epoch,
+        "time": EPOCH_SECONDS * (0.95 + 0.1 * rng.random()),
+        "train/loss": loss,
+        "train/iou_loss": loss * 0.355 * (0.9 + 0.2 * rng.random()),
+        "train/obj_loss": loss * 0.409 * (0.9 + 0.2 * rng.random()),
+        "train/cls_loss": loss * 0.116 * (0.9 + 0.2 * rng.random()),
+        "train/l1_loss": loss * 0.120 * (0.9 + 0.2 * rng.random()),
+        "current_metric": record["metrics/mAP50-95"],
+        "best_metric": quality,
+        "is_best": epoch % 10 == 1,
+        "best_epoch": epoch - (epoch - 1) % 10,
+    })
+    return record
+
+
+def metrics_line(epoch: int) -> str:
+    return json.dumps(metrics_record(epoch)) + "\n"
+
+
+def log_lines(run_dir: Path, epoch: int) -> str:
+    """The ~370 bytes (5 lines) LibreYOLO's train.log gains per validated epoch."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return "".join(f"{stamp} | {line}\n" for line in (
+        f"INFO     | Epoch {epoch} - Average loss: {loss_at(epoch):.4f}",
+        f"INFO     | Running validation for epoch {epoch}",
+        "WARNING  | No predictions to evaluate",
+        "INFO     | Validation - mAP50: 0.0000, mAP50-95: 0.0000",
+        f"INFO     | Checkpoint saved: {run_dir}/weights/last.pt",
+    ))
+
+
+@dataclass
+class Run:
+    """One training run on a box, advanced by hand the way LibreYOLO advances it."""
+
+    path: Path
+    epoch: int
+    total: int
+    started: float
+
+    @classmethod
+    def create(cls, path: Path, epochs: int, started: float) -> Run:
+        run = cls(path, epochs, epochs + 1000, started)
+        (path / "weights").mkdir(parents=True)
+        with (path / "metrics.jsonl").open("w") as f:
+            f.writelines(metrics_line(e) for e in range(1, epochs + 1))
+        with (path / "train.log").open("w") as f:
+            f.writelines(log_lines(path, e) for e in range(1, epochs + 1))
+        for name in ("last.pt", "best.pt"):
+            (path / "weights" / name).write_bytes(os.urandom(1024))
+        run.write_status()
+        return run
+
+    def write_status(self) -> None:
+        now = time.time()
+        last = metrics_record(self.epoch)
+        status = copy.deepcopy(STATUS_TEMPLATE)
+        status["metrics"] = {k.removeprefix("metrics/"): v for k, v in last.items()
+                             if k.startswith(("metrics/", "speed/"))}
+        status.update({
+            "state": "running", "pid": os.getpid(), "save_dir": str(self.path),
+            "current_epoch": self.epoch, "completed_epochs": self.epoch,
+            "total_epochs": self.total, "progress": self.epoch / self.total,
+            "train_loss": loss_at(self.epoch), "epoch_seconds": last["time"],
+            "mean_epoch_seconds": EPOCH_SECONDS,
+            "elapsed_seconds": self.epoch * EPOCH_SECONDS,
+            "eta_seconds": (self.total - self.epoch) * EPOCH_SECONDS,
+            "best_epoch": last["best_epoch"], "best_metric": last["best_metric"],
+            "current_metric": last["current_metric"],
+            # started_at must not predate this process by much, or the probe
+            # (rightly) reads our pid as reused by a newer process: dead.
+            "started_at": iso(self.started), "updated_at": iso(now),
+        })
+        write_atomic(self.path / "status.json", json.dumps(status, indent=2, sort_keys=True))
+
+    def advance(self) -> None:
+        """One epoch, in LibreYOLO's order: metrics line, log, status.json, last.pt."""
+        self.epoch += 1
+        with (self.path / "metrics.jsonl").open("a") as f:
+            f.write(metrics_line(self.epoch))
+        with (self.path / "train.log").open("a") as f:
+            f.write(log_lines(self.path, self.epoch))
+        self.write_status()
+        os.utime(self.path / "weights" / "last.pt")
+
+
+# --- measuring -----------------------------------------------------------------
+
+
+def wire_bytes(watcher: BoxWatcher) -> tuple[int, int] | None:
+    """TCP payload bytes (in, out) of the box's connection so far, SSH framing included."""
+    conns = getattr(watcher.session, "_conns", [])
+    sock = conns[-1].get_extra_info("socket") if conns else None
+    if sock is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    except OSError:
+        return None
+    if len(info) < TCP_INFO_BYTES_AT + 16:
+        return None
+    acked, received = struct.unpack_from("<QQ", info, TCP_INFO_BYTES_AT)
+    return received, acked
+
+
+def tree_cpu_seconds(roots: Sequence[int]) -> float:
+    """CPU time of the sshd listeners and everything below them (reaped probes included)."""
+    ppid: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        pid = int(entry.name)
+        ppid[pid] = int(fields[1])
+        ticks[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    children: dict[int, list[int]] = {}
+    for pid, parent in ppid.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo, seen = 0, list(roots), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen or pid not in ticks:
+            continue
+        seen.add(pid)
+        total += ticks[pid]
+        todo.extend(children.get(pid, ()))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Round:
+    """One full refresh of the fleet (every box in parallel)."""
+
+    wall: float
+    cpu: float
+    box_cpu: float
+    bytes_in: list[int]
+    bytes_out: list[int]
+    wire_in: list[int] | None
+    wire_out: list[int] | None
+
+
+@dataclass
+class Phase:
+    name: str
+    boxes: int
+    runs: int
+    history: int
+    rounds: list[Round] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Per-refresh figures: times over rounds, bytes per box (mean over rounds and boxes)."""
+        walls = sorted(r.wall for r in self.rounds)
+        p95 = walls[max(0, math.ceil(0.95 * len(walls)) - 1)]  # nearest rank
+
+        def per_box(get: Callable[[Round], list[int] | None]) -> float | None:
+            values = [v for r in self.rounds for v in (get(r) or [])]
+            return statistics.fmean(values) if values else None
+
+        bytes_in = per_box(lambda r: r.bytes_in)
+        figures: dict[str, Any] = {
+            "wall_s_median": statistics.median(walls), "wall_s_p95": p95,
+            "bytes_in_per_box": bytes_in,
+            "bytes_in_per_box_max": max(v for r in self.rounds for v in r.bytes_in),
+            "bytes_in_per_run": bytes_in / self.runs if bytes_in is not None else None,
+            "bytes_out_per_box": per_box(lambda r: r.bytes_out),
+            "wire_in_per_box": per_box(lambda r: r.wire_in),
+            "wire_out_per_box": per_box(lambda r: r.wire_out),
+            "client_cpu_s_median": statistics.median(r.cpu for r in self.rounds),
+            "box_cpu_s_median": statistics.median(r.box_cpu for r in self.rounds),
+        }
+        return {"boxes": self.boxes, "runs_per_box": self.runs, "history_epochs": self.history,
+                "rounds": len(self.rounds),
+                **{k: v if v is None else round(v, 4 if k.endswith("_s") or "_s_" in k else 1)
+                   for k, v in figures.items()}}
+
+
+def _counters(watchers: Sequence[BoxWatcher]) -> list[tuple[int, int, tuple[int, int] | None]]:
+    return [(w.session.bytes_in, w.session.bytes_out, wire_bytes(w)) for w in watchers]
+
+
+async def full_refresh(watchers: Sequence[BoxWatcher], sshd_pids: Sequence[int],
+                       *, catch_up: bool = False) -> Round:
+    """Refresh every box at once and measure it; any box not OK is a failed benchmark."""
+    before = _counters(watchers)
+    box_cpu = tree_cpu_seconds(sshd_pids)
+    cpu, start = time.process_time(), time.perf_counter()
+    states = await asyncio.gather(*(w.refresh(catch_up=catch_up) for w in watchers))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    box_cpu = tree_cpu_seconds(sshd_pids) - box_cpu
+    after = _counters(watchers)
+    for state in states:
+        if state.connection is not Connection.OK:
+            raise SystemExit(f"box {state.name} did not answer: {state.error}")
+    wire_in: list[int] | None = []
+    wire_out: list[int] | None = []
+    for (_, _, w0), (_, _, w1) in zip(before, after, strict=True):
+        if w1 is None or wire_in is None or wire_out is None:
+            wire_in = wire_out = None
+            continue
+        base = w0 or (0, 0)  # a connection opened by this refresh starts at zero
+        wire_in.append(w1[0] - base[0])
+        wire_out.append(w1[1] - base[1])
+    return Round(wall, cpu, box_cpu,
+                 [a[0] - b[0] for a, b in zip(after, before, strict=True)],
+                 [a[1] - b[1] for a, b in zip(after, before, strict=True)],
+                 wire_in, wire_out)
+
+
+def check_runs(states: Sequence[BoxState], runs: dict[str, list[Run]]) -> None:
+    """The numbers mean nothing unless the panel really holds every epoch of every run."""
+    for state in states:
+        expected = {str(r.path): r.epoch for r in runs[state.name]}
+        got = {r.path: r for r in state.runs}
+        if set(got) != set(expected):
+            raise SystemExit(f"box {state.name}: runs {sorted(got)} != {sorted(expected)}")
+        for path, epoch in expected.items():
+            run = got[path]
+            if (run.health is not Health.RUNNING or run.current_epoch != epoch
+                    or len(run.history) != epoch or not run.log_tail
+                    or {w.name for w in run.weights} != {"best.pt", "last.pt"}):
+                raise SystemExit(
+                    f"box {state.name} run {run.name}: {run.health} ({run.reason}), "
+                    f"epoch {run.current_epoch} vs {epoch}, {len(run.history)} history points")
+
+
+def advance_breakdown(watcher: BoxWatcher) -> dict[str, Any]:
+    """Where one box's advancing answer spends its bytes, by the marginal compressed size
+    of each part. Runs the probe's own build_answer here on the same files (outside
+    any timed window) with the request the watcher is about to send."""
+    request = probe_request(watcher.state, watcher.box.runs_roots)
+    answer = probe_script.build_answer(json.loads(json.dumps(request)))
+
+    def size(doc: dict[str, Any]) -> int:
+        return len(zlib.compress(json.dumps(doc, separators=(",", ":")).encode("ascii"), 6))
+
+    runs = len(answer["runs"]) or 1
+    full = size(answer)
+    shell = size({**answer, "runs": []})
+    parts: dict[str, float] = {}
+    raw: dict[str, float] = {}
+    for key in ("status", "metrics", "log", "weights"):
+        without = {**answer, "runs": [{k: v for k, v in r.items() if k != key}
+                                      for r in answer["runs"]]}
+        parts[key] = (full - size(without)) / runs
+        raw[key] = sum(len(json.dumps(r.get(key), separators=(",", ":")))
+                       for r in answer["runs"] if key in r) / runs
+    parts["rest_of_run"] = (full - shell) / runs - sum(parts.values())
+    return {"answer_bytes": full, "box_part_bytes": shell, "runs": runs,
+            "per_run_compressed": parts, "per_run_raw_json": raw,
+            "request_json_bytes": len(json.dumps(request, separators=(",", ":"))),
+            "probe_only_payload_bytes": len(probe_payload(
+                probe_request(BoxState(name="x"), watcher.box.runs_roots)))}
+
+
+# --- the fleet -----------------------------------------------------------------
+
+
+def fleet_config(tmp: Path, servers: Sequence[Sshd], key: KeyPair, roots: Sequence[Path],
+                 tag: str) -> FleetConfig:
+    """A fleet.toml written the way a user would (as tests/conftest.py's make_fleet does)."""
+    known = tmp / "known_hosts"
+    known.write_text("".join(s.known_hosts_line() + "\n" for s in servers))
+    settings = {"known_hosts": str(known), "ssh_config": "", "refresh_seconds": 5,
+                "timeout_seconds": 60}
+    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    for index, (server, root) in enumerate(zip(servers, roots, strict=True)):
+        box = {"name": f"box{index:02d}", "host": "127.0.0.1", "port": server.port,
+               "user": "root", "identity_file": str(key.private_path),
+               "runs_roots": [str(root)]}
+        lines.append("[[box]]")
+        lines.extend(f"{k} = {json.dumps(v)}" for k, v in box.items())
+    path = tmp / f"fleet-{tag}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return parse_config(path.read_text(), str(path))
+
+
+def make_runs(tmp: Path, boxes: int, runs: int, epochs: int, started: float
+              ) -> tuple[list[Path], dict[str, list[Run]]]:
+    roots = [tmp / f"box{b:02d}" / f"runs-e{epochs}" for b in range(boxes)]
+    made = {f"box{b:02d}": [Run.create(roots[b] / f"yolox-n-{r}", epochs, started)
+                            for r in range(runs)] for b in range(boxes)}
+    return roots, made
+
+
+async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
+                          args: argparse.Namespace, epochs: int, *, idle: bool, started: float
+                          ) -> tuple[dict[str, Phase], dict[str, Any], dict[str, str]]:
+    """Cold load, (idle,) then advancing rounds, for one history length; its own sessions."""
+    roots, runs = make_runs(tmp, len(servers), args.runs, epochs, started)
+    fleet = fleet_config(tmp, servers, key, roots, f"e{epochs}")
+    store = host_key_store(fleet)
+    watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
+    pids = [s._proc.pid for s in servers if s._proc is not None]
+    phases = {name: Phase(name, len(servers), args.runs, epochs)
+              for name in (f"cold E={epochs}", f"idle E={epochs}", f"advancing E={epochs}")}
+    try:
+        cold = phases[f"cold E={epochs}"]
+        cold.rounds.append(await full_refresh(watchers, pids, catch_up=True))
+        check_runs([w.state for w in watchers], runs)
+        conn = watchers[0].session._conns[-1]
+        info = {"box_python": watchers[0].state.python or "?",
+                "cipher": str(conn.get_extra_info("send_cipher")),
+                "mac": str(conn.get_extra_info("send_mac"))}
+        if idle:
+            for _ in range(args.rounds):
+                phases[f"idle E={epochs}"].rounds.append(await full_refresh(watchers, pids))
+            check_runs([w.state for w in watchers], runs)
+        else:
+            del phases[f"idle E={epochs}"]
+        breakdown: dict[str, Any] = {}
+        for index in range(args.rounds):
+            for box_runs in runs.values():
+                for run in box_runs:
+                    run.advance()
+            if index == args.rounds - 1:
+                breakdown = advance_breakdown(watchers[0])
+            phases[f"advancing E={epochs}"].rounds.append(await full_refresh(watchers, pids))
+        check_runs([w.state for w in watchers], runs)
+        return phases, breakdown, info
+    finally:
+        await asyncio.gather(*(w.close() for w in watchers))
+
+
+def start_servers(tmp: Path, count: int, key: KeyPair, servers: list[Sshd]) -> None:
+    """Start the boxes; each is listed before it starts, so the caller's finally stops it."""
+    for index in range(count):
+        # An empty HOME: this machine's ~/.bashrc (pyenv init) can block ssh sessions.
+        home = tmp / f"home{index:02d}"
+        home.mkdir()
+        server = Sshd(tmp / f"sshd{index:02d}", [key.public_line],
+                      extra_config=f"SetEnv HOME={home}")
+        servers.append(server)
+        server.start()
+
+
+# --- report --------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
+    if unit == "B":
+        return f"{value / 1024:.1f} KiB" if value >= 10240 else f"{value:.0f} B"
+    return f"{value:g}"
+
+
+ROWS = (
+    ("wall per full refresh, median", "wall_s_median", "s"),
+    ("wall per full refresh, p95 (rank)", "wall_s_p95", "s"),
+    ("bytes in per box (answer)", "bytes_in_per_box", "B"),
+    ("bytes in per box, max", "bytes_in_per_box_max", "B"),
+    ("bytes in per run", "bytes_in_per_run", "B"),
+    ("bytes out per box (probe+req)", "bytes_out_per_box", "B"),
+    ("TCP in per box (SSH framed)", "wire_in_per_box", "B"),
+    ("TCP out per box (SSH framed)", "wire_out_per_box", "B"),
+    ("client CPU per refresh", "client_cpu_s_median", "s"),
+    ("box CPU per refresh (sshd+probe)", "box_cpu_s_median", "s"),
+)
+
+
+def print_report(summaries: dict[str, dict[str, Any]]) -> None:
+    names = list(summaries)
+    width = max(14, *(len(n) + 2 for n in names))
+    print(f"{'':34}" + "".join(f"{n:>{width}}" for n in names))
+    print(f"{'rounds':34}" + "".join(f"{summaries[n]['rounds']:>{width}}" for n in names))
+    for label, key, unit in ROWS:
+        print(f"{label:34}" + "".join(f"{fmt(summaries[n][key], unit):>{width}}" for n in names))
+
+
+async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) -> dict[str, Any]:
+    started = time.time()
+    key = make_keypair(tmp / "client", "id_ed25519")
+    t0 = time.perf_counter()
+    start_servers(tmp, args.boxes, key, servers)
+    setup = time.perf_counter() - t0
+    print(f"{args.boxes} sshd started in {setup:.1f} s; writing runs ...", flush=True)
+    phases, breakdown, info = await measure_history(tmp, servers, key, args, args.epochs,
+                                                    idle=True, started=started)
+    small, small_breakdown, _ = await measure_history(tmp, servers, key, args, args.small_epochs,
+                                                      idle=False, started=started)
+    phases.update(small)
+    return {"phases": phases, "breakdown": breakdown, "breakdown_small": small_breakdown,
+            "info": info}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--boxes", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=2, help="runs per box")
+    parser.add_argument("--epochs", type=int, default=500, help="epochs of history per run")
+    parser.add_argument("--small-epochs", type=int, default=SMALL_EPOCHS,
+                        help="the short history the advancing figures are compared with")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds per steady-state phase")
+    args = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="gpurent-bench-"))
+    # The panel's own files (pinned keys) go to the temp dir; no agent is consulted.
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ[var] = str(tmp / "xdg" / var.lower())
+    os.environ.pop("SSH_AUTH_SOCK", None)
+    servers: list[Sshd] = []
+    t0 = time.perf_counter()
+    try:
+        result = asyncio.run(benchmark(args, tmp, servers))
+    finally:
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    total = time.perf_counter() - t0
+
+    cpus = len(os.sched_getaffinity(0))
+    machine = {"nproc": cpus, "python": platform.python_version(),
+               "box_python": result["info"]["box_python"], "asyncssh": asyncssh.__version__,
+               "cipher": result["info"]["cipher"], "mac": result["info"]["mac"],
+               "platform": platform.platform(), "date": datetime.now(UTC).isoformat()}
+    summaries = {name: phase.summary() for name, phase in result["phases"].items()}
+    print()
+    print(f"gpurent-tui refresh benchmark, {machine['date']}")
+    print(f"machine: nproc {cpus}, python {machine['python']} (boxes: python3 "
+          f"{machine['box_python']}), asyncssh {machine['asyncssh']}, "
+          f"{machine['cipher']} / {machine['mac']}, {machine['platform']}")
+    print(f"fleet: {args.boxes} boxes x {args.runs} runs, history {args.epochs} and "
+          f"{args.small_epochs} epochs, {args.rounds} rounds per steady phase; "
+          f"all boxes refreshed in parallel; per-box figures are means over boxes and rounds")
+    print()
+    print_report(summaries)
+
+    big = summaries[f"advancing E={args.epochs}"]["bytes_in_per_run"]
+    small = summaries[f"advancing E={args.small_epochs}"]["bytes_in_per_run"]
+    verdict = "OK" if max(big, small) < TARGET_BYTES_PER_RUN else "OVER TARGET"
+    print()
+    print(f"advancing one epoch costs {big:.0f} B per run at E={args.epochs} and {small:.0f} B "
+          f"at E={args.small_epochs} (ratio {big / small:.2f}); target < "
+          f"{TARGET_BYTES_PER_RUN} B: {verdict}")
+    bd = result["breakdown"]
+    parts = bd["per_run_compressed"]
+    print(f"where an advancing answer's bytes go (box00, E={args.epochs}, marginal compressed "
+          f"bytes per run; raw JSON in brackets): "
+          + ", ".join(f"{k} {v:.0f}" + (f" [{bd['per_run_raw_json'][k]:.0f}]"
+                                        if k in bd["per_run_raw_json"] else "")
+                      for k, v in parts.items())
+          + f"; box part (clock, disks, roots, gpus) {bd['box_part_bytes']} B per answer")
+    print(f"bytes out: the compressed probe alone is {bd['probe_only_payload_bytes']} B; "
+          f"the request (cursors) is {bd['request_json_bytes']} B of JSON before compression")
+    print(f"total benchmark time {total:.0f} s")
+    doc = {"benchmark": "gpurent-tui/refresh", "machine": machine, "args": vars(args),
+           "phases": summaries, "advancing_breakdown": bd,
+           "advancing_breakdown_small": result["breakdown_small"],
+           "target_bytes_per_run": TARGET_BYTES_PER_RUN, "verdict": verdict,
+           "total_s": round(total, 1)}
+    print(json.dumps(doc, separators=(",", ":"), default=str))
+    return 0 if verdict == "OK" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

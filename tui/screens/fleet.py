@@ -1,0 +1,210 @@
+"""The fleet view: a strip with the fleet at a glance, a section per box, a row per run.
+
+Widgets here render immutable BoxState/RunState snapshots and are updated in
+place (rows are added or removed only when runs appear or vanish), so a
+refresh repaints what changed, not the whole screen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Sparkline, Static
+
+from tui.model.box import BoxState, Connection
+from tui.model.runs import Health, RunState, format_age, parse_time
+from widgets import badge, bar
+
+Clock = Callable[[], float]
+SPARK_POINTS = 60
+
+
+def run_main_line(run: RunState) -> Text:
+    epoch = run.current_epoch
+    total = run.total_epochs
+    fraction = epoch / total if epoch is not None and total else None
+    text = Text(f"{run.name[:22]:<22} ", style="bold")
+    text.append_text(badge(str(run.health), 12))
+    done = "-" if epoch is None else str(epoch)
+    text.append(f" {done:>5}/{total if total is not None else '?':<5} ")
+    text.append_text(bar(fraction, 10))
+    eta = run.eta_seconds
+    text.append(f" ETA {format_age(eta) if eta is not None else '-':<7}")
+    return text
+
+
+def run_detail_line(run: RunState, now: float) -> Text:
+    """The second line: why (for runs in trouble), else best metric, end time, age."""
+    if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
+        return Text(f"  {run.reason}", style="italic red" if run.health is Health.FAILED
+                    else "italic yellow")
+    parts = []
+    if run.best_metric is not None:
+        best = f"best {run.best_metric_name or 'metric'} {run.best_metric:.4f}"
+        if run.best_epoch is not None:
+            best += f" @{run.best_epoch}"
+        parts.append(best)
+    if run.train_loss is not None:
+        parts.append(f"loss {run.train_loss:.4g}")
+    if run.eta_seconds is not None:
+        parts.append("ends " + time.strftime("%H:%M", time.localtime(now + run.eta_seconds)))
+    updated = parse_time(run.updated_at)
+    if updated is not None and run.box_time is not None:
+        parts.append(f"updated {format_age(run.box_time - updated)} ago")
+    return Text("  " + " · ".join(parts), style="dim")
+
+
+class RunRow(Vertical, can_focus=True):
+    """One run: name, health, epoch bar, ETA and loss sparkline; the why below."""
+
+    DEFAULT_CSS = """
+    RunRow { height: auto; }
+    RunRow:focus { background: $accent 25%; }
+    RunRow > Horizontal { height: 1; }
+    RunRow #main { width: 1fr; }
+    RunRow Sparkline { width: 14; height: 1; margin-left: 1; }
+    RunRow #detail { height: auto; }
+    """
+
+    def __init__(self, run: RunState, clock: Clock) -> None:
+        super().__init__()
+        self.run = run
+        self._clock = clock
+        self._history_len = -1
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            yield Static(id="main")
+            yield Sparkline([], id="loss")
+        yield Static(id="detail")
+
+    def on_mount(self) -> None:
+        self.show(self.run)
+
+    def show(self, run: RunState) -> None:
+        self.run = run
+        self.query_one("#main", Static).update(run_main_line(run))
+        self.query_one("#detail", Static).update(run_detail_line(run, self._clock()))
+        if len(run.history) != self._history_len:
+            # Sparkline redraws only when given a new list.
+            self._history_len = len(run.history)
+            self.query_one(Sparkline).data = run.loss_history[-SPARK_POINTS:]
+
+
+def box_head_line(box: BoxState, provider: str, now: float) -> Text:
+    text = Text(f"■ {box.name} ", style="bold")
+    text.append(f"({provider}) ", style="dim")
+    text.append_text(badge(str(box.connection)))
+    age = box.data_age(now)
+    if age is not None and (box.connection is not Connection.OK or age > 30):
+        text.append(f"  data {format_age(age)} old", style="yellow")
+    for gpu in box.gpus:
+        util = f"{gpu.util_pct:.0f}%" if gpu.util_pct is not None else "?"
+        text.append(f"  GPU{gpu.index} {util}")
+        if gpu.mem_used_mib is not None and gpu.mem_total_mib:
+            text.append(f" {gpu.mem_used_mib / 1024:.0f}/{gpu.mem_total_mib / 1024:.0f}G",
+                        style="dim")
+    if not box.gpus and box.gpu_note and box.connection is Connection.OK:
+        text.append(f"  ({box.gpu_note})", style="dim")
+    for disk in box.disks:
+        text.append(f"  disk {disk.used_pct:.0f}%",
+                    style="bold red" if disk.used_pct >= 90 else "")
+    return text
+
+
+def box_problem_line(box: BoxState, now: float) -> Text | None:
+    lines = []
+    if box.connection is not Connection.OK and box.error:
+        retry = ""
+        if box.retry_at is not None:
+            retry = f" (retry in {format_age(max(0.0, box.retry_at - now))})"
+        lines.append(f"  {box.error}{retry}")
+    lines.extend(f"  {p}" for p in (*box.root_problems, *box.notices))
+    if box.connection is Connection.OK and not box.runs:
+        lines.append("  no runs found under the runs roots")
+    return Text("\n".join(lines), style="yellow") if lines else None
+
+
+class BoxSection(Vertical):
+    """One box: a head line (connection, GPUs, disk), its problems, and its runs."""
+
+    DEFAULT_CSS = """
+    BoxSection { height: auto; margin-bottom: 1; }
+    BoxSection #head { height: 1; }
+    BoxSection #problem { height: auto; }
+    """
+
+    def __init__(self, box: BoxState, provider: str, clock: Clock) -> None:
+        super().__init__(id=f"box-{abs(hash(box.name))}")
+        self.box = box
+        self.provider = provider
+        self._clock = clock
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="head")
+        yield Static(id="problem")
+
+    def on_mount(self) -> None:
+        self.show(self.box)
+
+    def show(self, box: BoxState) -> None:
+        self.box = box
+        now = self._clock()
+        self.query_one("#head", Static).update(box_head_line(box, self.provider, now))
+        problem = box_problem_line(box, now)
+        problem_widget = self.query_one("#problem", Static)
+        problem_widget.display = problem is not None
+        problem_widget.update(problem or "")
+        rows = {row.run.path: row for row in self.query(RunRow)}
+        for run in box.runs:
+            if run.path in rows:
+                rows.pop(run.path).show(run)
+            else:
+                self.mount(RunRow(run, self._clock))
+        for row in rows.values():
+            row.remove()
+
+
+def fleet_line(boxes: list[BoxState]) -> Text:
+    """The strip at the top: boxes reachable / total, runs by health."""
+    reachable = sum(b.connection is Connection.OK for b in boxes)
+    text = Text(f" boxes {reachable}/{len(boxes)} reachable ", style="bold")
+    counts = {h: 0 for h in Health}
+    for box in boxes:
+        for run in box.runs:
+            counts[run.health] += 1
+    for health, count in counts.items():
+        if count:
+            text.append("  ")
+            text.append_text(badge(str(health)))
+            text.append(f" {count}")
+    return text
+
+
+class FleetView(VerticalScroll, can_focus=False):
+    """Every box of the fleet, in config order."""
+
+    def __init__(self, boxes: list[BoxState], providers: dict[str, str], clock: Clock) -> None:
+        super().__init__(id="fleet")
+        self.boxes = {b.name: b for b in boxes}
+        self.providers = providers
+        self._clock = clock
+
+    def compose(self) -> ComposeResult:
+        for box in self.boxes.values():
+            yield BoxSection(box, self.providers.get(box.name, "manual"), self._clock)
+
+    def show(self, box: BoxState) -> None:
+        self.boxes[box.name] = box
+        for section in self.query(BoxSection):
+            if section.box.name == box.name:
+                section.show(box)
+
+    def tick(self) -> None:
+        """Ages and countdowns move even when no box answered."""
+        for section in self.query(BoxSection):
+            section.show(section.box)
