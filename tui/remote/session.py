@@ -47,7 +47,7 @@ def probe_source() -> str:
 
 @functools.cache
 def _packed_probe() -> str:
-    """The probe, compressed once per process: ~4 KB on the wire instead of ~13 KB."""
+    """The probe, compressed once per process: ~5.8 KB on the wire instead of ~13 KB."""
     return base64.b85encode(zlib.compress(probe_source().encode(), 9)).decode("ascii")
 
 
