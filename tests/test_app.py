@@ -8,13 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import box_entry, make_fleet, runs_root_with
+from panel_states import NOW, fleet_config, fleet_states
 from sshd import KeyPair, Sshd
+from textual.binding import Binding
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Log, Static
 
 from tui.app import GpurentApp
 from tui.model.config import KEY_ACTIONS
 from tui.screens.fleet import BoxSection, RunRow
+from tui.screens.run_detail import RunDetail
 
 Factory = Callable[..., Sshd]
 
@@ -45,8 +48,8 @@ def fleet(tmp_path: Path, server: Sshd, key: KeyPair, **top: object):  # type: i
 
 
 def test_every_binding_can_be_remapped() -> None:
-    ids = {b.id for b in GpurentApp.BINDINGS if not isinstance(b, tuple)}
-    assert ids == set(KEY_ACTIONS)
+    bindings = [*GpurentApp.BINDINGS, *RunDetail.BINDINGS]
+    assert {b.id for b in bindings if isinstance(b, Binding)} == set(KEY_ACTIONS)
 
 
 async def test_panel_shows_boxes_runs_and_moves_between_runs(
@@ -123,3 +126,91 @@ async def test_panel_follows_a_run_and_a_box_going_down_and_back(
         await pilot.press("r")
         await until(pilot, lambda: alpha.box.connection == "ok")
         assert "boxes 1/2 reachable" in text_of(app, "#fleet-head")
+
+
+def fixed_app() -> GpurentApp:
+    return GpurentApp(fleet_config(), states=fleet_states(), live=False, clock=lambda: NOW)
+
+
+def visible_runs(app: GpurentApp) -> list[str]:
+    return [r.run.name for r in app.query(RunRow) if r.display]
+
+
+async def test_filter_by_health_or_name_and_clear() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert len(visible_runs(app)) == 6
+        await pilot.press("slash", "f", "a", "i")
+        assert visible_runs(app) == ["lr-sweep 3e-4"]
+        assert "2 run(s) hidden by the filter" in text_of(app, "BoxSection #hidden")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(visible_runs(app)) == 6
+        assert app.query_one("#filter").display is False
+        await pilot.press("slash", *"STUCK", "enter")
+        await pilot.pause()
+        assert visible_runs(app) == ["stuck-dataloader"]
+        assert isinstance(app.focused, RunRow) and app.focused.run.name == "stuck-dataloader"
+        await pilot.press("j", "k")  # moving stays among the visible runs
+        assert app.focused.run.name == "stuck-dataloader"
+
+
+async def test_open_a_run_cycle_its_chart_and_go_back() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("j", "j", "enter")
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, RunDetail)
+        assert detail.run.name == "lr-sweep 3e-4" and detail.box_name == "runpod-a100"
+        title = str(detail.query_one("#title", Static).render())
+        assert "RuntimeError: injected failure at epoch 3" in title
+        log_text = "\n".join(str(line) for line in detail.query_one(Log).lines)
+        assert "Epoch 2 - Average loss" in log_text
+        assert detail.series == "both"
+        await pilot.press("m")
+        assert detail.series == "loss"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, RunDetail)
+
+
+async def test_command_palette_opens_a_run_by_name() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"open oom-victim")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, RunDetail)
+        assert app.screen.run.name == "oom-victim"
+
+
+async def test_run_detail_follows_the_run(tmp_path: Path, sshd_factory: Factory,
+                                          client_key: KeyPair) -> None:
+    server = sshd_factory()
+    root, config = fleet(tmp_path, server, client_key)
+    run_dir = root / "yolox_completed"
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "metrics.jsonl").write_text("".join(lines[:4]))
+    app = GpurentApp(config)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: len(app.query(RunRow)) == 3)
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, RunDetail) and detail.run.name == "yolox_completed"
+        assert len(detail.run.history) == 4
+        with (run_dir / "metrics.jsonl").open("a") as f:
+            f.write("".join(lines[4:]))
+        with (run_dir / "train.log").open("a") as f:
+            f.write("2026-12-02 10:09:00 | INFO     | a line written just now\n")
+        await pilot.press("r")
+        await until(pilot, lambda: len(detail.run.history) == 6)
+        await until(pilot, lambda: any("a line written just now" in str(line)
+                                       for line in detail.query_one(Log).lines))

@@ -1,20 +1,27 @@
-"""The Textual app: one async worker per box feeds immutable snapshots to the fleet view."""
+"""The Textual app: one async worker per box feeds immutable snapshots to the screens.
+
+`GpurentApp(fleet)` watches live boxes; `GpurentApp(fleet, states=..., live=False)`
+shows fixed snapshots (snapshot tests, screenshots) through the same code.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
+from textual import events
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import Footer, Static
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
 
 from tui.model.box import BoxState
 from tui.model.config import FleetConfig
 from tui.remote.watch import BoxWatcher, host_key_store
 from tui.screens.fleet import FleetView, RunRow, fleet_line
+from tui.screens.run_detail import RunDetail
 
 
 class BoxUpdated(Message):
@@ -31,24 +38,39 @@ class GpurentApp(App[None]):
     TITLE = "gpurent-tui"
     CSS = """
     #fleet-head { height: 1; background: $panel; }
+    #filter { dock: top; height: 3; }
     """
+    AUTO_FOCUS = None
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("r", "refresh", "Refresh now", id="refresh"),
+        Binding("enter", "open_run", "Open run", id="open"),
+        Binding("slash", "filter", "Filter", id="filter"),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
         Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
         Binding("question_mark", "toggle_help", "Keys", id="help"),
     ]
 
-    def __init__(self, fleet: FleetConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, fleet: FleetConfig, *, clock: Callable[[], float] = time.time,
+                 states: Iterable[BoxState] | None = None, live: bool = True) -> None:
         super().__init__()
         self.fleet = fleet
         self._clock = clock
-        store = host_key_store(fleet)
-        self.watchers = [BoxWatcher(box, fleet, store=store, clock=clock) for box in fleet.boxes]
-        self.states = {w.box.name: w.state for w in self.watchers}
+        self.live = live
+        self._filter_pending = False  # "/" pressed, the field not focused yet
+        self.watchers: list[BoxWatcher] = []
+        if live:
+            store = host_key_store(fleet)
+            self.watchers = [BoxWatcher(box, fleet, store=store, clock=clock)
+                             for box in fleet.boxes]
+        given = {s.name: s for s in states or ()}
+        self.states = {b.name: given.get(b.name, BoxState(name=b.name)) for b in fleet.boxes}
 
     def compose(self) -> ComposeResult:
+        field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
+                      "clears it)", id="filter", disabled=True)
+        field.display = False
+        yield field
         yield Static(fleet_line(list(self.states.values())), id="fleet-head")
         yield FleetView(list(self.states.values()),
                         {b.name: b.provider for b in self.fleet.boxes}, self._clock)
@@ -60,22 +82,39 @@ class GpurentApp(App[None]):
         for watcher in self.watchers:
             self.run_worker(self._watch(watcher), group=f"box:{watcher.box.name}",
                             name=f"watch {watcher.box.name}", exit_on_error=False)
-        self.set_interval(1.0, self._tick)
+        if self.live:
+            self.set_interval(1.0, self._tick)
+        self.call_after_refresh(self._focus_first)
 
     async def _watch(self, watcher: BoxWatcher) -> None:
         await watcher.run(lambda state: self.post_message(BoxUpdated(state)))
 
+    def _fleet_view(self) -> FleetView:
+        return self.screen_stack[0].query_one(FleetView)
+
     def on_box_updated(self, message: BoxUpdated) -> None:
-        self.states[message.state.name] = message.state
-        self.query_one(FleetView).show(message.state)
-        self.query_one("#fleet-head", Static).update(fleet_line(list(self.states.values())))
-        if self.focused is None:
-            first = self.query(RunRow).first() if self.query(RunRow) else None
-            if first is not None:
-                first.focus()
+        state = message.state
+        self.states[state.name] = state
+        self._fleet_view().show(state)
+        self.screen_stack[0].query_one("#fleet-head", Static).update(
+            fleet_line(list(self.states.values())))
+        for screen in self.screen_stack:
+            if isinstance(screen, RunDetail) and screen.box_name == state.name:
+                run = state.run(screen.run.path)
+                if run is not None:
+                    screen.show(run)
+        self._focus_first()
+
+    def _focus_first(self) -> None:
+        if self.focused is None and self.screen is self.screen_stack[0]:
+            rows = [r for r in self.query(RunRow) if r.display]
+            if rows:
+                rows[0].focus()
 
     def _tick(self) -> None:
-        self.query_one(FleetView).tick()
+        self._fleet_view().tick()
+
+    # --- actions -------------------------------------------------------------
 
     def action_refresh(self) -> None:
         for watcher in self.watchers:
@@ -83,8 +122,8 @@ class GpurentApp(App[None]):
         self.notify("refreshing every box", timeout=2)
 
     def _move(self, step: int) -> None:
-        """Focus the next or previous run, stopping at the ends (no wrap-around)."""
-        rows = list(self.query(RunRow))
+        """Focus the next or previous visible run, stopping at the ends (no wrap-around)."""
+        rows = [r for r in self.query(RunRow) if r.display]
         if not rows:
             return
         index = rows.index(self.focused) if self.focused in rows else -step
@@ -96,8 +135,79 @@ class GpurentApp(App[None]):
     def action_previous_run(self) -> None:
         self._move(-1)
 
+    def action_open_run(self) -> None:
+        row = self.focused
+        if isinstance(row, RunRow):
+            self.open_run(row.box_name, row.run.path)
+
+    def open_run(self, box_name: str, path: str) -> None:
+        run = self.states[box_name].run(path)
+        if run is not None:
+            self.push_screen(RunDetail(box_name, run))
+
+    def _filter_field(self) -> Input:
+        return self.screen_stack[0].query_one("#filter", Input)
+
+    def action_filter(self) -> None:
+        """Show the filter line; it is disabled (never focused) while hidden."""
+        if self.screen is not self.screen_stack[0]:
+            return
+        field = self._filter_field()
+        field.disabled = False
+        field.display = True
+        self._filter_pending = True
+        field.focus()
+
+    def _close_filter(self, clear: bool) -> None:
+        self._filter_pending = False
+        field = self._filter_field()
+        if clear:
+            field.value = ""
+            self._fleet_view().set_filter("")
+        if not field.value:
+            field.display = False
+            field.disabled = True
+        self.set_focus(None)
+        self.call_after_refresh(self._focus_first)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            if self.focused is event.input:
+                self._filter_pending = False
+            self._fleet_view().set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self._close_filter(clear=False)
+
+    def on_key(self, event: events.Key) -> None:
+        field = self._filter_field()
+        if event.key == "escape" and self.focused is field:
+            event.stop()
+            self._close_filter(clear=True)
+        elif self._filter_pending and self.focused is not field and event.is_printable \
+                and event.character:
+            # Over a slow link "/abc" arrives as one burst, before the field has
+            # focus: the letters still belong to the filter.
+            event.stop()
+            event.prevent_default()
+            field.insert_text_at_cursor(event.character)
+            field.focus()
+
     def action_toggle_help(self) -> None:
         if self.screen.query("HelpPanel"):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette (ctrl+p) offers the panel's actions and every run by name."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Refresh now", "Probe every box now", self.action_refresh)
+        yield SystemCommand("Filter runs", "Show only runs matching a name or health",
+                            self.action_filter)
+        for box in self.states.values():
+            for run in box.runs:
+                yield SystemCommand(
+                    f"Open {box.name}/{run.name}", f"{run.health}: {run.reason}",
+                    lambda b=box.name, p=run.path: self.open_run(b, p))

@@ -9,7 +9,7 @@ BADGES: dict[str, tuple[str, str]] = {
     "running": ("▶", "bold green"),
     "completed": ("✔", "bold cyan"),
     "failed": ("✖", "bold red"),
-    "stalled": ("⏸", "bold yellow"),
+    "stalled": ("‖", "bold yellow"),
     "dead": ("☠", "bold magenta"),
     "unreadable": ("?", "bold yellow"),
     "ok": ("●", "green"),

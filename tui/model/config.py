@@ -20,7 +20,7 @@ DEFAULT_RUNS_ROOTS = ("/root/runs",)
 DEFAULT_REFRESH_SECONDS = 5.0
 DEFAULT_TIMEOUT_SECONDS = 15.0
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
-KEY_ACTIONS = ("quit", "refresh", "next", "previous", "help")
+KEY_ACTIONS = ("quit", "refresh", "open", "filter", "next", "previous", "help", "back", "series")
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,14 @@ def run_main_line(run: RunState) -> Text:
     epoch = run.current_epoch
     total = run.total_epochs
     fraction = epoch / total if epoch is not None and total else None
-    text = Text(f"{run.name[:22]:<22} ", style="bold")
-    text.append_text(badge(str(run.health), 12))
+    name = run.name if len(run.name) <= 20 else run.name[:19] + "…"
+    text = Text(f"{name:<20} ", style="bold")
+    text.append_text(badge(str(run.health), 11))
     done = "-" if epoch is None else str(epoch)
     text.append(f" {done:>5}/{total if total is not None else '?':<5} ")
-    text.append_text(bar(fraction, 10))
+    text.append_text(bar(fraction, 8))
     eta = run.eta_seconds
-    text.append(f" ETA {format_age(eta) if eta is not None else '-':<7}")
+    text.append(f" ETA {format_age(eta) if eta is not None else '-':<6}")
     return text
 
 
@@ -70,8 +71,9 @@ class RunRow(Vertical, can_focus=True):
     RunRow #detail { height: auto; }
     """
 
-    def __init__(self, run: RunState, clock: Clock) -> None:
+    def __init__(self, box_name: str, run: RunState, clock: Clock) -> None:
         super().__init__()
+        self.box_name = box_name
         self.run = run
         self._clock = clock
         self._history_len = -1
@@ -95,10 +97,17 @@ class RunRow(Vertical, can_focus=True):
             self.query_one(Sparkline).data = run.loss_history[-SPARK_POINTS:]
 
 
+def matches(run: RunState, text: str) -> bool:
+    """The `/` filter: a health word, or part of the run's name (case-insensitive)."""
+    text = text.strip().lower()
+    return not text or str(run.health).startswith(text) or text in run.name.lower()
+
+
 def box_head_line(box: BoxState, provider: str, now: float) -> Text:
     text = Text(f"■ {box.name} ", style="bold")
     text.append(f"({provider}) ", style="dim")
     text.append_text(badge(str(box.connection)))
+    text.append(" ")
     age = box.data_age(now)
     if age is not None and (box.connection is not Connection.OK or age > 30):
         text.append(f"  data {format_age(age)} old", style="yellow")
@@ -136,6 +145,7 @@ class BoxSection(Vertical):
     BoxSection { height: auto; margin-bottom: 1; }
     BoxSection #head { height: 1; }
     BoxSection #problem { height: auto; }
+    BoxSection #hidden { height: 1; color: $text-muted; }
     """
 
     def __init__(self, box: BoxState, provider: str, clock: Clock) -> None:
@@ -143,10 +153,12 @@ class BoxSection(Vertical):
         self.box = box
         self.provider = provider
         self._clock = clock
+        self.filter = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
         yield Static(id="problem")
+        yield Static(id="hidden")
 
     def on_mount(self) -> None:
         self.show(self.box)
@@ -160,13 +172,21 @@ class BoxSection(Vertical):
         problem_widget.display = problem is not None
         problem_widget.update(problem or "")
         rows = {row.run.path: row for row in self.query(RunRow)}
+        hidden = 0
         for run in box.runs:
-            if run.path in rows:
-                rows.pop(run.path).show(run)
+            row = rows.pop(run.path, None)
+            if row is None:
+                row = RunRow(box.name, run, self._clock)
+                self.mount(row)
             else:
-                self.mount(RunRow(run, self._clock))
+                row.show(run)
+            row.display = matches(run, self.filter)
+            hidden += not row.display
         for row in rows.values():
             row.remove()
+        hidden_line = self.query_one("#hidden", Static)
+        hidden_line.display = hidden > 0
+        hidden_line.update(f"  {hidden} run(s) hidden by the filter")
 
 
 def fleet_line(boxes: list[BoxState]) -> Text:
@@ -207,4 +227,9 @@ class FleetView(VerticalScroll, can_focus=False):
     def tick(self) -> None:
         """Ages and countdowns move even when no box answered."""
         for section in self.query(BoxSection):
+            section.show(section.box)
+
+    def set_filter(self, text: str) -> None:
+        for section in self.query(BoxSection):
+            section.filter = text
             section.show(section.box)

@@ -1,0 +1,1 @@
+"""Textual screens and the widgets that know the core's snapshot types."""

@@ -1,0 +1,162 @@
+"""One run up close: loss and validation metric per epoch, the train.log tail, weights, status."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Log, Static
+from textual_plotext import PlotextPlot
+
+from tui.model.runs import RunState, format_age, short_metric_name
+from widgets import badge
+
+SERIES = ("both", "loss", "metric")
+_LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d) \| (\w+)\s*\| ")
+
+
+def compact_log_line(line: str) -> str:
+    """LibreYOLO's `2026-12-02 10:05:11 | INFO     | msg` reads as `10:05:11 INFO msg`."""
+    return _LOG_PREFIX.sub(lambda m: f"{m.group(1)} {m.group(2)} ", line, count=1)
+
+
+def format_bytes(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def fields_table(run: RunState) -> Table:
+    """The run's status fields and weights, as a two-column table."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    status = run.status or {}
+
+    def row(label: str, value: object) -> None:
+        if value is not None and value != "":
+            table.add_row(label, str(value))
+
+    row("state", run.state)
+    row("epoch", f"{run.current_epoch}/{run.total_epochs}")
+    if run.eta_seconds is not None:
+        row("ETA", format_age(run.eta_seconds))
+    if run.mean_epoch_seconds is not None:
+        row("epoch time", f"{run.mean_epoch_seconds:.2f} s (mean)")
+    if run.train_loss is not None:
+        row("train loss", f"{run.train_loss:.4f}")
+    if run.best_metric is not None:
+        row("best", f"{run.best_metric_name} {run.best_metric:.4f} @ epoch {run.best_epoch}")
+    row("model", " ".join(str(status.get(k) or "") for k in ("model_family", "model_size",
+                                                              "task")).strip())
+    row("started", status.get("started_at"))
+    row("updated", run.updated_at)
+    if run.pid is not None:
+        alive = {True: "alive", False: "gone", None: "unknown"}[run.pid_alive]
+        row("pid", f"{run.pid} ({alive})")
+    row("path", run.path)
+    if run.restarts:
+        row("restarts", run.restarts)
+    for problem in run.problems:
+        row("problem", problem)
+    if run.weights:
+        table.add_row("", "")
+        table.add_row(Text("weights", style="bold underline"), "")
+        for weight in run.weights:
+            age = ""
+            if run.box_time is not None:
+                age = f"{format_age(run.box_time - weight.mtime)} ago"
+            table.add_row(weight.name, f"{format_bytes(weight.size):>9}  {age}")
+    return table
+
+
+class RunDetail(Screen[None]):
+    """Enter on a run opens this; escape goes back to the fleet."""
+
+    DEFAULT_CSS = """
+    RunDetail #title { height: auto; background: $panel; }
+    RunDetail PlotextPlot { height: 1fr; min-height: 8; }
+    RunDetail #lower { height: 1fr; }
+    RunDetail #fields { width: 44; height: 1fr; overflow-y: auto; }
+    RunDetail Log { width: 1fr; height: 1fr; border-left: solid $panel-lighten-2; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="back"),
+        Binding("m", "cycle_series", "Chart: loss/metric", id="series"),
+    ]
+
+    def __init__(self, box_name: str, run: RunState) -> None:
+        super().__init__()
+        self.box_name = box_name
+        self.run = run
+        self.series = SERIES[0]
+        self._drawn: tuple[int, str] | None = None
+        self._log_cursor: object = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="title")
+        yield PlotextPlot()
+        with Horizontal(id="lower"):
+            with Vertical(id="fields"):
+                yield Static(id="field-table")
+            yield Log(max_lines=2000, auto_scroll=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show(self.run)
+
+    def show(self, run: RunState) -> None:
+        """Redraw from a new snapshot: the chart only when history or series changed."""
+        self.run = run
+        title = Text(f" {self.box_name} / {run.name}  ", style="bold")
+        title.append_text(badge(str(run.health)))
+        title.append(f"  {run.reason}", style="italic")
+        self.query_one("#title", Static).update(title)
+        self.query_one("#field-table", Static).update(fields_table(run))
+        if self._drawn != (len(run.history), self.series):
+            self._draw_chart()
+        log_cursor = (run.cursor.l_id, run.cursor.l_off, len(run.log_tail))
+        if log_cursor != self._log_cursor:
+            self._log_cursor = log_cursor
+            log = self.query_one(Log)
+            log.clear()
+            log.write_lines([compact_log_line(line) for line in run.log_tail])
+
+    def _draw_chart(self) -> None:
+        run = self.run
+        plot = self.query_one(PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        losses = [(p.epoch, p.loss) for p in run.history if p.loss is not None]
+        metrics = [(p.epoch, p.metric) for p in run.history if p.metric is not None]
+        metric_name = short_metric_name(
+            next((p.metric_name for p in reversed(run.history) if p.metric_name), None)
+        ) or "metric"
+        if self.series in ("both", "loss") and losses:
+            plt.plot([e for e, _ in losses], [v for _, v in losses], label="train loss",
+                     marker="braille")
+        if self.series in ("both", "metric") and metrics:
+            plt.plot([e for e, _ in metrics], [v for _, v in metrics], label=metric_name,
+                     marker="braille", yside="right" if self.series == "both" else "left")
+        epochs = sorted({p.epoch for p in run.history})
+        if epochs:
+            step = max(1, (epochs[-1] - epochs[0]) // 5)
+            plt.xticks(list(range(epochs[0], epochs[-1] + 1, step)))
+        plt.xlabel("epoch")
+        shown = "loss and " + metric_name if self.series == "both" else self.series
+        plt.title(f"{run.name}: {shown}")
+        plot.refresh()
+        self._drawn = (len(run.history), self.series)
+
+    def action_cycle_series(self) -> None:
+        self.series = SERIES[(SERIES.index(self.series) + 1) % len(SERIES)]
+        self._draw_chart()
