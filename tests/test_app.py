@@ -61,7 +61,7 @@ async def test_panel_shows_boxes_runs_and_moves_between_runs(
         await until(pilot, lambda: len(app.query(RunRow)) == 3
                     and section(app, "beta").box.connection != "connecting")
         head = text_of(app, "#fleet-head")
-        assert "boxes 1/2 reachable" in head and "✔ completed 1" in head
+        assert "1/2 boxes up" in head and "✔ completed 1" in head
         assert "✖ failed 1" in head
         beta = text_of(app, "BoxSection Static")
         assert "✖ unreachable" in beta and "connection refused" in beta
@@ -121,11 +121,11 @@ async def test_panel_follows_a_run_and_a_box_going_down_and_back(
         alpha = section(app, "alpha")
         await until(pilot, lambda: alpha.box.connection in ("unreachable", "timeout"))
         assert len(app.query(RunRow)) == 3  # the runs stay on screen
-        assert "boxes 0/2 reachable" in text_of(app, "#fleet-head")
+        assert "0/2 boxes up" in text_of(app, "#fleet-head")
         server.restart()
         await pilot.press("r")
         await until(pilot, lambda: alpha.box.connection == "ok")
-        assert "boxes 1/2 reachable" in text_of(app, "#fleet-head")
+        assert "1/2 boxes up" in text_of(app, "#fleet-head")
 
 
 def fixed_app() -> GpurentApp:

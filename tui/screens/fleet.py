@@ -23,6 +23,14 @@ Clock = Callable[[], float]
 SPARK_POINTS = 60
 
 
+def put(widget: Static, text: Text) -> None:
+    """Update a line only when its content changed: over a slow link every
+    repaint costs bytes, and the 1 s tick would otherwise repaint every row."""
+    if getattr(widget, "_shown", None) != text:
+        widget._shown = text  # type: ignore[attr-defined]
+        widget.update(text)
+
+
 def run_main_line(run: RunState) -> Text:
     epoch = run.current_epoch
     total = run.total_epochs
@@ -89,8 +97,8 @@ class RunRow(Vertical, can_focus=True):
 
     def show(self, run: RunState) -> None:
         self.run = run
-        self.query_one("#main", Static).update(run_main_line(run))
-        self.query_one("#detail", Static).update(run_detail_line(run, self._clock()))
+        put(self.query_one("#main", Static), run_main_line(run))
+        put(self.query_one("#detail", Static), run_detail_line(run, self._clock()))
         if len(run.history) != self._history_len:
             # Sparkline redraws only when given a new list.
             self._history_len = len(run.history)
@@ -113,7 +121,9 @@ def box_head_line(box: BoxState, provider: str, now: float) -> Text:
         text.append(f"  data {format_age(age)} old", style="yellow")
     for gpu in box.gpus:
         util = f"{gpu.util_pct:.0f}%" if gpu.util_pct is not None else "?"
-        text.append(f"  GPU{gpu.index} {util}")
+        text.append(f"  GPU{gpu.index} ")
+        text.append_text(bar(gpu.util_pct / 100 if gpu.util_pct is not None else None, 3))
+        text.append(f"{util:>4}")
         if gpu.mem_used_mib is not None and gpu.mem_total_mib:
             text.append(f" {gpu.mem_used_mib / 1024:.0f}/{gpu.mem_total_mib / 1024:.0f}G",
                         style="dim")
@@ -166,11 +176,11 @@ class BoxSection(Vertical):
     def show(self, box: BoxState) -> None:
         self.box = box
         now = self._clock()
-        self.query_one("#head", Static).update(box_head_line(box, self.provider, now))
+        put(self.query_one("#head", Static), box_head_line(box, self.provider, now))
         problem = box_problem_line(box, now)
         problem_widget = self.query_one("#problem", Static)
         problem_widget.display = problem is not None
-        problem_widget.update(problem or "")
+        put(problem_widget, problem or Text())
         rows = {row.run.path: row for row in self.query(RunRow)}
         hidden = 0
         for run in box.runs:
@@ -186,20 +196,20 @@ class BoxSection(Vertical):
             row.remove()
         hidden_line = self.query_one("#hidden", Static)
         hidden_line.display = hidden > 0
-        hidden_line.update(f"  {hidden} run(s) hidden by the filter")
+        put(hidden_line, Text(f"  {hidden} run(s) hidden by the filter"))
 
 
 def fleet_line(boxes: list[BoxState]) -> Text:
     """The strip at the top: boxes reachable / total, runs by health."""
     reachable = sum(b.connection is Connection.OK for b in boxes)
-    text = Text(f" boxes {reachable}/{len(boxes)} reachable ", style="bold")
+    text = Text(f" {reachable}/{len(boxes)} boxes up ", style="bold")
     counts = {h: 0 for h in Health}
     for box in boxes:
         for run in box.runs:
             counts[run.health] += 1
     for health, count in counts.items():
         if count:
-            text.append("  ")
+            text.append(" ")
             text.append_text(badge(str(health)))
             text.append(f" {count}")
     return text
