@@ -162,3 +162,17 @@ def test_key_remaps_must_name_known_actions() -> None:
     assert fleet.keys == {"next": "n"}
     (msg,) = problems('[keys]\nnxt = "n"\n[[box]]\nname = "a"\nhost = "h"\n')
     assert "key 'keys': unknown action 'nxt'" in msg
+
+
+def test_provider_urls_budgets_and_alarm_settings() -> None:
+    fleet = parse_config(
+        'budget_usd = 100\nidle_minutes = 5\non_budget = "push-and-stop"\n'
+        '[providers.vast]\nbase_url = "http://127.0.0.1:8080/"\n'
+        '[[box]]\nname = "a"\nhost = "h"\nbudget_usd = 20\n', "f.toml")
+    assert fleet.providers == {"vast": "http://127.0.0.1:8080"}
+    assert (fleet.budget_usd, fleet.idle_minutes, fleet.on_budget) == (100.0, 5.0, "push-and-stop")
+    assert fleet.boxes[0].budget_usd == 20.0
+    (msg,) = problems('[providers.aws]\nbase_url = "http://x"\n[[box]]\nname = "a"\nhost = "h"\n')
+    assert "unknown provider 'aws'" in msg
+    (msg,) = problems('[providers.vast]\nbase_url = "ftp://x"\n[[box]]\nname = "a"\nhost = "h"\n')
+    assert "must be an http:// or https:// URL" in msg

@@ -19,6 +19,8 @@ HOST_KEY_POLICIES = ("strict", "accept-new")
 DEFAULT_RUNS_ROOTS = ("/root/runs",)
 DEFAULT_REFRESH_SECONDS = 5.0
 DEFAULT_TIMEOUT_SECONDS = 15.0
+DEFAULT_IDLE_MINUTES = 10.0
+BUDGET_ACTIONS = ("warn", "push-and-stop")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
 KEY_ACTIONS = ("quit", "refresh", "open", "filter", "next", "previous", "help", "back", "series")
 
@@ -56,6 +58,7 @@ class BoxConfig:
     provider: str = "manual"
     instance_id: str | None = None
     timeout_seconds: float | None = None
+    budget_usd: float | None = None
     pricing: Pricing | None = None
     push: PushTarget | None = None
 
@@ -73,6 +76,11 @@ class FleetConfig:
     # None: ~/.ssh/config when it exists; "": read no ssh config at all.
     ssh_config: str | None = None
     keys: Mapping[str, str] = field(default_factory=dict)
+    # provider name -> API base URL override ([providers.vast] base_url = ...)
+    providers: Mapping[str, str] = field(default_factory=dict)
+    budget_usd: float | None = None
+    idle_minutes: float = DEFAULT_IDLE_MINUTES
+    on_budget: str = "warn"
 
     def box(self, name: str) -> BoxConfig:
         """The box called `name`; KeyError names the boxes that exist."""
@@ -209,6 +217,22 @@ def _key_table(value: object) -> dict[str, str]:
     return keys
 
 
+def _provider_urls(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _Bad(f"expected tables such as [providers.vast], got {_type_name(value)}")
+    urls = {}
+    for name, table in value.items():
+        if name not in PROVIDERS or name == "manual":
+            raise _Bad(f"unknown provider {name!r}; providers with an API: vast, runpod, lambda")
+        if not isinstance(table, dict) or set(table) - {"base_url"}:
+            raise _Bad(f"[providers.{name}] takes only base_url")
+        url = table.get("base_url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise _Bad(f"[providers.{name}] base_url must be an http:// or https:// URL")
+        urls[name] = url.rstrip("/")
+    return urls
+
+
 _TOP_KEYS: dict[str, Callable[[object], Any]] = {
     "refresh_seconds": _number(0.0, exclusive=True),
     "timeout_seconds": _number(0.0, exclusive=True),
@@ -216,6 +240,10 @@ _TOP_KEYS: dict[str, Callable[[object], Any]] = {
     "known_hosts": _string,
     "ssh_config": lambda v: v if v == "" else _string(v),
     "keys": _key_table,
+    "providers": _provider_urls,
+    "budget_usd": _number(),
+    "idle_minutes": _number(0.0, exclusive=True),
+    "on_budget": _choice(BUDGET_ACTIONS),
 }
 
 _BOX_KEYS: dict[str, Callable[[object], Any]] = {
@@ -229,6 +257,7 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "provider": _choice(PROVIDERS),
     "instance_id": _instance_id,
     "timeout_seconds": _number(0.0, exclusive=True),
+    "budget_usd": _number(),
 }
 
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
