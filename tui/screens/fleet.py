@@ -16,7 +16,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Sparkline, Static
 
 from tui.model.box import BoxState, Connection
+from tui.model.cost import RunCost
+from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
+from tui.screens.money import box_money_line, fleet_money, run_money
 from widgets import badge, bar
 
 Clock = Callable[[], float]
@@ -46,7 +49,7 @@ def run_main_line(run: RunState) -> Text:
     return text
 
 
-def run_detail_line(run: RunState, now: float) -> Text:
+def run_detail_line(run: RunState, now: float, cost: RunCost | None = None) -> Text:
     """The second line: why (for runs in trouble), else best metric, end time, age."""
     if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
         return Text(f"  {run.reason}", style="italic red" if run.health is Health.FAILED
@@ -61,6 +64,9 @@ def run_detail_line(run: RunState, now: float) -> Text:
         parts.append(f"loss {run.train_loss:.4g}")
     if run.eta_seconds is not None:
         parts.append("ends " + time.strftime("%H:%M", time.localtime(now + run.eta_seconds)))
+    money = run_money(cost)
+    if money:
+        parts.append(money)
     updated = parse_time(run.updated_at)
     if updated is not None and run.box_time is not None:
         parts.append(f"updated {format_age(run.box_time - updated)} ago")
@@ -83,6 +89,7 @@ class RunRow(Vertical, can_focus=True):
         super().__init__()
         self.box_name = box_name
         self.run = run
+        self.cost: RunCost | None = None
         self._clock = clock
         self._history_len = -1
 
@@ -98,7 +105,7 @@ class RunRow(Vertical, can_focus=True):
     def show(self, run: RunState) -> None:
         self.run = run
         put(self.query_one("#main", Static), run_main_line(run))
-        put(self.query_one("#detail", Static), run_detail_line(run, self._clock()))
+        put(self.query_one("#detail", Static), run_detail_line(run, self._clock(), self.cost))
         if len(run.history) != self._history_len:
             # Sparkline redraws only when given a new list.
             self._history_len = len(run.history)
@@ -155,6 +162,7 @@ class BoxSection(Vertical):
     BoxSection { height: auto; margin-bottom: 1; }
     BoxSection #head { height: 1; }
     BoxSection #problem { height: auto; }
+    BoxSection #money { height: auto; }
     BoxSection #hidden { height: 1; color: $text-muted; }
     """
 
@@ -164,9 +172,11 @@ class BoxSection(Vertical):
         self.provider = provider
         self._clock = clock
         self.filter = ""
+        self.cost: BoxCost | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
+        yield Static(id="money")
         yield Static(id="problem")
         yield Static(id="hidden")
 
@@ -177,6 +187,10 @@ class BoxSection(Vertical):
         self.box = box
         now = self._clock()
         put(self.query_one("#head", Static), box_head_line(box, self.provider, now))
+        money = box_money_line(self.cost, now)
+        money_widget = self.query_one("#money", Static)
+        money_widget.display = money is not None
+        put(money_widget, money or Text())
         problem = box_problem_line(box, now)
         problem_widget = self.query_one("#problem", Static)
         problem_widget.display = problem is not None
@@ -187,8 +201,10 @@ class BoxSection(Vertical):
             row = rows.pop(run.path, None)
             if row is None:
                 row = RunRow(box.name, run, self._clock)
+                row.cost = self.cost.runs.get(run.path) if self.cost else None
                 self.mount(row)
             else:
+                row.cost = self.cost.runs.get(run.path) if self.cost else None
                 row.show(run)
             row.display = matches(run, self.filter)
             hidden += not row.display
@@ -199,8 +215,8 @@ class BoxSection(Vertical):
         put(hidden_line, Text(f"  {hidden} run(s) hidden by the filter"))
 
 
-def fleet_line(boxes: list[BoxState]) -> Text:
-    """The strip at the top: boxes reachable / total, runs by health."""
+def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
+    """The strip at the top: boxes reachable / total, runs by health, the fleet's burn."""
     reachable = sum(b.connection is Connection.OK for b in boxes)
     text = Text(f" {reachable}/{len(boxes)} boxes up ", style="bold")
     counts = {h: 0 for h in Health}
@@ -212,6 +228,7 @@ def fleet_line(boxes: list[BoxState]) -> Text:
             text.append(" ")
             text.append_text(badge(str(health)))
             text.append(f" {count}")
+    text.append_text(fleet_money(cost))
     return text
 
 
@@ -237,6 +254,11 @@ class FleetView(VerticalScroll, can_focus=False):
     def tick(self) -> None:
         """Ages and countdowns move even when no box answered."""
         for section in self.query(BoxSection):
+            section.show(section.box)
+
+    def show_cost(self, cost: FleetCost) -> None:
+        for section in self.query(BoxSection):
+            section.cost = cost.boxes.get(section.box.name)
             section.show(section.box)
 
     def set_filter(self, text: str) -> None:

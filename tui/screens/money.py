@@ -1,0 +1,81 @@
+"""How money reads on screen: the fleet's burn in the head strip, a line per box, a note per run."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+
+from tui.model.cost import RunCost
+from tui.model.meter import BoxCost, FleetCost
+from tui.model.runs import format_age
+
+
+def usd(value: float) -> str:
+    """Dollars with the precision a rate or a total needs ($0.0694/hr, $12.40)."""
+    if value == 0:
+        return "$0"
+    if abs(value) < 1:
+        return f"${value:.4f}"
+    return f"${value:,.2f}"
+
+
+def fleet_money(cost: FleetCost | None) -> Text:
+    """`│ $5.48/hr · today $12.30 · to finish $3.10`, or nothing before any rate is known."""
+    if cost is None or not any(c.rate_now for c in cost.boxes.values()):
+        return Text()
+    text = Text(" │ ", style="dim")
+    text.append(f"{usd(cost.usd_per_hr)}/hr", style="bold")
+    text.append(f" · today {usd(cost.today_usd)} · to finish {usd(cost.to_finish_usd)}")
+    if cost.budget_level is not None and cost.budget_usd is not None:
+        style = "bold red" if cost.budget_level == "alarm" else "bold yellow"
+        text.append(f" · budget {usd(cost.accrued_usd)}/{usd(cost.budget_usd)}", style=style)
+    return text
+
+
+def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
+    """Rate now with its source, spent, the stopped rate, the saving and the verdict; alarms."""
+    if cost is None:
+        return None
+    rates = cost.rates
+    rate = cost.rate_now
+    text = Text("  ")
+    if rate is None:
+        text.append("no rate known: set [box.pricing] running_usd_per_hr", style="dim")
+    else:
+        text.append(f"{usd(rate.usd_per_hr)}/hr", style="bold")
+        text.append(f" {rates.state} ({rate.source})", style="dim")
+        text.append(f" · spent {usd(cost.accrued_usd)}")
+    if rates.stopped is not None and rates.state not in ("stopped", "destroyed"):
+        text.append(f" · stopped {usd(rates.stopped.usd_per_hr)}/hr", style="dim")
+        if rates.saving_pct is not None:
+            text.append(f" ({rates.saving_pct:.0f}% less)", style="dim")
+    hours = rates.break_even_hours
+    if hours is not None and not math.isinf(hours):
+        text.append(f" · stop pays if back within {hours:.1f} h", style="dim")
+    elif not rates.can_stop:
+        text.append(" · cannot stop: destroy only", style="dim")
+    if cost.idle_alarm and cost.idle_since is not None:
+        text.append(f"\n  IDLE {format_age(now - cost.idle_since)}: billed as running, no run "
+                    f"progressing, GPU < 5%: burned {usd(cost.idle_usd)} idle", style="bold red")
+    if cost.budget_level is not None and cost.budget_usd is not None:
+        style = "bold red" if cost.budget_level == "alarm" else "bold yellow"
+        text.append(f"\n  budget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
+                    f"{usd(cost.budget_usd)}", style=style)
+    if cost.provider_error:
+        text.append(f"\n  {cost.provider_error}", style="yellow")
+    return text
+
+
+def run_money(cost: RunCost | None) -> str | None:
+    """`$0.08/epoch · $3.60 to finish (rate shared by 2 runs)`."""
+    if cost is None:
+        return None
+    parts = []
+    if cost.per_epoch_usd is not None:
+        parts.append(f"{usd(cost.per_epoch_usd)}/epoch")
+    if cost.to_finish_usd is not None:
+        parts.append(f"{usd(cost.to_finish_usd)} to finish")
+    if cost.shared_by > 1 and parts:
+        parts[-1] += f" (box rate shared by {cost.shared_by} runs)"
+    return " · ".join(parts) or None
