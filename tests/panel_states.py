@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.ledger import Ledger
+from tui.meter import CostMeter
 from tui.model.box import BoxState, Connection, fold_answer, fold_failure
 from tui.model.config import FleetConfig, parse_config
+from tui.model.cost import Event
 from tui.model.runs import parse_time
 
 DATA = Path(__file__).parent / "data" / "libreyolo"
@@ -19,6 +23,8 @@ CONFIG = """
 name = "vast-4090"
 host = "ssh4.vast.ai"
 provider = "vast"
+[box.pricing]
+rebuild_usd = 1.00
 [[box]]
 name = "runpod-a100"
 host = "a100.runpod.example"
@@ -26,6 +32,8 @@ provider = "runpod"
 [[box]]
 name = "lab-3090"
 host = "lab.example.org"
+[box.pricing]
+running_usd_per_hr = 0.45
 """
 
 
@@ -81,3 +89,34 @@ def fleet_states() -> list[BoxState]:
                        "box lab-3090 (lab.example.org:22): no SSH login within 15 s",
                        NOW - 30, retry_at=NOW + 40)
     return [vast, runpod, lab]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a provider would report, for a meter that polls nothing."""
+
+    state: str = "running"
+    running_usd_per_hr: float | None = None
+    disk_usd_per_hr: float | None = None
+    disk_gb: float | None = None
+    storage_usd_per_gb_month: float | None = None
+    hours_per_month: float | None = None
+    can_stop: bool = True
+    started_at: float | None = None
+
+
+def fixed_meter(ledger_path: Path) -> CostMeter:
+    """A meter with provider facts and a ledger as they would be after hours of watching."""
+    ledger = Ledger(ledger_path)
+    for event in (Event(NOW - 5 * 3600, "vast-4090", "running", 3.4828, "api"),
+                  Event(NOW - 2 * 3600, "runpod-a100", "running", 1.89, "api"),
+                  Event(NOW - 26 * 3600, "lab-3090", "running", 0.45, "config")):
+        ledger.record(event)
+    meter = CostMeter(fleet_config(), ledger=ledger, clock=lambda: NOW)
+    meter.facts = {
+        "vast-4090": Facts(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.2,
+                           hours_per_month=720),
+        "runpod-a100": Facts(running_usd_per_hr=1.89, disk_gb=100),
+    }
+    meter.idle = {"runpod-a100": NOW - 25 * 60}
+    return meter

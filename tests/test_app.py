@@ -16,6 +16,7 @@ from textual.widgets import Log, Static
 
 from tui.app import GpurentApp
 from tui.model.config import KEY_ACTIONS
+from tui.screens.cost import CostScreen
 from tui.screens.fleet import BoxSection, RunRow
 from tui.screens.run_detail import RunDetail
 
@@ -48,7 +49,7 @@ def fleet(tmp_path: Path, server: Sshd, key: KeyPair, **top: object):  # type: i
 
 
 def test_every_binding_can_be_remapped() -> None:
-    bindings = [*GpurentApp.BINDINGS, *RunDetail.BINDINGS]
+    bindings = [*GpurentApp.BINDINGS, *RunDetail.BINDINGS, *CostScreen.BINDINGS]
     assert {b.id for b in bindings if isinstance(b, Binding)} == set(KEY_ACTIONS)
 
 

@@ -1,4 +1,4 @@
-"""Command line: gpurent-tui [--config PATH] [status | check-config | init].
+"""Command line: gpurent-tui [--config PATH] [demo | status | check-config | init].
 
 With no command it opens the panel.
 """
@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 
 from tui import __version__, paths
-from tui.model.box import Connection
+from tui.model.box import BoxState, Connection
 from tui.model.config import ConfigError, FleetConfig, parse_config
+from tui.model.meter import FleetCost
 from tui.model.status_doc import status_document, status_table
 
 EXIT_OK = 0
@@ -46,17 +49,28 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+async def _status(fleet: FleetConfig) -> tuple[list[BoxState], FleetCost]:
+    """Every box once and every provider once, in parallel; then the money picture."""
+    from tui.meter import CostMeter
     from tui.remote.watch import snapshot_fleet
 
+    meter = CostMeter(fleet)
+    try:
+        boxes, _ = await asyncio.gather(snapshot_fleet(fleet), meter.poll())
+    finally:
+        await meter.aclose()
+    return boxes, meter.update(boxes)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.config)
-    boxes = asyncio.run(snapshot_fleet(fleet))
+    boxes, cost = asyncio.run(_status(fleet))
     now = time.time()
     if args.json:
-        json.dump(status_document(boxes, now), sys.stdout, indent=2)
+        json.dump(status_document(boxes, now, cost), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(status_table(boxes, now))
+        print(status_table(boxes, now, cost))
     ok = all(b.connection is Connection.OK for b in boxes)
     return EXIT_OK if ok else EXIT_BOX_FAILED
 
@@ -80,6 +94,41 @@ def cmd_panel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The panel over the built-in demo fleet on 127.0.0.1: no config, no network."""
+    from tui.demo.real import real_training_problem
+
+    if args.real and (problem := real_training_problem()):
+        print(problem, file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return asyncio.run(_demo(args.real))
+    except asyncio.CancelledError:  # SIGTERM or SIGHUP: the fleet has been taken down
+        return 128 + signal.SIGTERM
+
+
+async def _demo(real: bool) -> int:
+    from tui.app import GpurentApp
+    from tui.demo.fleet import DemoFleet
+
+    # A closed terminal or a kill still takes the fleet down: cancel, let `async with` clean up.
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    caught: list[int] = []
+
+    def stop(sig: int) -> None:
+        caught.append(sig)
+        if main is not None:
+            main.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform
+            loop.add_signal_handler(sig, stop, sig)
+    async with DemoFleet(real=real) as fleet:
+        app = GpurentApp(fleet)
+        await app.run_async()
+    return 128 + caught[0] if caught else app.return_code or EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     config_help = ("fleet config (default: $GPURENT_CONFIG, else "
                    "~/.config/gpurent-tui/fleet.toml)")
@@ -93,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PATH", default=None, help=config_help)
     parser.add_argument("--version", action="version", version=f"gpurent-tui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = sub.add_parser("demo", help="the panel over a built-in demo fleet on 127.0.0.1 "
+                                       "(replayed LibreYOLO runs; no config, no network)")
+    demo.add_argument("--real", action="store_true",
+                      help="one box also trains a real tiny LibreYOLO model on the CPU "
+                           "(needs pip install -e '.[train]')")
+    demo.set_defaults(func=cmd_demo)
     status = sub.add_parser("status", parents=[common],
                             help="probe every box once and print what each run is doing")
     status.add_argument("--json", action="store_true",

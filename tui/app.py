@@ -6,6 +6,7 @@ shows fixed snapshots (snapshot tests, screenshots) through the same code.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar
@@ -17,9 +18,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from tui.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.model.box import BoxState
 from tui.model.config import FleetConfig
+from tui.model.meter import FleetCost
 from tui.remote.watch import BoxWatcher, host_key_store
+from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetView, RunRow, fleet_line
 from tui.screens.run_detail import RunDetail
 
@@ -30,6 +34,10 @@ class BoxUpdated(Message):
     def __init__(self, state: BoxState) -> None:
         super().__init__()
         self.state = state
+
+
+class CostsPolled(Message):
+    """The providers were asked again: rates and states may have changed."""
 
 
 class GpurentApp(App[None]):
@@ -46,13 +54,15 @@ class GpurentApp(App[None]):
         Binding("r", "refresh", "Refresh now", id="refresh"),
         Binding("enter", "open_run", "Open run", id="open"),
         Binding("slash", "filter", "Filter", id="filter"),
+        Binding("c", "costs", "Costs", id="cost"),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
         Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
         Binding("question_mark", "toggle_help", "Keys", id="help"),
     ]
 
     def __init__(self, fleet: FleetConfig, *, clock: Callable[[], float] = time.time,
-                 states: Iterable[BoxState] | None = None, live: bool = True) -> None:
+                 states: Iterable[BoxState] | None = None, live: bool = True,
+                 meter: CostMeter | None = None) -> None:
         super().__init__()
         self.fleet = fleet
         self._clock = clock
@@ -65,6 +75,10 @@ class GpurentApp(App[None]):
                              for box in fleet.boxes]
         given = {s.name: s for s in states or ()}
         self.states = {b.name: given.get(b.name, BoxState(name=b.name)) for b in fleet.boxes}
+        self.meter = meter if meter is not None else (CostMeter(fleet, clock=clock) if live
+                                                      else None)
+        self.cost: FleetCost | None = None
+        self._idle_alarmed: set[str] = set()
 
     def compose(self) -> ComposeResult:
         field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
@@ -84,7 +98,45 @@ class GpurentApp(App[None]):
                             name=f"watch {watcher.box.name}", exit_on_error=False)
         if self.live:
             self.set_interval(1.0, self._tick)
+        if self.meter is not None:
+            self._update_cost()
+            if self.live:
+                self.run_worker(self._poll_costs(), group="costs", name="poll providers",
+                                exit_on_error=False)
         self.call_after_refresh(self._focus_first)
+
+    async def _poll_costs(self) -> None:
+        assert self.meter is not None
+        try:
+            while True:
+                await self.meter.poll()
+                self.post_message(CostsPolled())
+                await asyncio.sleep(PROVIDER_POLL_SECONDS)
+        finally:
+            await self.meter.aclose()
+
+    def on_costs_polled(self, _: CostsPolled) -> None:
+        self._update_cost()
+
+    def _update_cost(self) -> None:
+        """Fold the money picture; ring the bell once when a box starts burning idle."""
+        if self.meter is None:
+            return
+        cost = self.meter.update(self.states.values())
+        self.cost = cost
+        self._fleet_view().show_cost(cost)
+        self.screen_stack[0].query_one("#fleet-head", Static).update(
+            fleet_line(list(self.states.values()), cost))
+        alarmed = {name for name, box in cost.boxes.items() if box.idle_alarm}
+        for name in sorted(alarmed - self._idle_alarmed):
+            self.bell()
+            self.notify(f"{name} is billed as running but idle", severity="error", timeout=10)
+        self._idle_alarmed = alarmed
+        if self.meter.ledger.problem:
+            self.notify(self.meter.ledger.problem, severity="warning", timeout=10)
+        for screen in self.screen_stack:
+            if isinstance(screen, CostScreen):
+                screen.show(cost, self.meter.ledger.events)
 
     async def _watch(self, watcher: BoxWatcher) -> None:
         await watcher.run(lambda state: self.post_message(BoxUpdated(state)))
@@ -97,7 +149,8 @@ class GpurentApp(App[None]):
         self.states[state.name] = state
         self._fleet_view().show(state)
         self.screen_stack[0].query_one("#fleet-head", Static).update(
-            fleet_line(list(self.states.values())))
+            fleet_line(list(self.states.values()), self.cost))
+        self._update_cost()
         for screen in self.screen_stack:
             if isinstance(screen, RunDetail) and screen.box_name == state.name:
                 run = state.run(screen.run.path)
@@ -147,6 +200,13 @@ class GpurentApp(App[None]):
 
     def _filter_field(self) -> Input:
         return self.screen_stack[0].query_one("#filter", Input)
+
+    def action_costs(self) -> None:
+        if self.meter is None or self.cost is None:
+            self.notify("no cost figures in this view", timeout=3)
+            return
+        if not isinstance(self.screen, CostScreen):
+            self.push_screen(CostScreen(self.cost, self.meter.ledger.events, self._clock))
 
     def action_filter(self) -> None:
         """Show the filter line; it is disabled (never focused) while hidden."""
@@ -206,6 +266,8 @@ class GpurentApp(App[None]):
         yield SystemCommand("Refresh now", "Probe every box now", self.action_refresh)
         yield SystemCommand("Filter runs", "Show only runs matching a name or health",
                             self.action_filter)
+        yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
+                            "spend over time", self.action_costs)
         for box in self.states.values():
             for run in box.runs:
                 yield SystemCommand(

@@ -22,7 +22,8 @@ DEFAULT_TIMEOUT_SECONDS = 15.0
 DEFAULT_IDLE_MINUTES = 10.0
 BUDGET_ACTIONS = ("warn", "push-and-stop")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
-KEY_ACTIONS = ("quit", "refresh", "open", "filter", "next", "previous", "help", "back", "series")
+KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "next", "previous", "help", "back",
+               "series")
 
 
 @dataclass(frozen=True)

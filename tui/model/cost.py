@@ -92,6 +92,15 @@ class BoxRates:
         return f"stopping pays if you come back within {hours:.1f} h; later, destroy"
 
 
+def usd(value: float) -> str:
+    """Dollars with the precision a rate or a total needs ($0.0694/hr, $12.40)."""
+    if value == 0:
+        return "$0"
+    if abs(value) < 1:
+        return f"${value:.4f}"
+    return f"${value:,.2f}"
+
+
 def stopped_usd_per_hr(disk_gb: float, usd_per_gb_month: float, hours_per_month: float) -> float:
     """Disk GB x storage $/GB-month / hours-per-month (the provider's convention)."""
     return disk_gb * usd_per_gb_month / hours_per_month

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.box import BoxState, Connection
+from tui.model.cost import RunCost, usd
+from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import RunState, format_age
 
 SCHEMA = "gpurent.status/1"
@@ -17,7 +20,11 @@ def iso(stamp: float | None) -> str | None:
     return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
 
 
-def run_document(run: RunState) -> dict[str, Any]:
+def _money(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, 6)
+
+
+def run_document(run: RunState, cost: RunCost | None = None) -> dict[str, Any]:
     return {
         "path": run.path,
         "name": run.name,
@@ -39,10 +46,35 @@ def run_document(run: RunState) -> dict[str, Any]:
         "error": run.error,
         "problems": list(run.problems),
         "weights": [{"name": w.name, "size": w.size, "mtime": w.mtime} for w in run.weights],
+        "cost_per_epoch_usd": _money(cost.per_epoch_usd) if cost else None,
+        "cost_to_finish_usd": _money(cost.to_finish_usd) if cost else None,
     }
 
 
-def box_document(box: BoxState) -> dict[str, Any]:
+def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
+    if cost is None:
+        return None
+    rate = cost.rate_now
+    stopped = cost.rates.stopped
+    return {
+        "state": cost.rates.state,
+        "usd_per_hr": _money(rate.usd_per_hr) if rate else None,
+        "rate_source": rate.source if rate else None,
+        "stopped_usd_per_hr": _money(stopped.usd_per_hr) if stopped else None,
+        "hours_per_month": cost.rates.hours_per_month,
+        "accrued_usd": _money(cost.accrued_usd),
+        "today_usd": _money(cost.today_usd),
+        "saving_pct": _money(cost.rates.saving_pct),
+        "break_even_hours": _money(cost.rates.break_even_hours),
+        "idle_since": iso(cost.idle_since),
+        "idle_alarm": cost.idle_alarm,
+        "budget_usd": cost.budget_usd,
+        "budget_level": cost.budget_level,
+        "provider_error": cost.provider_error,
+    }
+
+
+def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
     return {
         "name": box.name,
         "connection": str(box.connection),
@@ -61,15 +93,24 @@ def box_document(box: BoxState) -> dict[str, Any]:
             for d in box.disks],
         "problems": [*box.root_problems, *box.notices],
         "truncated": box.truncated,
-        "runs": [run_document(r) for r in box.runs],
+        "cost": cost_document(cost),
+        "runs": [run_document(r, cost.runs.get(r.path) if cost else None) for r in box.runs],
     }
 
 
-def status_document(boxes: list[BoxState], generated_at: float) -> dict[str, Any]:
+def status_document(boxes: list[BoxState], generated_at: float,
+                    cost: FleetCost | None = None) -> dict[str, Any]:
+    fleet = None
+    if cost is not None:
+        fleet = {"usd_per_hr": _money(cost.usd_per_hr), "accrued_usd": _money(cost.accrued_usd),
+                 "today_usd": _money(cost.today_usd), "to_finish_usd": _money(cost.to_finish_usd),
+                 "budget_usd": cost.budget_usd, "budget_level": cost.budget_level,
+                 "unpriced": list(cost.unpriced)}
     return {
         "schema": SCHEMA,
         "generated_at": iso(generated_at),
-        "boxes": [box_document(b) for b in boxes],
+        "fleet": fleet,
+        "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None) for b in boxes],
     }
 
 
@@ -93,9 +134,29 @@ def _run_line(run: RunState) -> str:
     return line
 
 
-def status_table(boxes: list[BoxState], now: float) -> str:
-    """The readable form of `status`: a block per box, a line per run."""
+def _money_line(cost: BoxCost) -> str:
+    rate = cost.rate_now
+    if rate is None:
+        return "  $ no rate known (set [box.pricing] running_usd_per_hr)"
+    line = f"  $ {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
+    line += f", spent {usd(cost.accrued_usd)}"
+    if cost.rates.stopped is not None:
+        line += f", stopped {usd(cost.rates.stopped.usd_per_hr)}/hr"
+    if cost.rates.break_even_hours is not None and math.isfinite(cost.rates.break_even_hours):
+        line += f", stop pays if back within {cost.rates.break_even_hours:.1f} h"
+    if cost.idle_alarm:
+        line += f", IDLE: burned {usd(cost.idle_usd)}"
+    if cost.budget_level:
+        line += f", budget {cost.budget_level}"
+    return line
+
+
+def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = None) -> str:
+    """The readable form of `status`: the fleet's burn, a block per box, a line per run."""
     out: list[str] = []
+    if cost is not None:
+        out.append(f"fleet: {usd(cost.usd_per_hr)}/hr now, spent {usd(cost.accrued_usd)} "
+                   f"({usd(cost.today_usd)} today), {usd(cost.to_finish_usd)} to finish")
     for box in boxes:
         head = f"{box.name}  [{box.connection}]"
         if box.gpus:
@@ -112,6 +173,11 @@ def status_table(boxes: list[BoxState], now: float) -> str:
             age = box.data_age(now)
             if age is not None:
                 out.append(f"  (data below is {format_age(age)} old)")
+        box_cost = cost.boxes.get(box.name) if cost is not None else None
+        if box_cost is not None:
+            out.append(_money_line(box_cost))
+            if box_cost.provider_error:
+                out.append(f"  ! {box_cost.provider_error}")
         for problem in (*box.root_problems, *box.notices):
             out.append(f"  ! {problem}")
         if not box.runs and box.connection is Connection.OK:

@@ -6,18 +6,9 @@ import math
 
 from rich.text import Text
 
-from tui.model.cost import RunCost
+from tui.model.cost import RunCost, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
-
-
-def usd(value: float) -> str:
-    """Dollars with the precision a rate or a total needs ($0.0694/hr, $12.40)."""
-    if value == 0:
-        return "$0"
-    if abs(value) < 1:
-        return f"${value:.4f}"
-    return f"${value:,.2f}"
 
 
 def fleet_money(cost: FleetCost | None) -> Text:
