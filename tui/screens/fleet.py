@@ -100,10 +100,13 @@ class RunRow(Vertical, can_focus=True):
         yield Static(id="detail")
 
     def on_mount(self) -> None:
+        self._ready = True
         self.show(self.run)
 
     def show(self, run: RunState) -> None:
         self.run = run
+        if not getattr(self, "_ready", False):
+            return  # not composed yet: on_mount shows the latest run
         put(self.query_one("#main", Static), run_main_line(run))
         put(self.query_one("#detail", Static), run_detail_line(run, self._clock(), self.cost))
         if len(run.history) != self._history_len:
@@ -181,10 +184,13 @@ class BoxSection(Vertical):
         yield Static(id="hidden")
 
     def on_mount(self) -> None:
+        self._ready = True
         self.show(self.box)
 
     def show(self, box: BoxState) -> None:
         self.box = box
+        if not getattr(self, "_ready", False):
+            return  # not composed yet: on_mount shows the latest box
         now = self._clock()
         put(self.query_one("#head", Static), box_head_line(box, self.provider, now))
         money = box_money_line(self.cost, now)
