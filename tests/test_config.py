@@ -176,3 +176,10 @@ def test_provider_urls_budgets_and_alarm_settings() -> None:
     assert "unknown provider 'aws'" in msg
     (msg,) = problems('[providers.vast]\nbase_url = "ftp://x"\n[[box]]\nname = "a"\nhost = "h"\n')
     assert "must be an http:// or https:// URL" in msg
+
+
+def test_manual_box_commands() -> None:
+    fleet = parse_config('[[box]]\nname = "a"\nhost = "h"\nstop_command = "sudo poweroff"\n'
+                         'destroy_command = "echo gone"\n', "f.toml")
+    assert fleet.boxes[0].stop_command == "sudo poweroff"
+    assert fleet.boxes[0].destroy_command == "echo gone"

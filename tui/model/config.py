@@ -60,6 +60,9 @@ class BoxConfig:
     instance_id: str | None = None
     timeout_seconds: float | None = None
     budget_usd: float | None = None
+    # manual boxes: commands run over SSH on the box to stop or destroy it
+    stop_command: str | None = None
+    destroy_command: str | None = None
     pricing: Pricing | None = None
     push: PushTarget | None = None
 
@@ -259,6 +262,8 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "instance_id": _instance_id,
     "timeout_seconds": _number(0.0, exclusive=True),
     "budget_usd": _number(),
+    "stop_command": _string,
+    "destroy_command": _string,
 }
 
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
