@@ -1,0 +1,378 @@
+"""The built-in demo fleet: real SSH servers on loopback replaying recorded LibreYOLO runs.
+
+The fleet is checked headless with the core's own watchers, then the pure
+re-timing is checked with an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from tui.__main__ import main
+from tui.demo import real
+from tui.demo.fleet import DemoFleet
+from tui.demo.procs import PID_START_MARGIN, choose_keeper
+from tui.demo.recording import RECORDINGS, YOLO9_25, YOLOX_40, YOLOX_FAILED, load_recording
+from tui.demo.replay import PLACEHOLDER_BYTES, Lane, RunReplay
+from tui.demo.scenario import BOXES, LANES, LaneSpec, Mode, first_timing, gpu_lines
+from tui.demo.timeline import (
+    iso_utc,
+    plan_timing,
+    results_csv,
+    retime_log,
+    retime_metrics_line,
+    retime_status,
+    summary_document,
+)
+from tui.model.box import Connection, parse_gpu_rows
+from tui.model.runs import Health, parse_time
+from tui.remote.watch import BoxWatcher, snapshot_fleet
+
+ROOT = Path(__file__).resolve().parents[1]
+NOW = 1_800_000_000.0  # an injected "now" for the pure tests
+
+
+def children() -> set[int]:
+    """Processes (zombies included) whose parent is this test process."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid():
+            found.add(int(stat.parent.name))
+    return found
+
+
+# --- the fleet, headless --------------------------------------------------------------------
+
+
+async def test_every_health_appears_and_nothing_is_left_behind(tmp_path: Path) -> None:
+    before = children()
+    demo = DemoFleet()
+    async with demo as fleet:
+        root = demo.root
+        assert root is not None and root.is_dir()
+        boxes = await snapshot_fleet(fleet)
+        assert [b.connection for b in boxes] == [Connection.OK] * 3, [b.error for b in boxes]
+        runs = [run for box in boxes for run in box.runs]
+        healths = {run.health for run in runs}
+        assert {Health.RUNNING, Health.COMPLETED, Health.FAILED, Health.DEAD} <= healths
+        hung = next(r for r in runs if r.name == "sweep-yolox-n-lr01")
+        assert demo.stall_at is not None and hung.pid == demo.keeper_pid
+        if demo.stall_at <= time.time():
+            assert hung.health is Health.STALLED and "no update for 14m" in hung.reason
+        else:  # no process here is old enough yet: the hung run stalls later, alive meanwhile
+            assert hung.health is Health.RUNNING and hung.pid_alive is True
+        running = [r for r in runs if r.health is Health.RUNNING and r is not hung]
+        assert len(running) >= 4 and len({r.current_epoch for r in running}) >= 3
+        assert all(r.pid == os.getpid() and r.pid_alive for r in running)
+        dead = next(r for r in runs if r.health is Health.DEAD)
+        assert dead.pid == demo.dead_pid and dead.pid_alive is False
+        failed = next(r for r in runs if r.health is Health.FAILED)
+        assert failed.error == {"type": "RuntimeError", "message": "injected failure at epoch 5"}
+        done = next(r for r in runs if r.health is Health.COMPLETED)
+        assert {"best.pt", "last.pt", "epoch_40.pt"} <= {w.name for w in done.weights}
+        assert all(w.size == PLACEHOLDER_BYTES for w in done.weights)
+        assert all(len(b.gpus) == len(s.gpus) and b.gpu_note is None
+                   for b, s in zip(boxes, BOXES, strict=True))
+        assert {b.provider for b in fleet.boxes} == {"vast", "runpod", "manual"}
+        assert fleet.boxes[0].pricing is not None and fleet.host_keys == "strict"
+    assert not root.exists()
+    assert children() <= before
+
+
+async def test_runs_advance_between_two_refreshes() -> None:
+    demo = DemoFleet()
+    async with demo as fleet:
+        watcher = BoxWatcher(fleet.box("vast-4090x2"), fleet)
+        try:
+            first = await watcher.refresh(catch_up=True)
+            await asyncio.sleep(3.5)
+            second = await watcher.refresh()
+        finally:
+            await watcher.close()
+    epochs = {r.name: (r.current_epoch, len(r.history)) for r in first.runs}
+    moved = [r for r in second.runs if r.health is Health.RUNNING
+             and (r.current_epoch or 0) > (epochs[r.name][0] or 0)
+             and len(r.history) > epochs[r.name][1]]
+    assert moved, [(r.name, r.current_epoch) for r in second.runs]
+    assert watcher.session.last_bytes_in < 8000  # only what changed came back
+
+
+async def test_jump_served_box_answers_through_the_jump() -> None:
+    demo = DemoFleet()
+    async with demo as fleet:
+        lab = fleet.box("lab-3090")
+        assert lab.jump is not None and demo.jump is not None
+        watcher = BoxWatcher(lab, fleet)
+        try:
+            state = await watcher.refresh()
+        finally:
+            await watcher.close()
+        assert state.connection is Connection.OK and state.runs, state.error
+        assert demo.servers["lab-3090"].port in demo.jump.stats.forwards
+        assert demo.jump.stats.connections >= 1
+        async with asyncssh.connect("127.0.0.1", demo.jump.port, username="demo",
+                                    client_keys=[lab.identity_file],
+                                    known_hosts=fleet.known_hosts, config=None) as conn:
+            with pytest.raises(asyncssh.ChannelOpenError):
+                await conn.open_connection("192.0.2.1", 22)  # not loopback: refused
+            with pytest.raises(asyncssh.ChannelOpenError):
+                await conn.run("true")  # a jump host opens no sessions
+
+
+async def test_boxes_run_python3_dash_only() -> None:
+    demo = DemoFleet()
+    async with demo as fleet:
+        box = fleet.box("vast-4090x2")
+        async with asyncssh.connect("127.0.0.1", box.port, username="root",
+                                    client_keys=[box.identity_file],
+                                    known_hosts=fleet.known_hosts, config=None) as conn:
+            refused = await conn.run("ls /", encoding=None, check=False)
+            assert refused.exit_status == 127
+            assert b"only `python3 -` runs here" in refused.stderr
+            script = b"import sys; sys.stdout.buffer.write(bytes(range(256))); sys.exit(3)\n"
+            ran = await conn.run("python3 -", input=script, encoding=None, check=False)
+            assert ran.exit_status == 3 and ran.stdout == bytes(range(256))
+        assert demo.servers["vast-4090x2"].stats.refused_commands == 1
+
+
+async def test_the_fleet_is_taken_down_when_the_body_raises() -> None:
+    before = children()
+    demo = DemoFleet()
+    with pytest.raises(RuntimeError, match="panel crashed"):
+        async with demo:
+            root = demo.root
+            raise RuntimeError("panel crashed")
+    assert root is not None and not root.exists()
+    assert children() <= before
+
+
+def test_demo_modules_do_not_load_textual() -> None:
+    modules = sorted(f"tui.demo.{p.stem}" for p in (ROOT / "tui" / "demo").glob("*.py"))
+    code = f"import sys, {', '.join(modules)}; print('\\n'.join(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert not {n for n in loaded if n.split(".")[0] in ("textual", "widgets")
+                or n.startswith(("tui.app", "tui.screens"))}
+
+
+def test_real_demo_without_libreyolo_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(real, "NEEDS", ("libreyolo_is_not_installed_here",))
+    assert main(["demo", "--real"]) == 2
+    assert "pip install -e '.[train]'" in capsys.readouterr().err
+
+
+def test_cli_demo_cleans_up_when_the_panel_raises(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    import tui.app
+
+    class Crashing:
+        def __init__(self, fleet: object) -> None:
+            self.fleet = fleet
+
+        async def run_async(self) -> None:
+            raise RuntimeError("panel crashed")
+
+    monkeypatch.setattr(tui.app, "GpurentApp", Crashing)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(RuntimeError, match="panel crashed"):
+        main(["demo"])
+    assert not list(tmp_path.glob("gpurent-demo-*"))
+
+
+# --- recordings and the pure re-timing -------------------------------------------------------
+
+
+def test_recordings_are_small_text_with_every_epoch() -> None:
+    data = ROOT / "tui" / "demo_data"
+    assert sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) < 300_000
+    for key in RECORDINGS:
+        rec = load_recording(key)
+        kinds = [p.kind for p in rec.phases]
+        epochs = [p.epoch for p in rec.phases if p.kind == "epoch"]
+        assert kinds[0] == "start" and epochs == list(range(1, len(epochs) + 1))
+        assert len(rec.rows) == len(epochs)
+    assert load_recording(YOLOX_40).outcome == "completed"
+    assert load_recording(YOLOX_FAILED).phases[-1].status["error"]["type"] == "RuntimeError"
+
+
+def test_schedule_keeps_the_pace_and_the_seed() -> None:
+    rec = load_recording(YOLOX_40)
+    timing = plan_timing(rec, NOW, 2.0, seed=7)
+    assert timing == plan_timing(rec, NOW, 2.0, seed=7)
+    assert timing.epoch_seconds != plan_timing(rec, NOW, 2.0, seed=8).epoch_seconds
+    assert timing.started == timing.times[0] == NOW
+    assert list(timing.times) == sorted(timing.times)
+    assert len(timing.times) == len(rec.phases) and len(timing.epoch_seconds) == 40
+    assert all(0.5 * 2.0 * 0.8 <= s <= 2.0 * 2.0 * 1.2 for s in timing.epoch_seconds)
+    assert 1.5 < sum(timing.epoch_seconds) / 40 < 2.5
+    later = timing.shifted(100.0)
+    assert later.started == NOW + 100 and later.since_start(5) == timing.since_start(5)
+
+
+@pytest.mark.parametrize("key", RECORDINGS)
+def test_retimed_status_has_libreyolos_shape_and_the_demos_times(key: str) -> None:
+    rec = load_recording(key)
+    timing = plan_timing(rec, NOW, 2.0, seed=1)
+    paths = [(rec.save_dir, "/demo/runs/x")]
+    for index, phase in enumerate(rec.phases):
+        status = retime_status(rec, timing, index, pid=4242, paths=paths)
+        assert set(status) == set(phase.status)  # same keys as LibreYOLO wrote at that point
+        assert status["pid"] == 4242 and status["save_dir"] == "/demo/runs/x"
+        assert status["started_at"] == iso_utc(NOW)
+        assert parse_time(status["updated_at"]) == int(timing.times[index])
+        elapsed = timing.times[index] - NOW
+        assert status["elapsed_seconds"] == pytest.approx(elapsed, abs=1e-3)
+        if phase.kind == "epoch":
+            done = timing.epoch_seconds[:phase.epoch]
+            assert status["epoch_seconds"] == done[-1]
+            assert status["mean_epoch_seconds"] == pytest.approx(sum(done) / len(done))
+            left = rec.total_epochs - phase.epoch
+            assert status["eta_seconds"] == pytest.approx(status["mean_epoch_seconds"] * left)
+            for same in ("train_loss", "metrics", "best_metric", "current_epoch", "progress"):
+                assert status[same] == phase.status[same]
+        if phase.kind == "completed":
+            assert status["total_seconds"] >= elapsed
+            assert status["checkpoints"]["best"] == "/demo/runs/x/weights/best.pt"
+        if phase.kind == "failed":
+            assert "completed_epochs" not in status and status["progress"] == 0.0
+
+
+def test_metrics_lines_keep_everything_but_the_time() -> None:
+    rec = load_recording(YOLO9_25)
+    line = retime_metrics_line(rec.metrics_lines[3], 2.5)
+    row = json.loads(line)
+    assert row == {**rec.rows[3], "time": 2.5}
+    assert list(row) == list(rec.rows[3])  # LibreYOLO's column order
+    assert line == json.dumps(row)
+
+
+def test_results_csv_and_summary_rebuild_from_the_rows() -> None:
+    rec = load_recording(YOLO9_25)
+    assert results_csv(rec, 25, rec.epoch_times) == rec.results_csv
+    phase = next(p for p in rec.phases if p.kind == "epoch" and p.epoch == 7)
+    assert results_csv(rec, 7, rec.epoch_times) == rec.results_csv[:phase.results]
+    summary = summary_document(rec, [1.0] * 25, 99.0, [(rec.save_dir, "/r")])
+    assert summary is not None and summary["total_seconds"] == 99.0
+    assert summary["logged_epochs"] == list(range(1, 26)) and summary["save_dir"] == "/r"
+    assert [e["epoch_seconds"] for e in summary["results"]["epoch_metrics"]] == [1.0] * 25
+    assert summary_document(load_recording(YOLOX_40), [], 1.0, []) is None  # yolox writes none
+
+
+def test_log_stamps_spread_over_the_phase_and_paths_move() -> None:
+    segment = (b"2026-12-02 10:25:54 | INFO     | Epoch 1 - Average loss: 1.9107\n"
+               b"2026-12-02 10:25:55 | INFO     | Checkpoint saved: /rec/runs/a/weights/last.pt\n")
+    out = retime_log(segment, NOW, NOW + 10, [("/rec/runs/a", "/demo/runs/b")]).decode()
+    stamps = [time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+              for line in out.splitlines()]
+    assert stamps == [NOW + 5, NOW + 10]
+    assert "/demo/runs/b/weights/last.pt" in out and "/rec/" not in out
+
+
+def test_first_runs_open_where_the_scenario_says() -> None:
+    rec = load_recording(YOLOX_40)
+    live = LaneSpec("b", "l", YOLOX_40, Mode.LIVE, 2.0, 1, at_epoch=23)
+    timing = first_timing(rec, live, NOW, own_start=NOW - 5)
+    index = rec.phase_of_epoch(23)
+    assert timing.times[index] <= NOW < timing.times[index + 1]
+    assert timing.started >= NOW - 5 - PID_START_MARGIN  # the demo's pid is not "reused"
+    done = LaneSpec("b", "d", YOLOX_40, Mode.DONE, 90.0, 2, ago=3600.0)
+    assert first_timing(rec, done, NOW).times[-1] == pytest.approx(NOW - 3600)
+    hung = LaneSpec("b", "h", YOLOX_40, Mode.HUNG, 40.0, 3, ago=840.0, stop_epoch=17)
+    old_keeper = first_timing(rec, hung, NOW, keeper_start=NOW - 86400)
+    assert old_keeper.times[rec.phase_of_epoch(17)] == pytest.approx(NOW - 840)
+    young_keeper = first_timing(rec, hung, NOW, keeper_start=NOW - 60)
+    assert young_keeper.started == NOW - 60 - PID_START_MARGIN  # stalls later instead
+
+
+def test_keeper_is_the_nearest_process_old_enough() -> None:
+    candidates = [(300, NOW - 10), (200, NOW - 3000), (1, NOW - 90000)]
+    assert choose_keeper(candidates, NOW - 1500) == (200, NOW - 3000)
+    assert choose_keeper(candidates, NOW - 1e6) == (1, NOW - 90000)  # none: the oldest
+    assert choose_keeper([(9, None)], NOW) == (9, None)  # no /proc: the probe cannot tell
+
+
+def test_gpu_readings_parse_as_nvidia_smi_rows() -> None:
+    box = BOXES[0]
+    rows, note = parse_gpu_rows(gpu_lines(box, {0: "train", 1: "hung"}, NOW))
+    assert note is None and [r.name for r in rows] == [g.name for g in box.gpus]
+    assert rows[0].util_pct is not None and rows[0].util_pct > 80
+    assert rows[1].util_pct == 0 and (rows[1].mem_used_mib or 0) > 10000
+
+
+def test_replay_writes_only_what_is_due(tmp_path: Path) -> None:
+    rec = load_recording(YOLOX_40)
+    timing = plan_timing(rec, NOW, 2.0, seed=3)
+    run = tmp_path / "runs" / "r"
+    replay = RunReplay(rec, run, timing, pid=77, data_dir="/data")
+    assert replay.advance(NOW - 1) == 0 and not run.exists()
+    replay.advance(timing.times[rec.phase_of_epoch(12)])
+    status = json.loads((run / "status.json").read_text())
+    assert status["current_epoch"] == 12 and status["state"] == "running"
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["epoch"] for x in lines] == list(range(1, 13))
+    assert [json.loads(x)["time"] for x in lines] == list(timing.epoch_seconds[:12])
+    assert {p.name for p in (run / "weights").iterdir()} == {"best.pt", "last.pt", "epoch_10.pt"}
+    assert (run / "weights" / "last.pt").read_bytes().startswith(b"gpurent-tui demo placeholder")
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert str(run) in (run / "train.log").read_text() and "name: r" in (
+        run / "train_config.yaml").read_text()
+    replay.advance(timing.times[-1])
+    assert replay.finished and json.loads((run / "status.json").read_text())["state"] == \
+        "completed"
+
+
+def test_a_live_lane_starts_over_under_a_new_name(tmp_path: Path) -> None:
+    spec = next(lane for lane in LANES if lane.recording == YOLOX_FAILED and lane.mode is Mode.LIVE)
+    rec = load_recording(spec.recording)
+    lane = Lane(spec, rec, tmp_path, "/data", plan_timing(rec, NOW, spec.pace, spec.seed),
+                pid=5, live_pid=5, last_phase=None)
+    wait = spec.repeat_after or 0.0
+    end = lane.replay.end_time
+    assert lane.step(end) == pytest.approx(end + wait)  # finished: waits, then starts over
+    for cycle in (2, 3):
+        lane.step(end + wait)
+        assert lane.replay.run_dir.name == f"{spec.name}-{cycle}"
+        assert lane.replay.timing.started == end + wait
+        end = lane.replay.end_time
+        assert lane.step(end) == pytest.approx(end + wait)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"{spec.name}-2", f"{spec.name}-3"]  # the oldest finished run is pruned
+    status = json.loads((tmp_path / f"{spec.name}-3" / "status.json").read_text())
+    assert status["state"] == "failed" and status["pid"] == 5
+    assert status["started_at"] == iso_utc(lane.replay.timing.started)
+
+
+@pytest.mark.training
+async def test_real_training_box_and_its_process_goes_with_the_fleet() -> None:
+    if real.real_training_problem() and not os.environ.get("CI"):
+        pytest.skip("needs the train extra (pip install -e '.[train]')")
+    demo = DemoFleet(real=True)
+    async with demo as fleet:
+        assert demo.training is not None and demo.training.proc is not None
+        proc = demo.training.proc
+        status_file = demo.training.run_dir / "status.json"
+        async with asyncio.timeout(90):
+            while not status_file.exists():
+                assert proc.poll() is None, (demo.root / "real-training.log").read_text()
+                await asyncio.sleep(0.2)
+        boxes = await snapshot_fleet(fleet)
+        lab = next(b for b in boxes if b.name == "lab-3090")
+        trained = next(r for r in lab.runs if r.name == real.RUN_NAME)
+        assert trained.pid == proc.pid and trained.pid_alive is True
+        assert trained.health is Health.RUNNING
+    assert proc.poll() is not None and demo.training.proc is None
