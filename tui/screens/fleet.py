@@ -52,7 +52,7 @@ def run_main_line(run: RunState) -> Text:
 def run_detail_line(run: RunState, now: float, cost: RunCost | None = None) -> Text:
     """The second line: why (for runs in trouble), else best metric, end time, age."""
     if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
-        return Text(f"  {run.reason}", style="italic red" if run.health is Health.FAILED
+        return Text(run.reason, style="italic red" if run.health is Health.FAILED
                     else "italic yellow")
     parts = []
     if run.best_metric is not None:
@@ -70,7 +70,7 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None) -> T
     updated = parse_time(run.updated_at)
     if updated is not None and run.box_time is not None:
         parts.append(f"updated {format_age(run.box_time - updated)} ago")
-    return Text("  " + " · ".join(parts), style="dim")
+    return Text(" · ".join(parts), style="dim")
 
 
 class RunRow(Vertical, can_focus=True):
@@ -82,7 +82,7 @@ class RunRow(Vertical, can_focus=True):
     RunRow > Horizontal { height: 1; }
     RunRow #main { width: 1fr; }
     RunRow Sparkline { width: 14; height: 1; margin-left: 1; }
-    RunRow #detail { height: auto; }
+    RunRow #detail { height: auto; padding-left: 2; }
     """
 
     def __init__(self, box_name: str, run: RunState, clock: Clock) -> None:
@@ -151,10 +151,10 @@ def box_problem_line(box: BoxState, now: float) -> Text | None:
         retry = ""
         if box.retry_at is not None:
             retry = f" (retry in {format_age(max(0.0, box.retry_at - now))})"
-        lines.append(f"  {box.error}{retry}")
-    lines.extend(f"  {p}" for p in (*box.root_problems, *box.notices))
+        lines.append(f"{box.error}{retry}")
+    lines.extend(str(p) for p in (*box.root_problems, *box.notices))
     if box.connection is Connection.OK and not box.runs:
-        lines.append("  no runs found under the runs roots")
+        lines.append("no runs found under the runs roots")
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
@@ -164,9 +164,9 @@ class BoxSection(Vertical):
     DEFAULT_CSS = """
     BoxSection { height: auto; margin-bottom: 1; }
     BoxSection #head { height: 1; }
-    BoxSection #problem { height: auto; }
-    BoxSection #money { height: auto; }
-    BoxSection #hidden { height: 1; color: $text-muted; }
+    BoxSection #problem { height: auto; padding-left: 2; }
+    BoxSection #money { height: auto; padding-left: 2; }
+    BoxSection #hidden { height: 1; color: $text-muted; padding-left: 2; }
     """
 
     def __init__(self, box: BoxState, provider: str, clock: Clock) -> None:
@@ -218,7 +218,7 @@ class BoxSection(Vertical):
             row.remove()
         hidden_line = self.query_one("#hidden", Static)
         hidden_line.display = hidden > 0
-        put(hidden_line, Text(f"  {hidden} run(s) hidden by the filter"))
+        put(hidden_line, Text(f"{hidden} run(s) hidden by the filter"))
 
 
 def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:

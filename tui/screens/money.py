@@ -30,7 +30,7 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
         return None
     rates = cost.rates
     rate = cost.rate_now
-    text = Text("  ")
+    text = Text()
     if rate is None:
         text.append("no rate known: set [box.pricing] running_usd_per_hr", style="dim")
     else:
@@ -47,19 +47,19 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
     elif not rates.can_stop:
         text.append(" · cannot stop: destroy only", style="dim")
     if cost.idle_alarm and cost.idle_since is not None:
-        text.append(f"\n  IDLE {format_age(now - cost.idle_since)}: billed as running, no run "
+        text.append(f"\nIDLE {format_age(now - cost.idle_since)}: billed as running, no run "
                     f"progressing, GPU < 5%: burned {usd(cost.idle_usd)} idle", style="bold red")
     if cost.budget_level is not None and cost.budget_usd is not None:
         style = "bold red" if cost.budget_level == "alarm" else "bold yellow"
-        text.append(f"\n  budget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
+        text.append(f"\nbudget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
                     f"{usd(cost.budget_usd)}", style=style)
     if cost.provider_error:
-        text.append(f"\n  {cost.provider_error}", style="yellow")
+        text.append(f"\n{cost.provider_error}", style="yellow")
     return text
 
 
 def run_money(cost: RunCost | None) -> str | None:
-    """`$0.08/epoch · $3.60 to finish (rate shared by 2 runs)`."""
+    """`$0.08/epoch · $3.60 to finish (box rate ÷ 2 runs)`: a shared box says so."""
     if cost is None:
         return None
     parts = []
@@ -68,5 +68,5 @@ def run_money(cost: RunCost | None) -> str | None:
     if cost.to_finish_usd is not None:
         parts.append(f"{usd(cost.to_finish_usd)} to finish")
     if cost.shared_by > 1 and parts:
-        parts[-1] += f" (box rate shared by {cost.shared_by} runs)"
+        parts[-1] += f" (box rate ÷ {cost.shared_by} runs)"
     return " · ".join(parts) or None
