@@ -22,6 +22,7 @@ from tui.__main__ import main
 from tui.demo import real
 from tui.demo.fleet import DemoFleet
 from tui.demo.procs import PID_START_MARGIN, choose_keeper
+from tui.demo.providers import DEMO_API_KEY
 from tui.demo.recording import RECORDINGS, YOLO9_25, YOLOX_40, YOLOX_FAILED, load_recording
 from tui.demo.replay import PLACEHOLDER_BYTES, Lane, RunReplay
 from tui.demo.scenario import BOXES, LANES, LaneSpec, Mode, first_timing, gpu_lines
@@ -89,6 +90,7 @@ async def test_every_health_appears_and_nothing_is_left_behind(tmp_path: Path) -
                    for b, s in zip(boxes, BOXES, strict=True))
         assert {b.provider for b in fleet.boxes} == {"vast", "runpod", "manual"}
         assert fleet.boxes[0].pricing is not None and fleet.host_keys == "strict"
+        assert fleet.ssh_config == "" and fleet.known_hosts is not None
     assert not root.exists()
     assert children() <= before
 
@@ -160,6 +162,38 @@ async def test_the_fleet_is_taken_down_when_the_body_raises() -> None:
     assert children() <= before
 
 
+async def test_provider_apis_answer_on_loopback_with_the_demo_key() -> None:
+    from tui.providers import ProviderError, make_client
+
+    demo = DemoFleet()
+    async with demo as fleet:
+        env = {**os.environ, **demo.env}
+        assert env["VAST_API_KEY"] == env["RUNPOD_API_KEY"] == DEMO_API_KEY
+        assert all(env[f"XDG_{k}_HOME"].startswith(str(demo.root)) for k in ("DATA", "STATE"))
+        assert set(fleet.providers) == {"vast", "runpod"}
+        assert all(url.startswith("http://127.0.0.1:") for url in fleet.providers.values())
+        for box in fleet.boxes:
+            if box.provider == "manual":
+                continue
+            assert box.instance_id is not None
+            client = make_client(box.provider, fleet, env=env)
+            try:
+                info = await client.get(box.instance_id)
+            finally:
+                await client.aclose()
+            spec = next(s for s in BOXES if s.name == box.name)
+            assert info.state == "running" and info.num_gpus == len(spec.gpus)
+            assert info.running_usd_per_hr == spec.pricing["running_usd_per_hr"]
+            assert info.disk_gb == spec.pricing["disk_gb"]
+        stranger = make_client("vast", fleet, env={**env, "VAST_API_KEY": "someone-else"})
+        try:
+            with pytest.raises(ProviderError) as refused:
+                await stranger.get("18442117")
+        finally:
+            await stranger.aclose()
+        assert refused.value.kind == "auth"
+
+
 def test_demo_modules_do_not_load_textual() -> None:
     modules = sorted(f"tui.demo.{p.stem}" for p in (ROOT / "tui" / "demo").glob("*.py"))
     code = f"import sys, {', '.join(modules)}; print('\\n'.join(sys.modules))"
@@ -180,18 +214,28 @@ def test_cli_demo_cleans_up_when_the_panel_raises(monkeypatch: pytest.MonkeyPatc
                                                   tmp_path: Path) -> None:
     import tui.app
 
+    seen: dict[str, str | None] = {}
+
     class Crashing:
         def __init__(self, fleet: object) -> None:
             self.fleet = fleet
+            seen.update((v, os.environ.get(v)) for v in ("XDG_STATE_HOME", "VAST_API_KEY"))
 
         async def run_async(self) -> None:
             raise RuntimeError("panel crashed")
 
     monkeypatch.setattr(tui.app, "GpurentApp", Crashing)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("VAST_API_KEY", "the-users-real-key")
+    state = os.environ["XDG_STATE_HOME"]
     with pytest.raises(RuntimeError, match="panel crashed"):
         main(["demo"])
     assert not list(tmp_path.glob("gpurent-demo-*"))
+    # The panel ran with the demo's ledger dir and key; the process got its own back.
+    assert seen["VAST_API_KEY"] == DEMO_API_KEY
+    assert (seen["XDG_STATE_HOME"] or "").startswith(str(tmp_path / "gpurent-demo-"))
+    assert os.environ["VAST_API_KEY"] == "the-users-real-key"
+    assert os.environ["XDG_STATE_HOME"] == state
 
 
 # --- recordings and the pure re-timing -------------------------------------------------------

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -123,9 +124,19 @@ async def _demo(real: bool) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform
             loop.add_signal_handler(sig, stop, sig)
-    async with DemoFleet(real=real) as fleet:
-        app = GpurentApp(fleet)
-        await app.run_async()
+    demo = DemoFleet(real=real)
+    async with demo as fleet:
+        saved = {var: os.environ.get(var) for var in demo.env}
+        os.environ.update(demo.env)  # the panel's ledger and provider keys stay in the demo
+        try:
+            app = GpurentApp(fleet)
+            await app.run_async()
+        finally:
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
     return 128 + caught[0] if caught else app.return_code or EXIT_OK
 
 

@@ -4,10 +4,12 @@
         ...
 
 Everything lives in one temp dir: per box a home with its runs root, a
-stand-in nvidia-smi and its readings; the host keys, the client key,
-known_hosts and fleet.toml. Leaving the block closes the servers, stops the
-replay and any real training, and removes the temp dir, whatever happened
-inside it.
+stand-in nvidia-smi and its readings; the client key, known_hosts and
+fleet.toml (host keys are generated in memory). The Vast and RunPod boxes'
+provider API is a loopback stand-in too; run the panel with `DemoFleet.env`
+so its ledger and keys stay in the demo. Leaving the block closes the
+servers, stops the replay and any real training, and removes the temp dir,
+whatever happened inside it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import asyncssh
 
 from tui.demo.procs import choose_keeper, exited_pid, keeper_candidates, process_start
+from tui.demo.providers import DEMO_API_KEY, ProviderApi
 from tui.demo.real import RealTraining, real_training_problem
 from tui.demo.recording import load_recording
 from tui.demo.replay import Lane, Replayer
@@ -45,6 +48,9 @@ from tui.demo.servers import DemoServer
 from tui.model.config import FleetConfig, parse_config
 
 REAL_BOX = "lab-3090"
+BOXES_UP_FOR = 5 * 3600.0  # the rented boxes have been billing this long at start
+# Provider keys the panel could find: each is replaced by the demo's key while it runs.
+API_KEY_VARS = ("VAST_API_KEY", "RUNPOD_API_KEY", "LAMBDA_API_KEY")
 
 
 class RealTrainingUnavailable(RuntimeError):
@@ -64,6 +70,7 @@ class DemoFleet:
         self.config: FleetConfig | None = None
         self.servers: dict[str, DemoServer] = {}
         self.jump: DemoServer | None = None
+        self.providers: ProviderApi | None = None
         self.runs_roots: dict[str, Path] = {}
         self.replayer: Replayer | None = None
         self.training: RealTraining | None = None
@@ -113,6 +120,8 @@ class DemoFleet:
         self.jump = DemoServer(JUMP_NAME, asyncssh.generate_private_key("ssh-ed25519"),
                                client_key, jump=True)
         await self.jump.start()
+        self.providers = ProviderApi(self.box_specs, self.clock() - BOXES_UP_FOR)
+        await self.providers.start()
 
         self.replayer = Replayer(self._lanes(homes), gpu_files, self.clock)
         self.replayer.step()  # the past of every run is on disk before the first probe
@@ -127,11 +136,30 @@ class DemoFleet:
         known_hosts = root / "known_hosts"
         servers = [*self.servers.values(), self.jump]
         known_hosts.write_text("".join(s.known_hosts_line() + "\n" for s in servers))
+        urls = {spec.provider: self.providers.base_url for spec in self.box_specs
+                if spec.provider in ("vast", "runpod")}
         text = fleet_toml(self._box_entries(identity), known_hosts=str(known_hosts),
-                          jump=f"demo@127.0.0.1:{self.jump.port}")
+                          jump=f"demo@127.0.0.1:{self.jump.port}", provider_urls=urls)
         (root / "fleet.toml").write_text(text)
         self.config = parse_config(text, str(root / "fleet.toml"))
         return self.config
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment the panel should run with over this fleet.
+
+        The panel's own files (ledger, pinned keys) go to the demo's temp dir,
+        not the user's; the provider keys are the demo's, so no real key is
+        read or sent; and loopback never goes through a proxy.
+        """
+        if self.root is None:
+            raise RuntimeError("the demo fleet is not started")
+        env = {f"XDG_{kind}_HOME": str(self.root / "xdg" / kind.lower())
+               for kind in ("CONFIG", "DATA", "STATE")}
+        env.update(dict.fromkeys(API_KEY_VARS, DEMO_API_KEY))
+        for var in ("NO_PROXY", "no_proxy"):
+            env[var] = ",".join(filter(None, [os.environ.get(var), "127.0.0.1", "localhost"]))
+        return env
 
     def _box_entries(self, identity: Path) -> list[dict[str, Any]]:
         return [{"name": spec.name, "host": "127.0.0.1", "port": self.servers[spec.name].port,
@@ -181,6 +209,8 @@ class DemoFleet:
                     error = task.exception()
             for server in [*self.servers.values(), *([self.jump] if self.jump else [])]:
                 await server.close()
+            if self.providers is not None:
+                await self.providers.close()
         finally:
             if self.training is not None:
                 self.training.stop()

@@ -38,7 +38,8 @@ RTX_3090 = Gpu("NVIDIA GeForce RTX 3090", 24576.0, 19.0, 330.0)
 
 @dataclass(frozen=True)
 class BoxSpec:
-    """One demo box: what the fleet config says about it, and its GPUs."""
+    """One demo box, its GPUs and prices: what the demo provider API reports for it
+    (the fleet config carries only what no API knows: rebuild cost, a manual box's rate)."""
 
     name: str
     provider: str
@@ -75,10 +76,9 @@ class LaneSpec:
 BOXES = (
     BoxSpec("vast-4090x2", "vast", (RTX_4090, RTX_4090), instance_id="18442117",
             pricing={"running_usd_per_hr": 0.742, "disk_gb": 120, "storage_usd_per_gb_month": 0.15,
-                     "rebuild_usd": 0.40, "hours_per_month": 720}),
+                     "rebuild_usd": 0.40}),
     BoxSpec("runpod-a100", "runpod", (A100_80,), instance_id="k7v2q9x1dm3n0p",
-            pricing={"running_usd_per_hr": 1.19, "disk_gb": 200, "storage_usd_per_gb_month": 0.10,
-                     "rebuild_usd": 1.50, "hours_per_month": 730}),
+            pricing={"running_usd_per_hr": 1.19, "disk_gb": 200, "rebuild_usd": 1.50}),
     BoxSpec("lab-3090", "manual", (RTX_3090,), pricing={"running_usd_per_hr": 0.09},
             via_jump=True),
 )
@@ -170,7 +170,8 @@ def gpu_lines(box: BoxSpec, busy: Mapping[int, str], now: float) -> list[str]:
     return rows
 
 
-def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str) -> str:
+def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str,
+               provider_urls: Mapping[str, str] | None = None) -> str:
     """The demo's fleet config, as a user would write it (see README: Fleet config)."""
 
     def value(v: object) -> str:
@@ -182,6 +183,10 @@ def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str) -> s
 
     lines = [f"refresh_seconds = {REFRESH_SECONDS}", "timeout_seconds = 10",
              'host_keys = "strict"', f"known_hosts = {value(known_hosts)}", 'ssh_config = ""']
+    if provider_urls:
+        tables = ", ".join(f"{name} = {{base_url = {value(url)}}}"
+                           for name, url in provider_urls.items())
+        lines.append(f"providers = {{{tables}}}")
     for box in boxes:
         lines += ["", "[[box]]"]
         pricing = box.pop("pricing", None)
