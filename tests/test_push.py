@@ -1,0 +1,309 @@
+"""Push a run's checkpoints through a real sshd: to a local folder over SFTP, to a loopback Hub."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncssh
+import pytest
+from conftest import box_entry, make_fleet
+from hub_server import HubServer
+from sshd import KeyPair, Sshd
+
+from tui.actions.push import (
+    PushResult,
+    box_payload,
+    files_to_push,
+    push_run,
+    resolve_token,
+    safe_run_path,
+)
+from tui.model.config import FleetConfig
+from tui.remote.session import BoxSession
+from tui.remote.watch import host_key_store
+
+Factory = Callable[..., Sshd]
+HOSTILE = "run 'one' \"two\" $(touch pwned)"
+TOKEN = "hf_SeCrEtTokenForThePushTest0123456789"
+REPO = "me/yolo-runs"
+SYSTEM_PATH = "/usr/bin:/bin"
+
+
+def make_run(root: Path, name: str, *, results: bool = False) -> tuple[Path, dict[str, bytes]]:
+    """A finished run with checkpoints of a few hundred KB (random bytes, so no two alike)."""
+    run = root / name
+    (run / "weights").mkdir(parents=True)
+    files = {
+        "weights/best.pt": os.urandom(300_000),
+        "weights/last.pt": os.urandom(200_000),
+        "weights/epoch_10.pt": os.urandom(50_000),
+        "weights/epoch_2.pt": os.urandom(40_000),
+        "summary.json": b'{"best_metric": 0.41}\n',
+        "status.json": b'{"schema_version": 1, "state": "completed"}\n',
+        "train.log": b"not pushed\n",
+        "metrics.jsonl": b'{"epoch": 1}\n',
+    }
+    if results:
+        files["results.csv"] = b"epoch,loss\n1,2.0\n"
+    for rel, data in files.items():
+        (run / rel).write_bytes(data)
+    return run, files
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fleet_for(tmp_path: Path, server: Sshd, key: KeyPair, **push: str) -> FleetConfig:
+    return make_fleet(tmp_path, [box_entry(server, key, name="gpu-1", push=push)],
+                      known_hosts=[server.known_hosts_line()])
+
+
+class Bytes:
+    """A progress callback that counts the bytes really transferred per file."""
+
+    def __init__(self) -> None:
+        self.moved: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self.calls: list[tuple[str, int, int]] = []
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        self.calls.append((name, done, total))
+        last = self.last.get(name)
+        if last is not None and done >= last:
+            self.moved[name] = self.moved.get(name, 0) + done - last
+        else:
+            self.moved.setdefault(name, 0)
+        self.last[name] = done
+
+
+async def push(fleet: FleetConfig, run: Path, name: str, **kwargs: object) -> list[PushResult]:
+    box = fleet.boxes[0]
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        return await push_run(session, box, str(run), name, **kwargs)  # type: ignore[arg-type]
+    finally:
+        await session.close()
+
+
+def test_files_to_push_picks_the_documented_files_in_order() -> None:
+    names = ["weights/epoch_10.pt", "train.log", "weights/last.pt", "status.json",
+             "weights/epoch_2.pt", "weights/best.pt", "metrics.jsonl", "weights/epoch_x.pt"]
+    assert files_to_push(names, False) == ["weights/best.pt", "weights/last.pt", "status.json"]
+    assert files_to_push(names, True)[-2:] == ["weights/epoch_2.pt", "weights/epoch_10.pt"]
+    assert safe_run_path("a\nb/../c d $(x)") == "a_b/_../c d $(x)"
+
+
+def test_token_comes_from_the_argument_then_hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_from_env")
+    assert resolve_token("hf_given") == "hf_given"
+    assert resolve_token(None) == "hf_from_env"
+
+
+async def test_local_push_with_a_hostile_name_arrives_verified(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})
+    name = HOSTILE + "\nline two"
+    run, files = make_run(tmp_path / "runs", name)
+    dest_root = tmp_path / "ckpt"
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(dest_root))
+    counter = Bytes()
+    (result,) = await push(fleet, run, name, include_epochs=True, progress=counter)
+    assert result.outcome == "done", result.message
+    assert result.verified
+    dest = dest_root / "gpu-1" / (HOSTILE + "_line two")
+    assert result.destination == f"{dest}/"
+    assert str(dest) in result.message
+    pushed = [f.name for f in result.files]
+    assert pushed == ["weights/best.pt", "weights/last.pt", "summary.json", "status.json",
+                      "weights/epoch_2.pt", "weights/epoch_10.pt"]  # no results.csv: skipped
+    for f in result.files:
+        assert f.sha256 == sha(files[f.name])
+        assert f.size == len(files[f.name])
+        assert (dest / f.name).read_bytes() == files[f.name]
+        assert (dest / f.name).stat().st_mtime == pytest.approx(f.mtime, abs=1e-3)
+    assert not list(dest.rglob("*.part"))
+    assert not (dest / "train.log").exists()
+    assert counter.moved == {f.name: f.size for f in result.files}
+    for place in (tmp_path, Path.home(), server.home, Path.cwd()):
+        assert place is not None
+        assert not list(Path(place).glob("pwned")), place
+    # The files on the box are as they were.
+    assert {p.relative_to(run).as_posix(): p.read_bytes()
+            for p in run.rglob("*") if p.is_file()} == files
+
+
+async def test_interrupted_and_corrupted_parts(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})
+    run, files = make_run(tmp_path / "runs", "r1", results=True)
+    dest_root = tmp_path / "ckpt"
+    dest = dest_root / "gpu-1" / "r1"
+    (dest / "weights").mkdir(parents=True)
+    best, last = files["weights/best.pt"], files["weights/last.pt"]
+    (dest / "weights" / ".best.pt.part").write_bytes(best[: len(best) // 2])
+    bad = bytearray(last[: len(last) // 2])
+    bad[100] ^= 0xFF  # a torn write: right length, wrong bytes
+    (dest / "weights" / ".last.pt.part").write_bytes(bytes(bad))
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(dest_root))
+    counter = Bytes()
+    (result,) = await push(fleet, run, "r1", progress=counter)
+    assert result.outcome == "done", result.message
+    assert [f.name for f in result.files] == ["weights/best.pt", "weights/last.pt",
+                                              "summary.json", "results.csv", "status.json"]
+    for f in result.files:
+        assert (dest / f.name).read_bytes() == files[f.name]
+    assert not list(dest.rglob("*.part"))
+    # Only the missing half of best.pt travelled.
+    assert counter.moved["weights/best.pt"] == len(best) - len(best) // 2
+    # last.pt: the rest of the bad part, then once more in full after the mismatch.
+    assert counter.moved["weights/last.pt"] == len(last) - len(last) // 2 + len(last)
+    assert "resumed at" in result.message and "redone from 0" in result.message
+
+    # A second push finds everything in place and moves nothing.
+    again = Bytes()
+    (second,) = await push(fleet, run, "r1", progress=again)
+    assert second.verified and sum(again.moved.values()) == 0
+    assert "already there" in second.message
+
+
+async def test_missing_run_directory_fails_safely(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(tmp_path / "ckpt"))
+    (result,) = await push(fleet, tmp_path / "runs" / "gone", "gone")
+    assert result.outcome == "failed" and not result.verified
+    assert "no run directory" in result.message and "untouched" in result.message
+    assert not (tmp_path / "ckpt").exists()
+
+
+def python3_dir(tmp_path: Path) -> Path:
+    """A directory whose `python3` is this test run's interpreter (it has huggingface_hub).
+
+    A wrapper rather than a symlink: a venv's python finds its site-packages
+    from the path it was started by, which a symlink elsewhere would lose.
+    """
+    bindir = tmp_path / "venv-bin"
+    bindir.mkdir()
+    wrapper = bindir / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return bindir
+
+
+class ArgvWatch:
+    """Scans every process's command line while a push runs, for a secret."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.hits: list[str] = []
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    cmdline = Path(entry.path, "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if self.secret in cmdline:
+                    self.hits.append(cmdline.decode(errors="replace"))
+            self.scans += 1
+
+    def __enter__(self) -> ArgvWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def test_hub_push_from_the_box_is_verified_and_keeps_the_token_off_argv(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[tuple[object, ...]] = []
+    real_create_process = asyncssh.SSHClientConnection.create_process
+
+    async def recording(self: asyncssh.SSHClientConnection, *args: object, **kwargs: object
+                        ) -> object:
+        sent.append((args, kwargs))
+        return await real_create_process(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncssh.SSHClientConnection, "create_process", recording)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run, files = make_run(tmp_path / "runs", HOSTILE, results=True)
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO)
+    counter = Bytes()
+    with HubServer([REPO], token=TOKEN) as hub, ArgvWatch(TOKEN) as watch:
+        (result,) = await push(fleet, run, HOSTILE, progress=counter, token=TOKEN,
+                               hub_endpoint=hub.url)
+        await asyncio.sleep(0.1)
+    assert result.outcome == "done", result.message
+    assert result.verified
+    assert result.destination == f"hf://{REPO}/{HOSTILE}/"
+    stored = hub.state.repos[REPO]
+    expected = ["weights/best.pt", "weights/last.pt", "summary.json", "results.csv",
+                "status.json"]
+    assert sorted(stored) == sorted(f"{HOSTILE}/{name}" for name in expected)
+    for name in expected:
+        assert stored[f"{HOSTILE}/{name}"].sha256 == sha(files[name])
+    assert stored[f"{HOSTILE}/weights/best.pt"].lfs  # weights went through LFS
+    assert not stored[f"{HOSTILE}/summary.json"].lfs  # small text was a regular file
+    assert len(hub.state.commits) == 1
+    assert f"Bearer {TOKEN}" in hub.state.authorizations
+    assert {c[0] for c in counter.calls} == set(expected)
+    assert all(c[1] in (0, c[2]) for c in counter.calls)  # per file: started, then sent
+    assert watch.scans > 0 and watch.hits == []
+    assert TOKEN not in result.message and TOKEN not in repr(result)
+    assert sent and all(args == ("python3 -",) for args, _ in sent)  # the remote command line
+    assert all(TOKEN not in repr(kwargs) for _, kwargs in sent)  # no env, no input argument
+    assert TOKEN.encode() in box_payload({"token": TOKEN})  # it rides on stdin only
+    assert not list(tmp_path.rglob("pwned")) and not list(Path.home().glob("pwned"))
+
+
+async def test_hub_mismatch_and_refused_token_are_failures_without_the_token(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run, _ = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO)
+    with HubServer([REPO], token=TOKEN) as hub:
+        hub.state.lie_about.add("r1/weights/last.pt")
+        (lied,) = await push(fleet, run, "r1", token=TOKEN, hub_endpoint=hub.url)
+        (refused,) = await push(fleet, run, "r1", token=TOKEN + "x", hub_endpoint=hub.url)
+    assert lied.outcome == "failed" and not lied.verified
+    assert "weights/last.pt" in lied.message and "differs" in lied.message
+    assert refused.outcome == "failed" and not refused.verified
+    assert "untouched" in refused.message
+    for result in (lied, refused):
+        assert TOKEN not in result.message
+
+
+async def test_box_without_huggingface_hub_fails_clearly(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})  # Debian's python3: no huggingface_hub
+    run, files = make_run(tmp_path / "runs", "r1")
+    local = tmp_path / "ckpt"
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO, local_dir=str(local))
+    hub_result, local_result = await push(fleet, run, "r1", token=TOKEN,
+                                          hub_endpoint="http://127.0.0.1:9")
+    assert hub_result.outcome == "failed" and not hub_result.verified
+    assert hub_result.message.startswith(
+        "huggingface_hub is not installed on box gpu-1: pip install huggingface_hub there")
+    assert "untouched" in hub_result.message
+    # The other destination is not held back by it.
+    assert local_result.outcome == "done" and local_result.verified
+    assert (local / "gpu-1" / "r1" / "weights" / "best.pt").read_bytes() == \
+        files["weights/best.pt"]
