@@ -10,6 +10,14 @@ subprocesses can all talk to it. One answer per connection (`Connection: close`)
 Adding an action later is one `self.route("PUT", pattern, handler)` in a
 subclass's `add_routes`; a handler takes the Recorded request and the path's
 named groups and returns a Reply.
+
+The actions (stop, start, destroy) change the stored instance the way each
+provider does. What a provider changes at once (Vast's intended_status,
+Lambda's "terminating") lands at once; the effect itself lands after
+`settle_gets` more answered GETs, so a client must poll to see it. A started
+instance gets `start_gpus` GPUs when set ("a resumed pod may get zero GPUs");
+`destroy_removes` says whether a destroyed instance is gone (404) or kept
+with a destroyed status (RunPod, Lambda; a destroyed Vast instance is always gone).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ class Fault:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0         # seconds before answering; make it exceed the client's timeout
     path: str | None = None    # only requests whose path starts with this
+    method: str | None = None  # only requests with this method ("PUT", "DELETE", ...)
 
 
 @dataclass(frozen=True)
@@ -72,14 +81,18 @@ class ProviderServer:
 
     provider: ClassVar[str]
     id_field: ClassVar[str] = "id"
+    destroy_removes: bool = False  # a destroyed instance: gone (404), or kept as destroyed
 
     def __init__(self, key: str, instances: Iterable[Mapping[str, Any]] = ()) -> None:
         self.key = key
         self.instances: dict[str, dict[str, Any]] = {}
         self.requests: list[Recorded] = []
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self.settle_gets = 0                # answered GETs that still see the old state
+        self.start_gpus: int | None = None  # GPUs a started instance gets (None: as before)
+        self._pending: list[tuple[list[int], str, Mapping[str, Any] | None]] = []
         self._faults: list[Fault] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closing = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -91,6 +104,39 @@ class ProviderServer:
     def add(self, *objs: Mapping[str, Any]) -> None:
         for obj in objs:
             self.instances[str(obj[self.id_field])] = dict(obj)
+
+    def count(self, method: str, path_prefix: str = "/") -> int:
+        """How many requests with this method (and path prefix) the server saw."""
+        return sum(1 for r in self.requests if r.method == method
+                   and r.path.startswith(path_prefix))
+
+    def change(self, instance_id: str, fields: Mapping[str, Any] | None) -> None:
+        """Update an instance now (None: remove it); a new dict, so no answer in flight moves."""
+        with self._lock:
+            if fields is None:
+                self.instances.pop(instance_id, None)
+            elif instance_id in self.instances:
+                self.instances[instance_id] = {**self.instances[instance_id], **fields}
+
+    def later(self, instance_id: str, fields: Mapping[str, Any] | None) -> None:
+        """`change` after `settle_gets` more answered GETs (at once when that is 0)."""
+        with self._lock:
+            if self.settle_gets <= 0:
+                self.change(instance_id, fields)
+            else:
+                self._pending.append(([self.settle_gets], instance_id, fields))
+
+    def _settle(self) -> None:
+        """One GET was answered: count down every pending change, apply the due ones."""
+        with self._lock:
+            waiting = []
+            for left, instance_id, fields in self._pending:
+                left[0] -= 1
+                if left[0] <= 0:
+                    self.change(instance_id, fields)
+                else:
+                    waiting.append((left, instance_id, fields))
+            self._pending = waiting
 
     def fail(self, *faults: Fault) -> None:
         """Queue faults: each is used by one request, in order."""
@@ -154,7 +200,8 @@ class ProviderServer:
     def _next_fault(self, request: Recorded) -> Fault | None:
         with self._lock:
             for i, fault in enumerate(self._faults):
-                if fault.path is None or request.path.startswith(fault.path):
+                if (fault.path is None or request.path.startswith(fault.path)) and \
+                        (fault.method is None or fault.method == request.method):
                     return self._faults.pop(i)
         return None
 
@@ -174,7 +221,10 @@ class ProviderServer:
             if match is None:
                 continue
             if method == request.method:
-                return handler(request, **match.groupdict())
+                reply = handler(request, **match.groupdict())
+                if method == "GET":
+                    self._settle()
+                return reply
             wrong_method = True
         if wrong_method:
             return self.error(405, f"{request.method} is not allowed on {request.path}")
@@ -232,6 +282,8 @@ class VastServer(ProviderServer):
     def add_routes(self) -> None:
         self.route("GET", r"/api/v0/instances/(?P<instance_id>[^/]+)/", self.get_instance)
         self.route("GET", r"/api/v1/instances/", self.list_instances)
+        self.route("PUT", r"/api/v0/instances/(?P<instance_id>[^/]+)/", self.put_state)
+        self.route("DELETE", r"/api/v0/instances/(?P<instance_id>[^/]+)/", self.delete_instance)
 
     def error(self, status: int, words: str) -> Reply:
         codes = {401: "auth_error", 404: "no_such_instance", 400: "invalid_args"}
@@ -243,6 +295,26 @@ class VastServer(ProviderServer):
         if obj is None:
             return self.error(404, f"Instance {instance_id} not found.")
         return Reply(200, {"instances": obj})
+
+    def put_state(self, request: Recorded, instance_id: str) -> Reply:
+        """Stop or start: intended_status at once, actual_status once it settles."""
+        if instance_id not in self.instances:
+            return self.error(404, f"Instance {instance_id} not found.")
+        state = _json_field(request, "state")
+        if state not in ("stopped", "running"):
+            return self.error(400, f"state must be 'stopped' or 'running', not {state!r}")
+        self.change(instance_id, {"intended_status": state})
+        landed: dict[str, Any] = {"actual_status": state, "cur_state": state}
+        if state == "running" and self.start_gpus is not None:
+            landed["num_gpus"] = self.start_gpus
+        self.later(instance_id, landed)
+        return Reply(200, {"success": True})
+
+    def delete_instance(self, request: Recorded, instance_id: str) -> Reply:
+        if instance_id not in self.instances:
+            return self.error(404, f"Instance {instance_id} not found.")
+        self.later(instance_id, None)  # Vast keeps no record of a destroyed instance
+        return Reply(200, {"success": True})
 
     def list_instances(self, request: Recorded) -> Reply:
         try:
@@ -265,6 +337,15 @@ class VastServer(ProviderServer):
             if more and page else None
         return Reply(200, {"instances": [self.instances[i] for i in page],
                            "next_token": next_token, "total_instances": len(ids)})
+
+
+def _json_field(request: Recorded, name: str) -> Any:
+    """One field of a JSON object body; None when the body is not such an object."""
+    try:
+        body = request.json()
+    except ValueError:
+        return None
+    return body.get(name) if isinstance(body, dict) else None
 
 
 VAST_TOO_FREQUENT = Fault(429, "API requests too frequent")
@@ -290,9 +371,15 @@ class RunPodServer(ProviderServer):
 
     provider = "runpod"
 
+    def __init__(self, key: str, instances: Iterable[Mapping[str, Any]] = ()) -> None:
+        super().__init__(key, instances)
+        self._running: dict[str, dict[str, Any]] = {}  # what a stopped pod gets back on start
+
     def add_routes(self) -> None:
         self.route("GET", r"/v2/pods", self.list_pods)
         self.route("GET", r"/v2/pods/(?P<pod_id>[^/]+)", self.get_pod)
+        self.route("POST", r"/v2/pods/(?P<pod_id>[^/]+)/action", self.pod_action)
+        self.route("DELETE", r"/v2/pods/(?P<pod_id>[^/]+)", self.delete_pod)
 
     def error(self, status: int, words: str) -> Reply:
         return Reply(status, {"title": HTTPStatus(status).phrase, "status": status,
@@ -310,6 +397,38 @@ class RunPodServer(ProviderServer):
 
     def list_pods(self, request: Recorded) -> Reply:
         return Reply(200, list(self.instances.values()))
+
+    def pod_action(self, request: Recorded, pod_id: str) -> Reply:
+        """stop: EXITED, cost 0.0, ssh null; start: RUNNING again (maybe other GPUs); else 409."""
+        pod = self.instances.get(pod_id)
+        if pod is None:
+            return self.error(404, f"pod {pod_id} not found")
+        action = _json_field(request, "action")
+        if action not in ("stop", "start"):
+            return self.error(400, f"unknown action {action!r}")
+        if action not in (pod.get("actions") or []):
+            return self.error(409, f"pod {pod_id} cannot {action} while {pod.get('status')}")
+        if action == "stop":
+            self._running[pod_id] = {k: pod.get(k) for k in ("cost", "ssh")}
+            self.change(pod_id, {"actions": []})
+            self.later(pod_id, {"status": "EXITED", "cost": 0.0, "ssh": None,
+                                "actions": ["start", "terminate"]})
+        else:
+            gpu = dict(pod.get("gpu") or {})
+            if self.start_gpus is not None:
+                gpu["count"] = self.start_gpus
+            self.change(pod_id, {"status": "STARTING", "actions": []})
+            self.later(pod_id, {"status": "RUNNING", "gpu": gpu,
+                                **self._running.pop(pod_id, {}),
+                                "actions": ["stop", "restart", "terminate"]})
+        return Reply(200, self.instances[pod_id])
+
+    def delete_pod(self, request: Recorded, pod_id: str) -> Reply:
+        if pod_id not in self.instances:
+            return self.error(404, f"pod {pod_id} not found")
+        self.later(pod_id, None if self.destroy_removes else {
+            "status": "TERMINATED", "cost": 0.0, "ssh": None, "actions": []})
+        return Reply(204)
 
 
 def runpod_too_many(retry_after: str | None) -> Fault:
@@ -345,6 +464,7 @@ class LambdaServer(ProviderServer):
     def add_routes(self) -> None:
         self.route("GET", r"/api/v1/instances", self.list_instances)
         self.route("GET", r"/api/v1/instances/(?P<instance_id>[^/]+)", self.get_instance)
+        self.route("POST", r"/api/v1/instance-operations/terminate", self.terminate)
 
     def error(self, status: int, words: str) -> Reply:
         codes = {401: "global/invalid-api-key", 403: "global/account-inactive",
@@ -360,6 +480,21 @@ class LambdaServer(ProviderServer):
 
     def list_instances(self, request: Recorded) -> Reply:
         return Reply(200, {"data": list(self.instances.values())})
+
+    def terminate(self, request: Recorded) -> Reply:
+        """terminating at once, terminated (or gone) once it settles."""
+        ids = _json_field(request, "instance_ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            return self.error(400, "instance_ids must be a non-empty list of ids")
+        missing = [i for i in ids if i not in self.instances]
+        if missing:
+            return self.error(404, f"Specified instance does not exist: {', '.join(missing)}")
+        terminated = []
+        for instance_id in ids:
+            self.change(instance_id, {"status": "terminating"})
+            terminated.append(self.instances[instance_id])
+            self.later(instance_id, None if self.destroy_removes else {"status": "terminated"})
+        return Reply(200, {"data": {"terminated_instances": terminated}})
 
 
 def lambda_instance(instance_id: str = "0920582c7ff041399e34823a0be62549",

@@ -531,3 +531,120 @@ def test_providers_load_no_textual_and_no_remote_or_app() -> None:
     assert "textual" not in {n.split(".")[0] for n in loaded}
     assert not {n for n in loaded if n.startswith(
         ("tui.remote", "tui.app", "tui.screens", "tui.actions", "widgets"))}
+
+
+# --- actions: stop, start, destroy ---
+
+
+@pytest.mark.parametrize(("provider", "iid", "action", "method", "path", "body"), [
+    ("vast", "12345678", "stop", "PUT", "/api/v0/instances/12345678/", {"state": "stopped"}),
+    ("vast", "12345678", "start", "PUT", "/api/v0/instances/12345678/", {"state": "running"}),
+    ("vast", "12345678", "destroy", "DELETE", "/api/v0/instances/12345678/", None),
+    ("runpod", "x7k2m9q4p1", "stop", "POST", "/v2/pods/x7k2m9q4p1/action", {"action": "stop"}),
+    ("runpod", "x7k2m9q4p1", "destroy", "DELETE", "/v2/pods/x7k2m9q4p1", None),
+    ("lambda", "0920582c7ff041399e34823a0be62549", "destroy", "POST",
+     "/api/v1/instance-operations/terminate",
+     {"instance_ids": ["0920582c7ff041399e34823a0be62549"]}),
+])
+async def test_actions_send_the_providers_own_requests(
+        servers: dict[str, ProviderServer], sleeps: Sleeps, provider: str, iid: str,
+        action: str, method: str, path: str, body: Any) -> None:
+    server = servers[provider]
+    async with client_for(server, sleeps) as client:
+        assert await getattr(client, action)(iid) is None
+    [request] = server.requests
+    assert (request.method, request.path) == (method, path)
+    assert (request.json() if request.body else None) == body
+    assert request.headers["authorization"] == f"Bearer {KEYS[provider]}"
+
+
+@pytest.mark.parametrize("action", ["stop", "start"])
+async def test_lambda_refuses_stop_and_start_without_a_request(
+        servers: dict[str, ProviderServer], sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch,
+        action: str) -> None:
+    monkeypatch.delenv("LAMBDA_API_KEY")  # not even a missing key is reached
+    async with client_for(servers["lambda"], sleeps) as client:
+        assert client.can_stop is False
+        with pytest.raises(ProviderError) as info:
+            await getattr(client, action)("i-1")
+    assert (info.value.kind, info.value.status) == ("not_allowed", None)
+    assert "Lambda cannot stop an instance: destroy it or keep it running" in info.value.message
+    assert not info.value.maybe_applied and servers["lambda"].requests == []
+
+
+async def test_an_action_refused_is_definite_and_a_429_is_retried(
+        servers: dict[str, ProviderServer], sleeps: Sleeps) -> None:
+    server = servers["runpod"]
+    server.fail(server.error_fault(409, "pod is not running"))
+    async with client_for(server, sleeps) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.start("x7k2m9q4p1")
+        assert (info.value.kind, info.value.maybe_applied) == ("not_allowed", False)
+        assert "RunPod pod x7k2m9q4p1 (start): not allowed now" in info.value.message
+        server.fail(runpod_too_many("1"))
+        await client.stop("x7k2m9q4p1")
+    assert sleeps.delays == [1.0] and [r.method for r in server.requests] == ["POST"] * 3
+
+
+async def test_vast_success_false_on_an_action_is_a_failure(
+        servers: dict[str, ProviderServer], sleeps: Sleeps) -> None:
+    server = servers["vast"]
+    server.fail(Fault(200, {"success": False, "error": "not_allowed", "msg": "busy"}))
+    async with client_for(server, sleeps) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.stop("12345678")
+    assert (info.value.kind, info.value.maybe_applied) == ("not_allowed", False)
+    assert server.instances["12345678"]["intended_status"] == "running"
+
+
+@pytest.mark.parametrize(("fault", "kind"), [
+    (Fault(500, {"title": "Internal Server Error", "status": 500}), "server"),
+    (Fault(delay=30), "timeout"),
+])
+async def test_an_action_whose_answer_is_lost_is_never_retried(
+        servers: dict[str, ProviderServer], sleeps: Sleeps, fault: Fault, kind: str) -> None:
+    server = servers["runpod"]
+    server.fail(fault, fault)
+    async with client_for(server, sleeps, timeout=0.3) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.destroy("x7k2m9q4p1")
+    assert (info.value.kind, info.value.maybe_applied) == (kind, True)
+    assert server.count("DELETE") == 1 and sleeps.delays == []
+
+
+async def test_an_action_that_never_left_is_not_maybe_applied(sleeps: Sleeps) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with make_client("vast", fleet_with(vast=f"http://127.0.0.1:{port}"),
+                           sleep=sleeps) as client:
+        with pytest.raises(ProviderError) as info:
+            await client.destroy("12345678")
+    assert (info.value.kind, info.value.maybe_applied) == ("unreachable", False)
+
+
+async def test_an_action_accepted_with_an_odd_body_is_accepted(
+        servers: dict[str, ProviderServer], sleeps: Sleeps) -> None:
+    server = servers["lambda"]
+    server.fail(Fault(200, "OK, terminating"))
+    async with client_for(server, sleeps) as client:
+        assert await client.destroy("0920582c7ff041399e34823a0be62549") is None
+
+
+async def test_loopback_actions_change_state_like_the_provider(sleeps: Sleeps) -> None:
+    with RunPodServer(KEYS["runpod"], [runpod_pod()]) as server:
+        server.settle_gets, server.start_gpus = 1, 0
+        async with client_for(server, sleeps) as client:
+            await client.stop("x7k2m9q4p1")
+            assert (await client.get("x7k2m9q4p1")).state == "running"  # not landed yet
+            stopped = await client.get("x7k2m9q4p1")
+            assert (stopped.state, stopped.raw["cost"], stopped.raw["ssh"]) == (
+                "stopped", 0.0, None)
+            await client.start("x7k2m9q4p1")
+            assert (await client.get("x7k2m9q4p1")).state == "starting"
+            started = await client.get("x7k2m9q4p1")
+            assert (started.state, started.num_gpus, started.running_usd_per_hr) == (
+                "running", 0, 1.38)
+            await client.destroy("x7k2m9q4p1")
+            await client.get("x7k2m9q4p1")
+            assert (await client.get("x7k2m9q4p1")).state == "destroyed"

@@ -1,4 +1,5 @@
-"""Provider adapters (read side): what Vast.ai, RunPod and Lambda say about an instance.
+"""Provider adapters: what Vast.ai, RunPod and Lambda say about an instance, and stop,
+start and destroy it.
 
 I/O only, no Textual. make_client picks the adapter, its base URL (the
 config's [providers.NAME] base_url, else for Vast $VAST_URL, else the
@@ -19,6 +20,7 @@ from tui.providers.base import (
     STATES,
     HttpProvider,
     InstanceInfo,
+    PowerClient,
     ProviderClient,
     ProviderError,
     Sleep,
@@ -30,13 +32,13 @@ from tui.providers.vast import VastClient
 ADAPTERS: dict[str, type[HttpProvider]] = {
     "vast": VastClient, "runpod": RunPodClient, "lambda": LambdaClient}
 
-__all__ = ["ADAPTERS", "KINDS", "STATES", "InstanceInfo", "LambdaClient", "ProviderClient",
-           "ProviderError", "RunPodClient", "VastClient", "make_client"]
+__all__ = ["ADAPTERS", "KINDS", "STATES", "InstanceInfo", "LambdaClient", "PowerClient",
+           "ProviderClient", "ProviderError", "RunPodClient", "VastClient", "make_client"]
 
 
 def make_client(provider: str, fleet: FleetConfig, *, env: Mapping[str, str] | None = None,
                 timeout: float = 10.0, sleep: Sleep = asyncio.sleep,
-                max_tries: int = 5) -> ProviderClient:
+                max_tries: int = 5) -> PowerClient:
     """The adapter for `provider`; ValueError for a provider without an API ("manual")."""
     adapter = ADAPTERS.get(provider)
     if adapter is None:
@@ -44,6 +46,6 @@ def make_client(provider: str, fleet: FleetConfig, *, env: Mapping[str, str] | N
                          f"(adapters: {', '.join(ADAPTERS)})")
     env = os.environ if env is None else env
     base_url = fleet.providers.get(provider) or adapter.url_from(env)
-    client: ProviderClient = adapter(base_url, adapter.find_key(env), timeout=timeout,
+    client: PowerClient = adapter(base_url, adapter.find_key(env), timeout=timeout,
                                      sleep=sleep, max_tries=max_tries)
     return client

@@ -4,6 +4,12 @@ The request helper is where the contracts of all three APIs meet: a Bearer
 key that must never leak, retries on 429 and 5xx (honouring `Retry-After`,
 else backing off like Vast's own CLI), a hard deadline per try, and error
 words that name the provider and the instance so a person can act on them.
+
+Actions (stop, start, destroy) go through the same helper with one rule more:
+only an answer that says the request was refused (429, a 4xx) is safe to act
+on. A timeout, a 5xx or a connection lost after sending may or may not have
+changed the instance; such an error is marked `maybe_applied` and is never
+retried, so a destroy is never sent twice blindly.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ class ProviderError(Exception):
 
     def __init__(self, kind: str, message: str, status: int | None = None, *,
                  provider: str | None = None, instance_id: str | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, maybe_applied: bool = False) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}")
         super().__init__(message)
@@ -72,6 +78,9 @@ class ProviderError(Exception):
         self.provider = provider
         self.instance_id = instance_id
         self.retry_after = retry_after
+        # An action whose fate is unknown (timeout, 5xx, connection lost after
+        # sending): the instance may have changed; only a fresh read can tell.
+        self.maybe_applied = maybe_applied
 
     def __repr__(self) -> str:
         return (f"ProviderError(kind={self.kind!r}, status={self.status!r}, "
@@ -88,6 +97,18 @@ class ProviderClient(Protocol):
     async def list(self) -> list[InstanceInfo]: ...
 
     async def aclose(self) -> None: ...
+
+
+class PowerClient(ProviderClient, Protocol):
+    """The action side: each returns once the provider accepted the request (not its effect)."""
+
+    can_stop: bool
+
+    async def stop(self, instance_id: str) -> None: ...
+
+    async def start(self, instance_id: str) -> None: ...
+
+    async def destroy(self, instance_id: str) -> None: ...
 
 
 class Secret:
@@ -202,6 +223,9 @@ _WHAT = {"auth": "the API key was refused", "not_found": "not found",
          "not_allowed": "not allowed now", "rate_limited": "rate limited",
          "server": "server error", "bad_answer": "unexpected answer"}
 _NOT_JSON = object()
+# Failures that happen before a byte of the request left: nothing can have changed.
+_NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout,
+             httpx2.UnsupportedProtocol, httpx2.ProxyError)
 
 
 class HttpProvider:
@@ -211,6 +235,7 @@ class HttpProvider:
     title: ClassVar[str]          # how people write the provider's name
     default_url: ClassVar[str]
     key_var: ClassVar[str]        # the environment variable that holds the key
+    can_stop: ClassVar[bool] = True  # False: stop and start refuse without a request
 
     def __init__(self, base_url: str, key: Secret | None, *, timeout: float = 10.0,
                  sleep: Sleep = asyncio.sleep, max_tries: int = 5) -> None:
@@ -267,19 +292,30 @@ class HttpProvider:
     # --- the shared machinery ---
 
     def error(self, kind: str, subject: str, what: str, status: int | None = None, *,
-              instance_id: str | None = None, retry_after: float | None = None
-              ) -> ProviderError:
+              instance_id: str | None = None, retry_after: float | None = None,
+              maybe_applied: bool = False) -> ProviderError:
         # `what` may quote the server, which may echo the key: starred. The subject
         # is ours (an instance id), left intact even if a short key occurs in it.
         if self._key is not None:
             what = what.replace(self._key.reveal(), "***")
         return ProviderError(kind, f"{self.title} {subject}: {what}", status,
-                             provider=self.name, instance_id=instance_id, retry_after=retry_after)
+                             provider=self.name, instance_id=instance_id, retry_after=retry_after,
+                             maybe_applied=maybe_applied)
+
+    async def act(self, method: str, path: str, *, subject: str, instance_id: str,
+                  body: Any = None) -> Any:
+        """One action request: retried only while the provider says it refused it (429)."""
+        return await self.call(method, path, subject=subject, instance_id=instance_id,
+                               body=body, action=True)
 
     async def call(self, method: str, path: str, *, subject: str,
                    instance_id: str | None = None, params: Mapping[str, Any] | None = None,
-                   body: Any = None) -> Any:
-        """One API call with retries; the decoded JSON, or ProviderError."""
+                   body: Any = None, action: bool = False) -> Any:
+        """One API call with retries; the decoded JSON, or ProviderError.
+
+        With `action`, a 5xx is not retried, and every failure after the request
+        may have been sent carries maybe_applied.
+        """
         if self._key is None:
             raise self.error("no_key", subject, f"no API key: {self.key_words}",
                              instance_id=instance_id)
@@ -290,21 +326,30 @@ class HttpProvider:
                 async with asyncio.timeout(self.timeout):
                     response = await self._http.request(
                         method, path, params=params, json=body, headers=headers)
-            except (TimeoutError, httpx2.TimeoutException):
+            except (TimeoutError, httpx2.TimeoutException) as exc:
                 raise self.error("timeout", subject, f"no answer from {self.base_url} within "
-                                 f"{self.timeout:g} s", instance_id=instance_id) from None
+                                 f"{self.timeout:g} s", instance_id=instance_id,
+                                 maybe_applied=action and not isinstance(exc, _NOT_SENT)
+                                 ) from None
             except httpx2.DecodingError as exc:
                 raise self.error("bad_answer", subject, f"an answer that cannot be decoded "
-                                 f"({exc})", instance_id=instance_id) from None
+                                 f"({exc})", instance_id=instance_id,
+                                 maybe_applied=action) from None
             except (httpx2.RequestError, httpx2.InvalidURL) as exc:
                 reason = str(exc) or type(exc).__name__
+                sent = not isinstance(exc, (*_NOT_SENT, httpx2.InvalidURL))
                 raise self.error("unreachable", subject, f"cannot reach {self.base_url} "
-                                 f"({reason})", instance_id=instance_id) from None
+                                 f"({reason})", instance_id=instance_id,
+                                 maybe_applied=action and sent) from None
             status = response.status_code
             if status != 429 and status < 500:
-                return self._decode(response, subject, instance_id)
+                return self._decode(response, subject, instance_id, action)
             kind = "rate_limited" if status == 429 else "server"
             what = f"{_WHAT[kind]} (HTTP {status}: {self._said(response)})"
+            if action and kind == "server":
+                raise self.error(kind, subject, f"{what}; not retried: the request may or may "
+                                 "not have been carried out", status, instance_id=instance_id,
+                                 maybe_applied=True)
             asked = retry_after_seconds(response.headers.get("Retry-After"))
             if asked is not None and asked > MAX_RETRY_AFTER_SECONDS:
                 raise self.error(kind, subject, f"{what}; the provider asks for {asked:g} s "
@@ -323,12 +368,15 @@ class HttpProvider:
     def _said(self, response: httpx2.Response) -> str:
         return self.said(_json_or(response.text), response.text)
 
-    def _decode(self, response: httpx2.Response, subject: str, instance_id: str | None) -> Any:
+    def _decode(self, response: httpx2.Response, subject: str, instance_id: str | None,
+                action: bool = False) -> Any:
         status = response.status_code
         data = _json_or(response.text)
         if 200 <= status < 300:
             if not response.content:
                 return None
+            if data is _NOT_JSON and action:
+                return None  # accepted; what it did is for a fresh read to tell
             if data is _NOT_JSON:
                 raise self.error("bad_answer", subject, f"HTTP {status} but not JSON: "
                                  f"{_excerpt(response.text)!r}", status, instance_id=instance_id)

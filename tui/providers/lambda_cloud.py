@@ -1,4 +1,8 @@
-"""Lambda Cloud: `{"data": ...}` answers, `{"error": {code, message}}` errors, and no stop."""
+"""Lambda Cloud: `{"data": ...}` answers, `{"error": {code, message}}` errors, and no stop.
+
+Destroy is `POST /api/v1/instance-operations/terminate`; stop and start are
+refused here, before any request, since Lambda has neither.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from tui.providers.base import (
 )
 
 DEFAULT_URL = "https://cloud.lambda.ai"
+NO_STOP = "Lambda cannot stop an instance: destroy it or keep it running"
 
 # preempted: Lambda took the machine back; it bills nothing and will not come back.
 _STATES = {"active": "running", "booting": "starting", "terminating": "stopping",
@@ -55,6 +60,7 @@ class LambdaClient(HttpProvider):
     title = "Lambda Cloud"
     default_url = DEFAULT_URL
     key_var = "LAMBDA_API_KEY"
+    can_stop = False
 
     def said(self, data: Any, body: str) -> str:
         error = table(table(data).get("error"))
@@ -87,3 +93,19 @@ class LambdaClient(HttpProvider):
             raise self.error("bad_answer", "instance list",
                              "'data' is not a list of instances with ids")
         return [lambda_info(obj) for obj in items]
+
+    async def stop(self, instance_id: str) -> None:
+        """Lambda has no stop: refused without a request, so nothing can change."""
+        raise self.error("not_allowed", f"instance {instance_id} (stop)", NO_STOP,
+                         instance_id=instance_id)
+
+    async def start(self, instance_id: str) -> None:
+        """Lambda has no start either (nothing is ever stopped)."""
+        raise self.error("not_allowed", f"instance {instance_id} (start)", NO_STOP,
+                         instance_id=instance_id)
+
+    async def destroy(self, instance_id: str) -> None:
+        """Terminate the instance: billing ends, its disk is gone."""
+        await self.act("POST", "/api/v1/instance-operations/terminate",
+                       subject=f"instance {instance_id} (destroy)", instance_id=instance_id,
+                       body={"instance_ids": [instance_id]})

@@ -1,4 +1,8 @@
-"""RunPod over REST v2 (`/v2/pods`): errors are RFC 9457 problems, 429 carries Retry-After."""
+"""RunPod over REST v2 (`/v2/pods`): errors are RFC 9457 problems, 429 carries Retry-After.
+
+Stop and start are `POST /v2/pods/{id}/action`; destroy is `DELETE /v2/pods/{id}`
+(204). An action the pod does not allow now answers 409 (kind not_allowed).
+"""
 
 from __future__ import annotations
 
@@ -86,3 +90,21 @@ class RunPodClient(HttpProvider):
                 isinstance(p, Mapping) and p.get("id") is not None for p in pods):
             raise self.error("bad_answer", "pod list", "the answer is not a list of pods with ids")
         return [runpod_info(pod) for pod in pods]
+
+    async def _action(self, instance_id: str, action: str) -> None:
+        await self.act("POST", f"/v2/pods/{quote(instance_id, safe='')}/action",
+                       subject=f"pod {instance_id} ({action})", instance_id=instance_id,
+                       body={"action": action})
+
+    async def stop(self, instance_id: str) -> None:
+        """To EXITED: GPU and container disk released, the persistent volume still billed."""
+        await self._action(instance_id, "stop")
+
+    async def start(self, instance_id: str) -> None:
+        """Back to RUNNING: a resumed pod may get fewer GPUs, even none."""
+        await self._action(instance_id, "start")
+
+    async def destroy(self, instance_id: str) -> None:
+        """Terminate the pod and its volume: nothing is billed afterwards."""
+        await self.act("DELETE", f"/v2/pods/{quote(instance_id, safe='')}",
+                       subject=f"pod {instance_id} (destroy)", instance_id=instance_id)

@@ -1,7 +1,8 @@
 """Vast.ai: one instance from /api/v0, the list from /api/v1 (25 a page, after_token).
 
 Vast reports some failures as HTTP 200 with `{"success": false}`, and its 429
-carries no Retry-After: both are absorbed by the shared request helper.
+carries no Retry-After: both are absorbed by the shared request helper. Stop
+and start are a PUT of the wished state; destroy is a DELETE; all on /api/v0.
 """
 
 from __future__ import annotations
@@ -167,3 +168,23 @@ class VastClient(HttpProvider):
                                  f"paging is stuck on after_token {next_token!r}")
             token = str(next_token)
         raise self.error("bad_answer", "instance list", f"more than {MAX_PAGES} pages")
+
+    def _one(self, instance_id: str) -> str:
+        return f"/api/v0/instances/{quote(instance_id, safe='')}/"
+
+    async def _set_state(self, instance_id: str, state: str, verb: str) -> None:
+        await self.act("PUT", self._one(instance_id), subject=f"instance {instance_id} ({verb})",
+                       instance_id=instance_id, body={"state": state})
+
+    async def stop(self, instance_id: str) -> None:
+        """Ask for the stopped state: the GPU is released, the disk stays billed."""
+        await self._set_state(instance_id, "stopped", "stop")
+
+    async def start(self, instance_id: str) -> None:
+        """Ask for the running state: subject to the GPU still being free."""
+        await self._set_state(instance_id, "running", "start")
+
+    async def destroy(self, instance_id: str) -> None:
+        """Delete the instance and its disk: nothing is billed afterwards."""
+        await self.act("DELETE", self._one(instance_id),
+                       subject=f"instance {instance_id} (destroy)", instance_id=instance_id)

@@ -209,6 +209,17 @@ class BoxSession:
         self._conns = conns
         self.connects += 1
 
+    async def connection(self) -> asyncssh.SSHClientConnection:
+        """The box's own connection (the last hop), opened first if needed; BoxError if not.
+
+        For commands other than the probe (a manual box's stop_command), so they
+        ride the session already held instead of logging in again.
+        """
+        async with self._lock:
+            if not self.connected:
+                await self.connect()
+            return self._conns[-1]
+
     async def run_probe(self, request: dict[str, Any]) -> dict[str, Any]:
         """One round trip: (re)connect if needed, run the probe, decode its answer."""
         async with self._lock:
