@@ -16,8 +16,10 @@ from textual.widgets import Log, Static
 
 from tui.app import GpurentApp
 from tui.model.config import KEY_ACTIONS
+from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import BoxSection, RunRow
+from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 
 Factory = Callable[..., Sshd]
@@ -49,7 +51,8 @@ def fleet(tmp_path: Path, server: Sshd, key: KeyPair, **top: object):  # type: i
 
 
 def test_every_binding_can_be_remapped() -> None:
-    bindings = [*GpurentApp.BINDINGS, *RunDetail.BINDINGS, *CostScreen.BINDINGS]
+    bindings = [*GpurentApp.BINDINGS, *RunDetail.BINDINGS, *CostScreen.BINDINGS,
+                *ConfirmScreen.BINDINGS, *DestroyScreen.BINDINGS, *JournalScreen.BINDINGS]
     assert {b.id for b in bindings if isinstance(b, Binding)} == set(KEY_ACTIONS)
 
 

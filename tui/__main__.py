@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tui import __version__, paths
 from tui.model.box import BoxState, Connection
-from tui.model.config import ConfigError, FleetConfig, parse_config
+from tui.model.config import BoxConfig, ConfigError, ConfigProblem, FleetConfig, parse_config
 from tui.model.meter import FleetCost
 from tui.model.status_doc import status_document, status_table
 
@@ -30,8 +30,6 @@ EXAMPLE_CONFIG = Path(__file__).with_name("fleet.example.toml")
 
 def load_fleet(explicit: str | None) -> FleetConfig:
     """Find, read and validate the fleet config; ConfigError says what is wrong where."""
-    from tui.model.config import ConfigProblem
-
     path = paths.locate_config(explicit)
     try:
         text = path.read_text(encoding="utf-8")
@@ -74,6 +72,60 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(status_table(boxes, now, cost))
     ok = all(b.connection is Connection.OK for b in boxes)
     return EXIT_OK if ok else EXIT_BOX_FAILED
+
+
+def _box(fleet: FleetConfig, name: str) -> BoxConfig:
+    try:
+        return fleet.box(name)
+    except KeyError as exc:
+        raise ConfigError([ConfigProblem(fleet.source, str(exc.args[0]))]) from None
+
+
+def _print_report(report: object) -> int:
+    for line in getattr(report, "lines", []):
+        print(line)
+    return int(getattr(report, "code", EXIT_BOX_FAILED))
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from tui.actions.flows import push_runs
+    from tui.actions.journal import Journal
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+
+    def progress(name: str, done: int, total: int) -> None:
+        if done == total:
+            print(f"  {name}: {total} bytes", file=sys.stderr)
+
+    report = asyncio.run(push_runs(fleet, box, Journal(),
+                                   run_names=[args.run] if args.run else None,
+                                   include_epochs=args.epochs, progress=progress))
+    return _print_report(report)
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    from tui.actions.flows import power
+    from tui.actions.journal import Journal
+
+    fleet = load_fleet(args.config)
+    return _print_report(asyncio.run(power(fleet, _box(fleet, args.box), args.command,
+                                           Journal())))
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from tui.actions.flows import destroy
+    from tui.actions.journal import Journal
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+    if not args.yes:
+        print(f"destroy {box.name} deletes the box and its disk for good: pass --yes",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    report = asyncio.run(destroy(fleet, box, Journal(), force_unpushed=args.force_unpushed,
+                                 push_first=args.push_first))
+    return _print_report(report)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -167,6 +219,29 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", parents=[common],
                            help="validate the fleet config (exit 0 if good, 2 if not)")
     check.set_defaults(func=cmd_check_config)
+    push = sub.add_parser("push", parents=[common],
+                          help="push a run's checkpoints (or every run's) to the box's "
+                               "destinations, verified by sha256")
+    push.add_argument("box")
+    push.add_argument("run", nargs="?", help="run name (default: every run on the box)")
+    push.add_argument("--epochs", action="store_true", help="also push every epoch_<N>.pt")
+    push.set_defaults(func=cmd_push)
+    for name, words in (("stop", "stop a box (its disk stays billed; the GPU may be gone "
+                                 "on restart)"),
+                        ("start", "start a stopped box and say if its GPU count changed")):
+        power = sub.add_parser(name, parents=[common], help=words)
+        power.add_argument("box")
+        power.set_defaults(func=cmd_power)
+    destroy = sub.add_parser("destroy", parents=[common],
+                             help="destroy a box; refused (exit 3) while it holds unpushed "
+                                  "weights")
+    destroy.add_argument("box")
+    destroy.add_argument("--yes", action="store_true", help="really destroy it")
+    destroy.add_argument("--force-unpushed", action="store_true",
+                         help="destroy even though checkpoints were not pushed")
+    destroy.add_argument("--push-first", action="store_true",
+                         help="push and verify unpushed checkpoints, then destroy")
+    destroy.set_defaults(func=cmd_destroy)
     init = sub.add_parser("init", parents=[common], help="write an example fleet config")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_init)

@@ -18,13 +18,19 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from tui.actions.journal import Journal
 from tui.meter import PROVIDER_POLL_SECONDS, CostMeter
-from tui.model.box import BoxState
+from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
+from tui.model.cost import usd
+from tui.model.guard import PushRecord, last_verified_pushes, unpushed_weights
 from tui.model.meter import FleetCost
+from tui.model.runs import format_age
 from tui.remote.watch import BoxWatcher, host_key_store
+from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetView, RunRow, fleet_line
+from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 
 
@@ -40,6 +46,15 @@ class CostsPolled(Message):
     """The providers were asked again: rates and states may have changed."""
 
 
+class ActionProgress(Message):
+    """Words about an action in flight on a box (None when it ended)."""
+
+    def __init__(self, box: str, text: str | None) -> None:
+        super().__init__()
+        self.box = box
+        self.text = text
+
+
 class GpurentApp(App[None]):
     """The control panel over a fleet of boxes."""
 
@@ -50,11 +65,17 @@ class GpurentApp(App[None]):
     """
     AUTO_FOCUS = None
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="quit"),
+        Binding("q,ctrl+c", "quit", "Quit", id="quit"),
         Binding("r", "refresh", "Refresh now", id="refresh"),
         Binding("enter", "open_run", "Open run", id="open"),
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("c", "costs", "Costs", id="cost"),
+        Binding("p", "push", "Push run", id="push"),
+        Binding("P", "push_box", "Push box", id="push_box", show=False),
+        Binding("s", "stop", "Stop box", id="stop", show=False),
+        Binding("S", "start", "Start box", id="start", show=False),
+        Binding("D", "destroy", "Destroy box", id="destroy", show=False),
+        Binding("J", "journal", "Journal", id="journal", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
         Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
         Binding("question_mark", "toggle_help", "Keys", id="help"),
@@ -62,7 +83,7 @@ class GpurentApp(App[None]):
 
     def __init__(self, fleet: FleetConfig, *, clock: Callable[[], float] = time.time,
                  states: Iterable[BoxState] | None = None, live: bool = True,
-                 meter: CostMeter | None = None) -> None:
+                 meter: CostMeter | None = None, journal: Journal | None = None) -> None:
         super().__init__()
         self.fleet = fleet
         self._clock = clock
@@ -79,6 +100,8 @@ class GpurentApp(App[None]):
                                                       else None)
         self.cost: FleetCost | None = None
         self._idle_alarmed: set[str] = set()
+        self.journal = journal if journal is not None else Journal()
+        self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
 
     def compose(self) -> ComposeResult:
         field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
@@ -98,6 +121,7 @@ class GpurentApp(App[None]):
                             name=f"watch {watcher.box.name}", exit_on_error=False)
         if self.live:
             self.set_interval(1.0, self._tick)
+        self._show_pushes()
         if self.meter is not None:
             self._update_cost()
             if self.live:
@@ -143,6 +167,12 @@ class GpurentApp(App[None]):
 
     def _fleet_view(self) -> FleetView:
         return self.screen_stack[0].query_one(FleetView)
+
+    def pushes(self, box: str) -> dict[str, PushRecord]:
+        return last_verified_pushes(self.journal.entries, box)
+
+    def _show_pushes(self) -> None:
+        self._fleet_view().show_pushes({b.name: self.pushes(b.name) for b in self.fleet.boxes})
 
     def on_box_updated(self, message: BoxUpdated) -> None:
         state = message.state
@@ -200,6 +230,156 @@ class GpurentApp(App[None]):
 
     def _filter_field(self) -> Input:
         return self.screen_stack[0].query_one("#filter", Input)
+
+    # --- actions on runs and boxes -------------------------------------------
+
+    def _focused_row(self) -> RunRow | None:
+        row = self.focused
+        if isinstance(row, RunRow):
+            return row
+        self.notify("move to a run first (j/k)", timeout=3)
+        return None
+
+    def _watcher(self, box: str) -> BoxWatcher | None:
+        return next((w for w in self.watchers if w.box.name == box), None)
+
+    def _start_action(self, box: str, what: str) -> bool:
+        """One action per box at a time: a second key press is refused, never sent twice."""
+        if box in self.busy:
+            self.notify(f"{self.busy[box]} on {box} is still running", severity="warning")
+            return False
+        self.busy[box] = what
+        self.post_message(ActionProgress(box, f"{what}…"))
+        return True
+
+    def _end_action(self, box: str, lines: list[str], code: int) -> None:
+        self.busy.pop(box, None)
+        self.post_message(ActionProgress(box, None))
+        self._show_pushes()
+        self.notify("\n".join(lines) or "done", severity="information" if code == 0 else "error",
+                    timeout=12)
+        for watcher in self.watchers:
+            if watcher.box.name == box:
+                watcher.poke()
+
+    def on_action_progress(self, message: ActionProgress) -> None:
+        self._fleet_view().set_activity(message.box, message.text)
+
+    def action_push(self) -> None:
+        row = self._focused_row()
+        if row is not None:
+            self._push(row.box_name, [row.run.name])
+
+    def action_push_box(self) -> None:
+        row = self._focused_row()
+        if row is not None:
+            self._push(row.box_name, None)
+
+    def _push(self, box: str, runs: list[str] | None) -> None:
+        from tui.actions.flows import push_runs
+
+        if not self._start_action(box, "push"):
+            return
+        watcher = self._watcher(box)
+
+        def progress(name: str, done: int, total: int) -> None:
+            self.post_message(ActionProgress(
+                box, f"pushing {name}: {done / 1e6:.1f}/{total / 1e6:.1f} MB"))
+
+        async def work() -> None:
+            report = await push_runs(
+                self.fleet, self.fleet.box(box), self.journal, run_names=runs,
+                progress=progress, session=watcher.session if watcher else None,
+                state=self.states.get(box) if watcher else None)
+            self._end_action(box, report.lines, report.code)
+
+        self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
+
+    def _power(self, box: str, action: str) -> None:
+        from tui.actions.flows import power
+
+        if not self._start_action(box, action):
+            return
+        watcher = self._watcher(box)
+
+        async def work() -> None:
+            report = await power(self.fleet, self.fleet.box(box), action, self.journal,
+                                 session=watcher.session if watcher else None)
+            self._end_action(box, report.lines, report.code)
+
+        self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
+
+    def action_stop(self) -> None:
+        row = self._focused_row()
+        if row is None:
+            return
+        box = row.box_name
+        cost = self.cost.boxes.get(box) if self.cost else None
+        stopped = cost.rates.stopped if cost else None
+        if cost is not None and not cost.rates.can_stop:
+            self.notify(f"{box}: this provider cannot stop a box (destroy it, or keep it)",
+                        severity="warning")
+            return
+        bill = (f"While stopped it still bills {usd(stopped.usd_per_hr)}/hr for its disk."
+                if stopped else "While stopped its disk is still billed (rate unknown).")
+        body = (f"{bill}\nThe GPU may be gone when you start it again (the provider gives "
+                "it to someone else): runs on it stop now.")
+        self.push_screen(ConfirmScreen(f"Stop {box}?", body),
+                         lambda yes: self._power(box, "stop") if yes else None)
+
+    def action_start(self) -> None:
+        row = self._focused_row()
+        if row is None:
+            return
+        box = row.box_name
+        cost = self.cost.boxes.get(box) if self.cost else None
+        running = cost.rates.running if cost else None
+        bill = (f"It bills {usd(running.usd_per_hr)}/hr again once running."
+                if running else "It bills its running rate again once running.")
+        body = f"{bill}\nAfterwards the panel re-reads it and says if the GPU count changed."
+        self.push_screen(ConfirmScreen(f"Start {box}?", body),
+                         lambda yes: self._power(box, "start") if yes else None)
+
+    def action_destroy(self) -> None:
+        row = self._focused_row()
+        if row is None:
+            return
+        box = row.box_name
+        state = self.states[box]
+        losses = []
+        for run in state.runs:
+            size = sum(w.size for w in run.weights)
+            losses.append(f"{run.name} ({run.health}, {len(run.weights)} checkpoint files, "
+                          f"{size / 1e6:.0f} MB)")
+        if state.connection is not Connection.OK:
+            age = state.data_age(self._clock())
+            losses.append(f"(the box is {state.connection}; this is what it held "
+                          f"{format_age(age) if age is not None else '?'} ago)")
+        unpushed = unpushed_weights(state.runs, self.pushes(box))
+
+        def chosen(answer: str | None) -> None:
+            if answer is not None:
+                self._destroy(box, push_first=answer == "push-then-destroy",
+                              force=answer == "destroy")
+
+        self.push_screen(DestroyScreen(box, losses, unpushed), chosen)
+
+    def _destroy(self, box: str, *, push_first: bool, force: bool) -> None:
+        from tui.actions.flows import destroy
+
+        if not self._start_action(box, "destroy"):
+            return
+
+        async def work() -> None:
+            report = await destroy(self.fleet, self.fleet.box(box), self.journal,
+                                   force_unpushed=force, push_first=push_first)
+            self._end_action(box, report.lines, report.code)
+
+        self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
+
+    def action_journal(self) -> None:
+        if not isinstance(self.screen, JournalScreen):
+            self.push_screen(JournalScreen(self.journal.entries))
 
     def action_costs(self) -> None:
         if self.meter is None or self.cost is None:

@@ -22,8 +22,10 @@ DEFAULT_TIMEOUT_SECONDS = 15.0
 DEFAULT_IDLE_MINUTES = 10.0
 BUDGET_ACTIONS = ("warn", "push-and-stop")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
-KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "next", "previous", "help", "back",
-               "series")
+KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
+               "destroy", "journal", "next", "previous", "help", "back", "series",
+               "confirm_yes", "confirm_no", "destroy_cancel", "destroy_push_first",
+               "destroy_override")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ refresh repaints what changed, not the whole screen.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +17,7 @@ from textual.widgets import Sparkline, Static
 
 from tui.model.box import BoxState, Connection
 from tui.model.cost import RunCost
+from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.screens.money import box_money_line, fleet_money, run_money
@@ -49,11 +50,15 @@ def run_main_line(run: RunState) -> Text:
     return text
 
 
-def run_detail_line(run: RunState, now: float, cost: RunCost | None = None) -> Text:
+def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
+                    pushed: str | None = None) -> Text:
     """The second line: why (for runs in trouble), else best metric, end time, age."""
     if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
-        return Text(run.reason, style="italic red" if run.health is Health.FAILED
+        text = Text(run.reason, style="italic red" if run.health is Health.FAILED
                     else "italic yellow")
+        if pushed:
+            text.append(f" · {pushed}", style="dim")
+        return text
     parts = []
     if run.best_metric is not None:
         best = f"best {run.best_metric_name or 'metric'} {run.best_metric:.4f}"
@@ -67,6 +72,8 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None) -> T
     money = run_money(cost)
     if money:
         parts.append(money)
+    if pushed:
+        parts.append(pushed)
     updated = parse_time(run.updated_at)
     if updated is not None and run.box_time is not None:
         parts.append(f"updated {format_age(run.box_time - updated)} ago")
@@ -90,6 +97,7 @@ class RunRow(Vertical, can_focus=True):
         self.box_name = box_name
         self.run = run
         self.cost: RunCost | None = None
+        self.pushed: str | None = None
         self._clock = clock
         self._history_len = -1
 
@@ -108,7 +116,8 @@ class RunRow(Vertical, can_focus=True):
         if not getattr(self, "_ready", False):
             return  # not composed yet: on_mount shows the latest run
         put(self.query_one("#main", Static), run_main_line(run))
-        put(self.query_one("#detail", Static), run_detail_line(run, self._clock(), self.cost))
+        put(self.query_one("#detail", Static),
+            run_detail_line(run, self._clock(), self.cost, self.pushed))
         if len(run.history) != self._history_len:
             # Sparkline redraws only when given a new list.
             self._history_len = len(run.history)
@@ -166,6 +175,7 @@ class BoxSection(Vertical):
     BoxSection #head { height: 1; }
     BoxSection #problem { height: auto; padding-left: 2; }
     BoxSection #money { height: auto; padding-left: 2; }
+    BoxSection #activity { height: auto; padding-left: 2; color: $accent; text-style: bold; }
     BoxSection #hidden { height: 1; color: $text-muted; padding-left: 2; }
     """
 
@@ -176,9 +186,12 @@ class BoxSection(Vertical):
         self._clock = clock
         self.filter = ""
         self.cost: BoxCost | None = None
+        self.pushes: Mapping[str, PushRecord] = {}
+        self.activity: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="head")
+        yield Static(id="activity")
         yield Static(id="money")
         yield Static(id="problem")
         yield Static(id="hidden")
@@ -193,6 +206,9 @@ class BoxSection(Vertical):
             return  # not composed yet: on_mount shows the latest box
         now = self._clock()
         put(self.query_one("#head", Static), box_head_line(box, self.provider, now))
+        activity = self.query_one("#activity", Static)
+        activity.display = self.activity is not None
+        put(activity, Text(self.activity or ""))
         money = box_money_line(self.cost, now)
         money_widget = self.query_one("#money", Static)
         money_widget.display = money is not None
@@ -205,12 +221,14 @@ class BoxSection(Vertical):
         hidden = 0
         for run in box.runs:
             row = rows.pop(run.path, None)
+            fresh = row is None
             if row is None:
                 row = RunRow(box.name, run, self._clock)
-                row.cost = self.cost.runs.get(run.path) if self.cost else None
+            row.cost = self.cost.runs.get(run.path) if self.cost else None
+            row.pushed = push_note(run, self.pushes, box.box_time or now)
+            if fresh:
                 self.mount(row)
             else:
-                row.cost = self.cost.runs.get(run.path) if self.cost else None
                 row.show(run)
             row.display = matches(run, self.filter)
             hidden += not row.display
@@ -266,6 +284,17 @@ class FleetView(VerticalScroll, can_focus=False):
         for section in self.query(BoxSection):
             section.cost = cost.boxes.get(section.box.name)
             section.show(section.box)
+
+    def show_pushes(self, pushes: Mapping[str, Mapping[str, PushRecord]]) -> None:
+        for section in self.query(BoxSection):
+            section.pushes = pushes.get(section.box.name, {})
+            section.show(section.box)
+
+    def set_activity(self, box: str, text: str | None) -> None:
+        for section in self.query(BoxSection):
+            if section.box.name == box:
+                section.activity = text
+                section.show(section.box)
 
     def set_filter(self, text: str) -> None:
         for section in self.query(BoxSection):

@@ -1,0 +1,116 @@
+"""Confirmations for what costs money or cannot be undone: stop, start, destroy.
+
+Each says what will happen to the bill and to the weights before it asks.
+Destroy with unpushed checkpoints offers "push, verify, then destroy", or an
+override that needs the box's name typed out.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from tui.model.guard import Unpushed
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """y confirms, n or escape cancels; the body says what the action costs."""
+
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Vertical { width: 76; height: auto; border: thick $warning;
+                               background: $surface; padding: 1 2; }
+    ConfirmScreen #keys { margin-top: 1; color: $text-muted; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes", id="confirm_yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm_no"),
+    ]
+
+    def __init__(self, title: str, body: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.title_text, style="bold"))
+            yield Static(self.body)
+            yield Static("y: go ahead    n / escape: cancel", id="keys")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class DestroyScreen(ModalScreen[str | None]):
+    """Answers "destroy", "push-then-destroy" or None (cancelled)."""
+
+    DEFAULT_CSS = """
+    DestroyScreen { align: center middle; }
+    DestroyScreen > Vertical { width: 80; height: auto; max-height: 90%; border: thick $error;
+                               background: $surface; padding: 1 2; }
+    DestroyScreen #keys { margin-top: 1; color: $text-muted; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="destroy_cancel"),
+        Binding("p", "push_first", "Push, verify, then destroy", id="destroy_push_first"),
+        Binding("t", "type_name", "Type the name to override", id="destroy_override"),
+    ]
+
+    def __init__(self, box: str, losses: list[str], unpushed: list[Unpushed]) -> None:
+        super().__init__()
+        self.box = box
+        self.losses = losses
+        self.unpushed = unpushed
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(f"Destroy {self.box}? Nothing on it survives; billing stops.",
+                              style="bold"))
+            lost = "\n".join(f"  - {line}" for line in self.losses) or "  (no runs seen)"
+            yield Static(f"Lost with it:\n{lost}")
+            if self.unpushed:
+                files = "\n".join(f"  ! {u.run}: {', '.join(u.files)} ({u.reason})"
+                                  for u in self.unpushed)
+                yield Static(Text(f"REFUSED: checkpoints newer than their last verified push:\n"
+                                  f"{files}", style="bold red"))
+                yield Static("p: push, verify, then destroy (one action)\n"
+                             f"t: type {self.box!r} and press enter to destroy anyway\n"
+                             "escape: cancel", id="keys")
+            else:
+                yield Static(f"type {self.box!r} and press enter to destroy; escape: cancel",
+                             id="keys")
+            yield Input(placeholder=f"type {self.box} to confirm", id="typed")
+
+    def on_mount(self) -> None:
+        typed = self.query_one("#typed", Input)
+        if self.unpushed:
+            typed.display = False  # the override is a deliberate second step: t
+        else:
+            typed.focus()
+
+    def action_push_first(self) -> None:
+        if self.unpushed:
+            self.dismiss("push-then-destroy")
+
+    def action_type_name(self) -> None:
+        typed = self.query_one("#typed", Input)
+        typed.display = True
+        typed.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip() == self.box:
+            self.dismiss("destroy")
+        else:
+            event.input.value = ""
+            self.notify(f"type the box name exactly ({self.box}) to destroy it",
+                        severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
