@@ -131,3 +131,43 @@ def test_manual_box_without_commands_is_refused(
     assert "no stop_command configured for box own" in capsys.readouterr().out
     assert main(["push", "own", "--config", fleet.source]) == 1
     assert "has no push destination" in capsys.readouterr().out
+
+
+async def test_panel_destroy_screen_refuses_then_pushes_and_destroys(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path) -> None:
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+    from tui.screens.confirm import DestroyScreen
+    from tui.screens.fleet import RunRow
+
+    server = sshd_factory()
+    _, config = box_with_weights(tmp_path, server, client_key, vast,
+                                 push={"local_dir": str(tmp_path / "out")})
+    fleet = parse_config(Path(config).read_text(), config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(200):
+            if app.query(RunRow) and app.query(RunRow).first().run.weights:
+                break
+            await pilot.pause(0.05)
+        app.query(RunRow).first().focus()
+        await pilot.press("D")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DestroyScreen)
+        assert [u.files for u in screen.unpushed] == [("weights/best.pt", "weights/last.pt")]
+        text = "\n".join(str(w.render()) for w in screen.query("Static"))
+        assert "REFUSED" in text and "p: push, verify, then destroy" in text
+        await pilot.press("p")
+        for _ in range(400):
+            if "gpu-a" not in app.busy and any(e.get("action") == "destroy"
+                                              for e in app.journal.entries):
+                break
+            await pilot.pause(0.05)
+        actions = [(e["action"], e["outcome"]) for e in app.journal.entries]
+        assert actions == [("push", "done"), ("destroy", "done")]
+        assert vast.count("DELETE") == 1
+        await pilot.press("J")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "JournalScreen"
