@@ -171,3 +171,27 @@ async def test_panel_destroy_screen_refuses_then_pushes_and_destroys(
         await pilot.press("J")
         await pilot.pause()
         assert type(app.screen).__name__ == "JournalScreen"
+
+
+async def test_over_budget_pushes_then_stops_when_configured(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+
+    server = sshd_factory()
+    out = tmp_path / "out"
+    _, config = box_with_weights(tmp_path, server, client_key, vast, budget_usd=0.5,
+                                 push={"local_dir": str(out)})
+    text = Path(config).read_text().replace('ssh_config = ""', 'ssh_config = ""\n'
+                                            'on_budget = "push-and-stop"')
+    fleet = parse_config(text, config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(600):
+            if any(e.get("action") == "stop" for e in app.journal.entries):
+                break
+            await pilot.pause(0.05)
+    actions = [(e["action"], e["outcome"]) for e in app.journal.entries]
+    assert actions == [("push", "done"), ("stop", "done")]
+    assert (out / "gpu-a" / "yolox_completed" / "weights" / "best.pt").exists()
+    assert vast.count("PUT") == 1

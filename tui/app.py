@@ -102,6 +102,8 @@ class GpurentApp(App[None]):
         self._idle_alarmed: set[str] = set()
         self.journal = journal if journal is not None else Journal()
         self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
+        self._over_budget: set[str] = set()
+        self._budget_acted: set[str] = set()
 
     def compose(self) -> ComposeResult:
         field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
@@ -156,6 +158,19 @@ class GpurentApp(App[None]):
             self.bell()
             self.notify(f"{name} is billed as running but idle", severity="error", timeout=10)
         self._idle_alarmed = alarmed
+        over = {name for name, box in cost.boxes.items() if box.budget_level == "alarm"}
+        for name in sorted(over - self._over_budget):
+            self.bell()
+            self.notify(f"{name} is over its budget", severity="error", timeout=15)
+        self._over_budget = over
+        if self.fleet.on_budget == "push-and-stop":
+            # Act once per box, and only on a box we can see (its runs are needed to push).
+            for name in sorted(over - self._budget_acted):
+                if self.states[name].connection is Connection.OK and name not in self.busy:
+                    self._budget_acted.add(name)
+                    self.notify(f"{name}: on_budget = push-and-stop: pushing its runs, then "
+                                "stopping it", severity="warning", timeout=15)
+                    self._push_and_stop(name)
         if self.meter.ledger.problem:
             self.notify(self.meter.ledger.problem, severity="warning", timeout=10)
         for screen in self.screen_stack:
@@ -306,6 +321,36 @@ class GpurentApp(App[None]):
             report = await power(self.fleet, self.fleet.box(box), action, self.journal,
                                  session=watcher.session if watcher else None)
             self._end_action(box, report.lines, report.code)
+
+        self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
+
+    def _push_and_stop(self, box: str) -> None:
+        """on_budget = "push-and-stop": never lose weights, then stop paying for the GPU."""
+        from tui.actions.flows import power, push_runs
+
+        if not self._start_action(box, "budget: push and stop"):
+            return
+        watcher = self._watcher(box)
+
+        async def work() -> None:
+            config = self.fleet.box(box)
+            lines: list[str] = []
+            code = 0
+            if config.push is not None and (config.push.hf_repo or config.push.local_dir):
+                pushed = await push_runs(self.fleet, config, self.journal,
+                                         session=watcher.session if watcher else None,
+                                         state=self.states.get(box) if watcher else None)
+                lines += pushed.lines
+                code = pushed.code
+            if code == 0:
+                stopped = await power(self.fleet, config, "stop", self.journal,
+                                      session=watcher.session if watcher else None)
+                lines += stopped.lines
+                code = stopped.code
+            else:
+                lines.append(f"{box} not stopped: the push did not verify, and stopping "
+                             "might strand the weights")
+            self._end_action(box, lines, code)
 
         self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
 
