@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pytest
+from panel_states import Facts
 
 from tui.model.config import Pricing
 from tui.model.cost import (
@@ -20,19 +20,6 @@ from tui.model.cost import (
     spend_series,
     stopped_usd_per_hr,
 )
-
-
-@dataclass(frozen=True)
-class Facts:
-    state: str = "running"
-    running_usd_per_hr: float | None = None
-    disk_usd_per_hr: float | None = None
-    disk_gb: float | None = None
-    storage_usd_per_gb_month: float | None = None
-    hours_per_month: float | None = None
-    can_stop: bool = True
-    started_at: float | None = None
-
 
 VAST = Facts(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.20,
              hours_per_month=720)

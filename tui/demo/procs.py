@@ -14,21 +14,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from tui.remote import probe_script
+
 # The probe's slack between a run's started_at and its process's start (probe_script.pid_alive).
-PID_START_SLACK = 120.0
+PID_START_SLACK = float(probe_script.PID_START_SLACK)
 # What the demo keeps below that slack, for clock granularity.
 PID_START_MARGIN = 100.0
-
-
-def _boot_time() -> float | None:
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -41,10 +32,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def process_start(pid: int) -> float | None:
     """When `pid` started (epoch seconds), the way the probe computes it; None without /proc."""
-    boot, fields = _boot_time(), _stat_fields(pid)
-    if boot is None or fields is None:
-        return None
-    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return probe_script.process_start(pid, probe_script._boot_time())[1]
 
 
 def ancestors(pid: int) -> list[int]:

@@ -27,6 +27,7 @@ PROBE_VERSION = 1
 RUN_MARKERS = ("status.json", "metrics.jsonl", "results.csv")
 SKIP_DIRS = ("weights", "val", "__pycache__", ".git")
 HEAD_BYTES = 256
+PID_START_SLACK = 120  # seconds a run's process may start before its started_at says
 GPU_FIELDS = ("index,name,utilization.gpu,memory.used,memory.total,"
               "temperature.gpu,power.draw")
 
@@ -186,6 +187,18 @@ def _parse_iso(text):
         return None
 
 
+def process_start(pid, boot_time):
+    """When `pid` started (epoch seconds, from /proc), or None where that cannot be read."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None, None
+    if boot_time is None:
+        return fields[0], None
+    return fields[0], boot_time + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
 def pid_alive(pid, started_at, boot_time):
     """Whether the training process still lives on this box.
 
@@ -202,19 +215,13 @@ def pid_alive(pid, started_at, boot_time):
         pass
     except OSError:
         return None
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return True
-    if fields[0] in ("Z", "X"):
+    state, started_proc = process_start(pid, boot_time)
+    if state in ("Z", "X"):
         return False
     started = _parse_iso(started_at) if isinstance(started_at, str) else None
-    if started is not None and boot_time is not None:
-        proc_start = boot_time + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-        if proc_start > started + 120:
-            return False
-    return True
+    if started is None or started_proc is None:
+        return True
+    return started_proc <= started + PID_START_SLACK
 
 
 def probe_run(run_dir, root, name, cursor, req, boot_time):
