@@ -1,0 +1,803 @@
+"""What the panel itself costs: idle CPU, key-to-screen latency, memory, start-up time.
+
+Why: the panel stays open for days next to the training jobs' terminals, on a
+laptop that runs everything else too. It must cost next to nothing while
+nothing changes, answer a key within a frame or two even while every box is
+refreshing, hold long histories without growing without bound, and open
+fast. refresh.py measures the watch core alone; this script measures the
+real Textual app (`GpurentApp`) on top of it, headless, with real sshd boxes.
+
+Setup (as refresh.py): N OpenSSH servers on 127.0.0.1, each with R
+LibreYOLO-shaped runs of E epochs of history (metrics.jsonl lines of real
+LibreYOLO shape, every float full precision), every sshd with an empty HOME.
+Then, in this order:
+
+1. one live app (`GpurentApp(fleet)`, refresh 5 s): start-up to the first
+   frame, the first run on screen, every run on screen; RSS before and after
+   the whole history is loaded; idle CPU over a window where no run changes;
+   key-to-screen latency of j/k; then the same under load: every run writes
+   one epoch per second (from a thread, as LibreYOLO's own process would) and
+   every box is poked right after, so all 20 refresh together each second (a
+   stress case: real epochs take minutes);
+2. fixed snapshots (`GpurentApp(fleet, states=..., live=False)`) of that
+   same loaded fleet: start-up to the first frame, and Textual's own idle CPU;
+3. tracemalloc of the BoxState snapshots and of the panel's widgets;
+4. the CLI's start-up (`python -m tui --help`, `import tui.app`) in subprocesses.
+
+Key-to-screen latency is measured from the moment a Key event is handed to
+the app's driver (as a terminal's input thread does) until the first frame the
+compositor renders in which the newly focused row is focused and visible,
+encoded to terminal escape codes (headless mode skips that encoding; this
+script does it so the figure includes it). Not included: the terminal
+emulator and the tty write. The `pilot.press` + `pilot.pause()` figure is also
+given; it includes Pilot's idle detection (20 ms sleeps until the process
+looks idle), so it is an upper bound that measures the harness as much as
+the app. Each latency phase stops after --presses or --key-budget seconds.
+
+CPU is in % of one core, from this process's CPU seconds (the SSH client
+included) and, apart, the boxes' sshd and probe processes. On a real fleet the
+boxes' share runs on the boxes; here it competes with the panel for the same
+cores, as does anything else running on the machine ("others", from
+/proc/stat): a warning is printed when that was significant.
+
+    python benchmarks/panel.py [--boxes 20] [--runs 2] [--epochs 2000] [--presses 200]
+
+Only 127.0.0.1; every sshd is stopped and the temp dir removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import gc
+import json
+import math
+import os
+import pickle
+import platform
+import pstats
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
+
+from refresh import Run, fleet_config, make_runs, tree_cpu_seconds  # noqa: E402
+from rich.console import RenderableType  # noqa: E402
+from sshd import KeyPair, Sshd, make_keypair  # noqa: E402
+from textual import events  # noqa: E402
+from textual._compositor import CompositorUpdate  # noqa: E402
+from textual.message import Message  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
+from textual.screen import Screen  # noqa: E402
+
+import tui  # noqa: E402
+from tui.app import BoxUpdated, GpurentApp  # noqa: E402
+from tui.model.box import BoxState, Connection  # noqa: E402
+from tui.model.config import FleetConfig  # noqa: E402
+from tui.screens.fleet import RunRow  # noqa: E402
+
+SIZE = (160, 48)
+FrameHook = Callable[[float], bool]
+
+
+# --- the app under test, with a frame clock --------------------------------------
+
+
+class BenchApp(GpurentApp):
+    """The real panel, plus a timestamp for every frame and a count of box updates.
+
+    Nothing of the panel is changed: `_display` still runs as shipped; in
+    headless mode Textual skips encoding the frame for the terminal, so it is
+    done here, to count what a real terminal session pays.
+    """
+
+    def __init__(self, fleet: FleetConfig, **kwargs: Any) -> None:
+        super().__init__(fleet, **kwargs)
+        self.frames: list[float] = []
+        self.frame_hooks: list[FrameHook] = []  # called after each frame; True removes it
+        self.box_updates = 0
+
+    def _display(self, screen: Screen[Any], renderable: RenderableType | None) -> None:
+        if isinstance(renderable, CompositorUpdate) and self.is_headless:
+            renderable.render_segments(self.console)
+        super()._display(screen, renderable)
+        if renderable is not None:
+            now = time.perf_counter()
+            self.frames.append(now)
+            if self.frame_hooks:
+                self.frame_hooks = [h for h in self.frame_hooks if not h(now)]
+
+    def post_message(self, message: Message) -> bool:
+        if isinstance(message, BoxUpdated):
+            self.box_updates += 1
+        return super().post_message(message)
+
+
+def run_rows(app: GpurentApp) -> list[RunRow]:
+    return [r for r in app.query(RunRow) if r.display]
+
+
+def on_screen(app: GpurentApp, widget: RunRow) -> bool:
+    """Whether the last rendered frame shows this widget (at least in part)."""
+    return widget in app.screen._compositor.visible_widgets
+
+
+def fully_loaded(states: Sequence[BoxState], runs: dict[str, list[Run]]) -> bool:
+    """Every box answered and holds every epoch of every run written so far."""
+    for state in states:
+        expected = {str(r.path): r.epoch for r in runs[state.name]}
+        if state.connection is not Connection.OK or len(state.runs) != len(expected):
+            return False
+        for run in state.runs:
+            epoch = expected.get(run.path)
+            if epoch is None or run.current_epoch != epoch or len(run.history) != epoch:
+                return False
+    return True
+
+
+async def until(app: GpurentApp, check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait for a condition; a panel that crashed (Textual keeps its exception) ends the run."""
+    deadline = time.perf_counter() + timeout
+    while not check():
+        crash = getattr(app, "_exception", None)
+        if crash is not None:
+            raise SystemExit(f"the panel crashed while waiting for {what}: {crash!r}")
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+# --- measuring -------------------------------------------------------------------
+
+
+def vm_kib(key: str) -> int:
+    """A VmRSS/VmHWM line of /proc/self/status, in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def mib(kib: float) -> float:
+    return round(kib / 1024, 1)
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent busy since boot (/proc/stat), to see who else ran."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def latency_summary(values: Sequence[float], misses: int) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "misses": misses}
+    ms = [v * 1000 for v in values]
+    return {"n": len(ms), "misses": misses, "median_ms": round(statistics.median(ms), 1),
+            "p95_ms": round(pct(ms, 95), 1), "max_ms": round(max(ms), 1),
+            "min_ms": round(min(ms), 1)}
+
+
+@dataclass
+class CpuWindow:
+    """CPU of this process and of the boxes' sshd trees over a wall-clock window."""
+
+    app: BenchApp
+    sshd_pids: Sequence[int]
+    start: float = 0.0
+    wall: float = 0.0
+    cpu: float = 0.0
+    boxes: float = 0.0
+    frames: int = 0
+    updates: int = 0
+    machine: float = 0.0
+
+    def __enter__(self) -> CpuWindow:
+        self.start, self.cpu = time.perf_counter(), time.process_time()
+        self.boxes = tree_cpu_seconds(self.sshd_pids)
+        self.machine = machine_busy_seconds()
+        self.frames, self.updates = len(self.app.frames), self.app.box_updates
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.start
+        self.cpu = time.process_time() - self.cpu
+        self.boxes = tree_cpu_seconds(self.sshd_pids) - self.boxes
+        self.machine = machine_busy_seconds() - self.machine
+        self.frames = len(self.app.frames) - self.frames
+        self.updates = self.app.box_updates - self.updates
+
+    def summary(self, harness_cpu: float = 0.0) -> dict[str, Any]:
+        """Percent of one core; harness_cpu (the benchmark's own writer) is taken out."""
+        return {"wall_s": round(self.wall, 1),
+                "app_cpu_pct": round(100 * (self.cpu - harness_cpu) / self.wall, 2),
+                "boxes_cpu_pct": round(100 * self.boxes / self.wall, 2),
+                # Whatever else ran on this machine meanwhile (other people's tests...).
+                "others_cpu_pct": round(100 * max(0.0, self.machine - self.cpu - self.boxes)
+                                        / self.wall, 1),
+                "frames_per_s": round(self.frames / self.wall, 2),
+                "box_updates": self.updates,
+                "box_updates_per_box_s": round(self.updates / len(self.app.watchers)
+                                               / self.wall, 3) if self.app.watchers else 0}
+
+
+def next_target(app: GpurentApp, direction: int) -> tuple[str, RunRow, int]:
+    """The key that moves focus one row on, sweeping down then up (no wrap-around)."""
+    rows = run_rows(app)
+    index = rows.index(app.focused) if app.focused in rows else 0
+    if not 0 <= index + direction < len(rows):
+        direction = -direction
+    return ("j" if direction > 0 else "k"), rows[index + direction], direction
+
+
+async def key_latencies(app: BenchApp, presses: int, budget: float,
+                        rng: random.Random) -> dict[str, Any]:
+    """Key event handed to the driver -> first rendered frame showing the new focus.
+
+    Stops after `presses` or `budget` seconds, whichever comes first."""
+    deadline = time.perf_counter() + budget
+    driver = app._driver
+    assert driver is not None
+    loop = asyncio.get_running_loop()
+    values: list[float] = []
+    misses = 0
+    direction = 1
+    for _ in range(presses):
+        if time.perf_counter() > deadline:
+            break
+        key, target, direction = next_target(app, direction)
+        painted: asyncio.Future[float] = loop.create_future()
+
+        def hook(now: float, target: RunRow = target,
+                 painted: asyncio.Future[float] = painted) -> bool:
+            if app.focused is target and on_screen(app, target):
+                if not painted.done():
+                    painted.set_result(now)
+                return True
+            return painted.done()
+
+        app.frame_hooks.append(hook)
+        event = events.Key(key, key)
+        event.set_sender(app)
+        start = time.perf_counter()
+        driver.send_message(event)
+        try:
+            values.append(await asyncio.wait_for(painted, 5.0) - start)
+        except TimeoutError:
+            misses += 1
+            app.frame_hooks = [h for h in app.frame_hooks if h is not hook]
+        # 10-50 ms between a frame and the next key (a held key repeats every ~30 ms):
+        # random, so presses land at every phase of a refresh.
+        await asyncio.sleep(rng.uniform(0.01, 0.05))
+    return latency_summary(values, misses)
+
+
+async def pilot_latencies(pilot: Pilot[None], app: BenchApp, presses: int,
+                          budget: float) -> dict[str, Any]:
+    """`await pilot.press(key); await pilot.pause()` wall time: what a test would see."""
+    deadline = time.perf_counter() + budget
+    values: list[float] = []
+    misses = 0
+    direction = 1
+    for _ in range(presses):
+        if time.perf_counter() > deadline:
+            break
+        key, target, direction = next_target(app, direction)
+        start = time.perf_counter()
+        await pilot.press(key)
+        await pilot.pause()
+        elapsed = time.perf_counter() - start
+        if app.focused is target:
+            values.append(elapsed)
+        else:
+            misses += 1
+    return latency_summary(values, misses)
+
+
+def profile_summary(profile: cProfile.Profile, seconds: float, top: int = 12) -> dict[str, Any]:
+    """Own CPU time by package, and the functions with the most own time."""
+    stats = pstats.Stats(profile)
+    groups: dict[str, float] = {}
+    rows = []
+    ours = []
+    screen_updates = 0.0
+    for (filename, line, name), (_, calls, own, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
+        path = filename.replace("\\", "/")
+        if filename.startswith("~") or filename.startswith("<"):
+            group = "builtins"
+        elif "/site-packages/" in path:
+            group = path.split("/site-packages/")[1].split("/")[0].removesuffix(".py")
+        elif path.startswith(str(REPO)):
+            group = "gpurent (" + path[len(str(REPO)) + 1:].split("/")[0] + ")"
+            if "/benchmarks/" not in path:
+                ours.append((cum, calls, f"{path[len(str(REPO)) + 1:]}:{line}({name})"))
+        elif "/asyncio/" in path:
+            group = "asyncio"
+        else:
+            group = "stdlib"
+        if path.endswith("textual/screen.py") and name == "_on_timer_update":
+            screen_updates += cum
+        groups[group] = groups.get(group, 0.0) + own
+        rows.append((own, calls, f"{Path(filename).name}:{line}({name})"))
+    rows.sort(reverse=True)
+    ours.sort(reverse=True)
+    return {"seconds": seconds,
+            "screen_update_cum_ms": round(screen_updates * 1000, 1),
+            "gpurent_cumulative": [{"cum_ms": round(c * 1000, 1), "calls": n, "where": w}
+                                   for c, n, w in ours[:top]],
+            "own_cpu_ms_by_package": {k: round(v * 1000, 1) for k, v in
+                                      sorted(groups.items(), key=lambda kv: -kv[1])[:10]},
+            "top_functions": [{"own_ms": round(o * 1000, 1), "calls": c, "where": w}
+                              for o, c, w in rows[:top]]}
+
+
+# --- phases ----------------------------------------------------------------------
+
+
+@dataclass
+class Writer:
+    """Every run writes one epoch per tick in a thread (as LibreYOLO's own process would),
+    then every box is poked; the thread's CPU is counted so it can be taken out."""
+
+    runs: dict[str, list[Run]]
+    cpu: float = 0.0
+    ticks: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def advance_all(self) -> None:
+        start = time.thread_time()
+        for box_runs in self.runs.values():
+            for run in box_runs:
+                run.advance()
+        with self.lock:
+            self.cpu += time.thread_time() - start
+            self.ticks += 1
+
+    def cpu_so_far(self) -> float:
+        with self.lock:
+            return self.cpu
+
+    async def loop(self, app: GpurentApp, period: float) -> None:
+        start = time.perf_counter()
+        tick = 0
+        while True:
+            await asyncio.to_thread(self.advance_all)
+            for watcher in app.watchers:
+                watcher.poke()
+            tick += 1
+            await asyncio.sleep(max(0.0, start + tick * period - time.perf_counter()))
+
+
+async def live_phase(args: argparse.Namespace, fleet: FleetConfig, runs: dict[str, list[Run]],
+                     sshd_pids: Sequence[int]) -> dict[str, Any]:
+    """One live app: start-up, memory, idle CPU, latency idle and under load."""
+    rng = random.Random(7)
+    expected_rows = args.boxes * args.runs
+    gc.collect()
+    rss_before = vm_kib("VmRSS")
+    marks: dict[str, float] = {}
+    start = time.perf_counter()
+    app = BenchApp(fleet)
+
+    def first_data(now: float) -> bool:
+        if any(r.region.height for r in app.query(RunRow)):
+            marks["first_data"] = now
+            return True
+        return False
+
+    def all_data(now: float) -> bool:
+        rows = list(app.query(RunRow))
+        if fully_loaded(list(app.states.values()), runs) and len(rows) == expected_rows \
+                and app.focused in rows and any(r.region.height for r in rows):
+            marks["all_data"] = now
+            return True
+        return False
+
+    app.frame_hooks += [first_data, all_data]
+    out: dict[str, Any] = {}
+    async with app.run_test(size=SIZE) as pilot:
+        marks["run_test_entered"] = time.perf_counter()
+        await until(app, lambda: "all_data" in marks, args.load_timeout, "every run's history")
+        await pilot.pause()
+        gc.collect()
+        out["startup"] = {
+            "first_frame_s": round(app.frames[0] - start, 3),
+            "run_test_entered_s": round(marks["run_test_entered"] - start, 3),
+            "first_run_on_screen_s": round(marks["first_data"] - start, 3),
+            "all_history_on_screen_s": round(marks["all_data"] - start, 3)}
+        out["memory"] = {"rss_before_app_mib": mib(rss_before),
+                         "rss_loaded_mib": mib(vm_kib("VmRSS")),
+                         "rss_delta_mib": mib(vm_kib("VmRSS") - rss_before),
+                         "rss_peak_mib": mib(vm_kib("VmHWM")),
+                         "ru_maxrss_mib": mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)}
+        print(f"  loaded {expected_rows} runs x {args.epochs} epochs in "
+              f"{marks['all_data'] - start:.1f} s; settling {args.settle:.0f} s, then "
+              f"{args.idle:.0f} s idle ...", flush=True)
+
+        await asyncio.sleep(args.settle)
+        with CpuWindow(app, sshd_pids) as idle:
+            await asyncio.sleep(args.idle)
+        out["idle"] = idle.summary()
+        if args.profile > 0:
+            profile = cProfile.Profile(time.process_time)
+            profile.enable()
+            await asyncio.sleep(args.profile)
+            profile.disable()
+            out["idle_profile"] = profile_summary(profile, args.profile)
+
+        print(f"  {args.presses} key presses idle ...", flush=True)
+        with CpuWindow(app, sshd_pids) as keys:
+            out["keys_idle"] = await key_latencies(app, args.presses, args.key_budget, rng)
+        out["keys_idle_cpu"] = keys.summary()
+        out["pilot_idle"] = await pilot_latencies(pilot, app, args.pilot_presses,
+                                                  args.pilot_budget)
+
+        print(f"  {args.presses} key presses while every box refreshes every "
+              f"{args.load_period:g} s and every run advances ...", flush=True)
+        writer = Writer(runs)
+        ticker = asyncio.create_task(writer.loop(app, args.load_period))
+        try:
+            await asyncio.sleep(2 * args.load_period)
+            cpu0 = writer.cpu_so_far()
+            with CpuWindow(app, sshd_pids) as load:  # no keys: what the refreshes cost
+                await asyncio.sleep(args.load_window)
+            harness = writer.cpu_so_far() - cpu0
+            with CpuWindow(app, sshd_pids) as keys:
+                out["keys_load"] = await key_latencies(app, args.presses, args.key_budget,
+                                                       rng)
+            out["keys_load_cpu"] = keys.summary(writer.cpu_so_far() - cpu0 - harness)
+            out["pilot_load"] = await pilot_latencies(pilot, app, args.pilot_presses,
+                                                      args.pilot_budget)
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        out["load"] = {**load.summary(harness), "writer_cpu_s": round(harness, 3),
+                       "epochs_written_per_run": writer.ticks}
+        for watcher in app.watchers:
+            watcher.poke()
+        caught = time.perf_counter()
+        await until(app, lambda: fully_loaded(list(app.states.values()), runs), 30.0,
+                    "the panel to catch up with the advanced runs")
+        out["load"]["caught_up_after_s"] = round(time.perf_counter() - caught, 2)
+        out["states"] = list(app.states.values())
+    return out
+
+
+async def fixed_phase(args: argparse.Namespace, fleet: FleetConfig, states: list[BoxState],
+                      sshd_pids: Sequence[int]) -> dict[str, Any]:
+    """`live=False` apps over the loaded snapshots: start-up (median of N), Textual idle."""
+    expected_rows = args.boxes * args.runs
+    first, full, entered = [], [], []
+    idle: dict[str, Any] = {}
+    for attempt in range(args.startups):
+        gc.collect()
+        marks: dict[str, float] = {}
+        start = time.perf_counter()
+        app = BenchApp(fleet, states=states, live=False)
+
+        def all_rows(now: float, app: BenchApp = app, marks: dict[str, float] = marks) -> bool:
+            rows = list(app.query(RunRow))
+            if len(rows) == expected_rows and rows[0].region.height and app.focused:
+                marks["full"] = now
+                return True
+            return False
+
+        app.frame_hooks.append(all_rows)
+        async with app.run_test(size=SIZE):
+            entered.append(time.perf_counter() - start)
+            await until(app, partial(dict.__contains__, marks, "full"), 60,
+                        "the fixed fleet on screen")
+            first.append(app.frames[0] - start)
+            full.append(marks["full"] - start)
+            if attempt == 0 and args.baseline > 0:
+                await asyncio.sleep(1.0)
+                with CpuWindow(app, sshd_pids) as window:
+                    await asyncio.sleep(args.baseline)
+                idle = window.summary()
+    return {"first_frame_s": round(statistics.median(first), 3),
+            "all_rows_on_screen_s": round(statistics.median(full), 3),
+            "run_test_entered_s": round(statistics.median(entered), 3),
+            "samples": len(first), "first_frame_all_s": [round(v, 3) for v in first],
+            "idle_textual_only": idle}
+
+
+async def traced_memory(args: argparse.Namespace, fleet: FleetConfig,
+                        states: list[BoxState]) -> dict[str, Any]:
+    """tracemalloc of the loaded snapshots (rebuilt from a pickle, so every object is
+    allocated while traced) and of a live=False panel's widgets over them."""
+    blob = pickle.dumps(states)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        copy = pickle.loads(blob)
+        gc.collect()
+        snapshots = tracemalloc.get_traced_memory()[0] - base
+        points = sum(len(r.history) for s in copy for r in s.runs)
+        base = tracemalloc.get_traced_memory()[0]
+        app = BenchApp(fleet, states=copy, live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app, lambda: len(app.query(RunRow)) == args.boxes * args.runs, 60,
+                        "the traced panel")
+            await pilot.pause()
+            gc.collect()
+            widgets = tracemalloc.get_traced_memory()[0] - base
+            top = tracemalloc.take_snapshot().statistics("filename")[:5]
+    finally:
+        tracemalloc.stop()
+    return {"snapshots_mib": round(snapshots / 2**20, 2), "epoch_points": points,
+            "bytes_per_epoch_point": round(snapshots / points, 1) if points else None,
+            "panel_widgets_mib": round(widgets / 2**20, 2),
+            "top_files_while_panel_open": [
+                {"file": str(s.traceback[0].filename).replace(str(REPO) + "/", ""),
+                 "mib": round(s.size / 2**20, 2)} for s in top]}
+
+
+def cli_startup(repeats: int) -> dict[str, Any]:
+    """Wall time of the CLI in fresh interpreters, and where `import tui.app` spends it."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
+
+    def wall(*argv: str) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, *argv], cwd=REPO, env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            times.append(time.perf_counter() - start)
+        return round(statistics.median(times), 3)
+
+    bare = wall("-c", "pass")
+    help_ = wall("-m", "tui", "--help")
+    app_import = wall("-c", "import tui.app")
+    trace = subprocess.run([sys.executable, "-X", "importtime", "-c", "import tui.app"],
+                           cwd=REPO, env=env, check=True, capture_output=True, text=True).stderr
+    by_package: dict[str, int] = {}
+    for line in trace.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        package = parts[2].strip().split(".")[0]
+        by_package[package] = by_package.get(package, 0) + int(parts[0])
+    top = sorted(by_package.items(), key=lambda kv: -kv[1])
+    return {"python_bare_s": bare, "tui_help_s": help_, "import_tui_app_s": app_import,
+            "repeats": repeats,
+            "import_tui_app_self_ms_by_package": {n: round(us / 1000, 1) for n, us in top[:8]},
+            "import_tui_app_total_ms": round(sum(by_package.values()) / 1000, 1)}
+
+
+def code_under_test() -> dict[str, Any]:
+    """Which panel was measured: other people's uncommitted edits change the figures."""
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else "?"
+
+    dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
+    return {"commit": git("rev-parse", "--short", "HEAD"), "tui_from": str(Path(
+        tui.__file__).parent), "uncommitted": [line[3:] for line in dirty.splitlines()]}
+
+
+# --- the fleet -------------------------------------------------------------------
+
+
+def start_servers(tmp: Path, count: int, key: KeyPair, servers: list[Sshd]) -> None:
+    """Each sshd is listed before it starts, so the caller's finally stops it."""
+    for index in range(count):
+        # An empty HOME: this machine's ~/.bashrc (pyenv init) can block ssh sessions.
+        server = Sshd(tmp / f"sshd{index:02d}", [key.public_line], home=tmp / f"home{index:02d}")
+        servers.append(server)
+        server.start()
+
+
+async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) -> dict[str, Any]:
+    started = time.time()
+    key = make_keypair(tmp / "client", "id_ed25519")
+    t0 = time.perf_counter()
+    start_servers(tmp, args.boxes, key, servers)
+    print(f"{args.boxes} sshd started in {time.perf_counter() - t0:.1f} s; writing "
+          f"{args.boxes * args.runs} runs x {args.epochs} epochs ...", flush=True)
+    t0 = time.perf_counter()
+    roots, runs = make_runs(tmp, args.boxes, args.runs, args.epochs, started)
+    metrics_bytes = (roots[0] / "yolox-n-0" / "metrics.jsonl").stat().st_size
+    print(f"  written in {time.perf_counter() - t0:.1f} s ({metrics_bytes / 2**20:.1f} MiB of "
+          f"metrics.jsonl per run); live panel ...", flush=True)
+    fleet = fleet_config(tmp, servers, key, roots, "panel")
+    pids = [s._proc.pid for s in servers if s._proc is not None]
+    live = await live_phase(args, fleet, runs, pids)
+    states = live.pop("states")
+    print("  fixed snapshots (live=False) ...", flush=True)
+    fixed = await fixed_phase(args, fleet, states, pids)
+    traced = await traced_memory(args, fleet, states) if args.tracemalloc else {}
+    return {**live, "fixed": fixed, "traced": traced,
+            "metrics_line_bytes": round(metrics_bytes / args.epochs, 1),
+            "box_python": states[0].python or "?"}
+
+
+# --- report ----------------------------------------------------------------------
+
+
+def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
+    def row(label: str, value: object, note: str = "") -> None:
+        print(f"  {label:<46} {value!s:>14}  {note}")
+
+    def lat(label: str, d: dict[str, Any]) -> None:
+        if d.get("n"):
+            value = f"{d['median_ms']:.1f} / {d['p95_ms']:.1f}"
+            row(label, value, f"ms median / p95; max {d['max_ms']:.1f}, n {d['n']}, "
+                f"misses {d['misses']}")
+
+    idle, load, mem, st, fx = r["idle"], r["load"], r["memory"], r["startup"], r["fixed"]
+    print("1. idle, refresh every 5 s, no run changes (% of one core)")
+    row("panel process (Textual + SSH client)", f"{idle['app_cpu_pct']:.2f} %",
+        f"over {idle['wall_s']} s")
+    row("boxes (sshd + probe processes)", f"{idle['boxes_cpu_pct']:.2f} %",
+        f"other processes on this machine meanwhile: {idle['others_cpu_pct']} %")
+    row("frames painted per second", idle["frames_per_s"])
+    row("box updates in the window", idle["box_updates"],
+        f"{idle['box_updates_per_box_s']} per box per s")
+    if fx["idle_textual_only"]:
+        base = fx["idle_textual_only"]
+        row("same fleet live=False (no watchers, no tick)", f"{base['app_cpu_pct']:.2f} %",
+            f"{base['frames_per_s']} frames/s, over {base['wall_s']} s")
+    if "idle_profile" in r:
+        prof = r["idle_profile"]
+        print(f"  cProfile of {prof['seconds']:g} s idle, own CPU ms by package: "
+              + ", ".join(f"{k} {v}" for k, v in prof["own_cpu_ms_by_package"].items()))
+        print(f"  Textual screen updates (layout + render) {prof['screen_update_cum_ms']} ms "
+              "cumulative; own time by function:")
+        for item in prof["top_functions"][:6]:
+            print(f"      {item['own_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
+        print("  cumulative CPU in the panel's own code:")
+        for item in prof["gpurent_cumulative"][:8]:
+            print(f"      {item['cum_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
+    print(f"2. key -> frame showing the new focus ({args.presses} presses of j/k)")
+    lat("idle", r["keys_idle"])
+    ki = r["keys_idle_cpu"]
+    row("  panel CPU while pressing keys, idle", f"{ki['app_cpu_pct']:.1f} %",
+        f"{ki['frames_per_s']} frames/s; others {ki['others_cpu_pct']} %")
+    lat(f"boxes refreshed every {args.load_period:g} s, runs advancing", r["keys_load"])
+    kl = r["keys_load_cpu"]
+    row("  panel CPU while pressing keys, under load", f"{kl['app_cpu_pct']:.1f} %",
+        f"boxes {kl['boxes_cpu_pct']:.1f} %, {kl['frames_per_s']} frames/s; "
+        f"others {kl['others_cpu_pct']} %")
+    row("  panel CPU under load, no keys", f"{load['app_cpu_pct']:.1f} %",
+        f"over {load['wall_s']} s; boxes {load['boxes_cpu_pct']:.1f} %, "
+        f"{load['frames_per_s']} frames/s, {load['box_updates_per_box_s']} updates/box/s; "
+        f"others {load['others_cpu_pct']} %")
+    lat("pilot.press + pilot.pause, idle", r["pilot_idle"])
+    lat("pilot.press + pilot.pause, under load", r["pilot_load"])
+    print(f"3. memory, {args.boxes} x {args.runs} runs x {args.epochs} epochs "
+          f"({r['metrics_line_bytes']:.0f} B per metrics line)")
+    row("RSS before the app", f"{mem['rss_before_app_mib']} MiB")
+    row("RSS with every run's history on screen", f"{mem['rss_loaded_mib']} MiB",
+        f"+{mem['rss_delta_mib']} MiB; peak (VmHWM) {mem['rss_peak_mib']} MiB")
+    if r["traced"]:
+        tr = r["traced"]
+        row("BoxState snapshots (tracemalloc)", f"{tr['snapshots_mib']} MiB",
+            f"{tr['bytes_per_epoch_point']} B per epoch point, {tr['epoch_points']} points")
+        row("panel widgets over them (tracemalloc)", f"{tr['panel_widgets_mib']} MiB")
+    print("4. start-up")
+    row("live=False: constructor -> first frame", f"{fx['first_frame_s'] * 1000:.0f} ms",
+        f"median of {fx['samples']}")
+    row("live=False: -> every run row laid out", f"{fx['all_rows_on_screen_s'] * 1000:.0f} ms")
+    row("live: constructor -> first frame", f"{st['first_frame_s'] * 1000:.0f} ms")
+    row("live: -> first run on screen", f"{st['first_run_on_screen_s']:.2f} s",
+        f"whole {args.epochs}-epoch history loaded first")
+    row("live: -> every run's history on screen", f"{st['all_history_on_screen_s']:.2f} s")
+    cli = r["cli"]
+    row("python -c pass", f"{cli['python_bare_s'] * 1000:.0f} ms",
+        f"median of {cli['repeats']}")
+    row("python -m tui --help", f"{cli['tui_help_s'] * 1000:.0f} ms")
+    row("python -c 'import tui.app' (the panel's imports)",
+        f"{cli['import_tui_app_s'] * 1000:.0f} ms",
+        "-X importtime self ms: " + ", ".join(
+            f"{k} {v:.0f}" for k, v in list(cli["import_tui_app_self_ms_by_package"].items())[:5]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--boxes", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=2, help="runs per box")
+    parser.add_argument("--epochs", type=int, default=2000, help="epochs of history per run")
+    parser.add_argument("--presses", type=int, default=200, help="j/k presses per latency phase")
+    parser.add_argument("--key-budget", type=float, default=30.0,
+                        help="at most this many seconds of presses per latency phase")
+    parser.add_argument("--pilot-presses", type=int, default=20,
+                        help="presses timed with pilot.press + pilot.pause")
+    parser.add_argument("--pilot-budget", type=float, default=10.0,
+                        help="at most this many seconds of pilot presses per phase")
+    parser.add_argument("--idle", type=float, default=30.0, help="idle CPU window, seconds")
+    parser.add_argument("--settle", type=float, default=5.0,
+                        help="seconds after the first load before the idle window")
+    parser.add_argument("--load-period", type=float, default=1.0,
+                        help="seconds between epochs (and box pokes) under load")
+    parser.add_argument("--load-window", type=float, default=10.0,
+                        help="CPU window under load, before the key presses, seconds")
+    parser.add_argument("--baseline", type=float, default=5.0,
+                        help="idle window of the live=False app, seconds (0: skip)")
+    parser.add_argument("--startups", type=int, default=3, help="live=False start-ups timed")
+    parser.add_argument("--profile", type=float, default=0.0,
+                        help="cProfile this many seconds of idle and print where it goes")
+    parser.add_argument("--no-tracemalloc", dest="tracemalloc", action="store_false")
+    parser.add_argument("--cli-repeats", type=int, default=5)
+    parser.add_argument("--load-timeout", type=float, default=180.0)
+    args = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="gpurent-panel-bench-"))
+    # The panel's own files (pinned keys) go to the temp dir; no agent is consulted.
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ[var] = str(tmp / "xdg" / var.lower())
+    os.environ.pop("SSH_AUTH_SOCK", None)
+    os.environ.pop("GPURENT_CONFIG", None)
+    servers: list[Sshd] = []
+    t0 = time.perf_counter()
+    try:
+        print("CLI start-up in fresh interpreters (before any box starts) ...", flush=True)
+        cli = cli_startup(args.cli_repeats)
+        result = asyncio.run(benchmark(args, tmp, servers))
+        result["cli"] = cli
+    finally:
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    total = time.perf_counter() - t0
+
+    code = code_under_test()
+    machine = {"nproc": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+               "box_python": result.pop("box_python"),
+               "textual": metadata.version("textual"), "asyncssh": metadata.version("asyncssh"),
+               "platform": platform.platform(), "date": datetime.now(UTC).isoformat(),
+               "loadavg": [round(v, 2) for v in os.getloadavg()]}
+    print()
+    print(f"gpurent-tui panel benchmark, {machine['date']}")
+    print(f"machine: nproc {machine['nproc']}, python {machine['python']}, textual "
+          f"{machine['textual']}, asyncssh {machine['asyncssh']}, {machine['platform']}, "
+          f"load average now {machine['loadavg']}")
+    print(f"code: {code['tui_from']} at {code['commit']}" + (
+        f", uncommitted changes in {len(code['uncommitted'])} file(s): "
+        + ", ".join(code["uncommitted"][:6]) if code["uncommitted"] else ", clean"))
+    print(f"fleet: {args.boxes} sshd boxes on 127.0.0.1 x {args.runs} runs x {args.epochs} "
+          f"epochs; headless {SIZE[0]}x{SIZE[1]}; CPU in % of one core")
+    print()
+    print_report(result, args)
+    others = max(w["others_cpu_pct"] for w in (result["idle"], result["keys_idle_cpu"],
+                                                 result["keys_load_cpu"], result["load"]))
+    if others > 20:
+        print(f"WARNING: other processes used up to {others:.0f} % of a core during the "
+              f"windows (load average {machine['loadavg']}): wall-clock figures (latency, "
+              "start-up) are inflated; CPU seconds of the panel much less so")
+    print(f"total benchmark time {total:.0f} s")
+    doc = {"benchmark": "gpurent-tui/panel", "machine": machine, "code": code,
+           "args": vars(args),
+           **result, "total_s": round(total, 1)}
+    print(json.dumps(doc, separators=(",", ":"), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
