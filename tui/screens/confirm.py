@@ -41,8 +41,8 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(self.title_text, style="bold"))
-            yield Static(self.body)
-            yield Static("y: go ahead    n / escape: cancel", id="keys")
+            yield Static(Text(self.body))
+            yield Static(Text("y: go ahead    n / escape: cancel"), id="keys")
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
@@ -74,18 +74,18 @@ class DestroyScreen(ModalScreen[str | None]):
             yield Static(Text(f"Destroy {self.box}? Nothing on it survives; billing stops.",
                               style="bold"))
             lost = "\n".join(f"  - {line}" for line in self.losses) or "  (no runs seen)"
-            yield Static(f"Lost with it:\n{lost}")
+            yield Static(Text(f"Lost with it:\n{lost}"))
             if self.unpushed:
                 files = "\n".join(f"  ! {u.run}: {', '.join(u.files)} ({u.reason})"
                                   for u in self.unpushed)
                 yield Static(Text(f"REFUSED: checkpoints newer than their last verified push:\n"
                                   f"{files}", style="bold red"))
-                yield Static("p: push, verify, then destroy (one action)\n"
-                             f"t: type {self.box!r} and press enter to destroy anyway\n"
-                             "escape: cancel", id="keys")
+                yield Static(Text("p: push, verify, then destroy (one action)\n"
+                                  f"t: type {self.box!r} and press enter to destroy anyway\n"
+                                  "escape: cancel"), id="keys")
             else:
-                yield Static(f"type {self.box!r} and press enter to destroy; escape: cancel",
-                             id="keys")
+                yield Static(Text(f"type {self.box!r} and press enter to destroy; "
+                                  "escape: cancel"), id="keys")
             yield Input(placeholder=f"type {self.box} to confirm", id="typed")
 
     def on_mount(self) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -33,7 +34,7 @@ def cost_table(cost: FleetCost) -> Table:
         if box.budget_usd is not None:
             budget = f"{100 * box.accrued_usd / box.budget_usd:.0f}% of {usd(box.budget_usd)}"
         table.add_row(
-            name, rates.state,
+            Text(name), rates.state,
             usd(rate.usd_per_hr) if rate else "?", rate.source if rate else "-",
             usd(box.accrued_usd), usd(box.today_usd),
             usd(rates.stopped.usd_per_hr) if rates.stopped else ("n/a" if not rates.can_stop
@@ -97,7 +98,7 @@ class CostScreen(Screen[None]):
         self.cost = cost
         self.events = list(events)
         self.query_one("#table", Static).update(cost_table(cost))
-        self.query_one("#notes", Static).update(notes(cost))
+        self.query_one("#notes", Static).update(Text(notes(cost)))
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()

@@ -33,9 +33,11 @@ def journal_table(entries: Sequence[Mapping[str, Any]], limit: int = 500) -> Tab
             verified = "verified" if entry.get("verified") else "NOT verified"
             words = (f"{len(files)} files, {size / 1e6:.1f} MB -> {entry.get('destination')} "
                      f"({verified}). {words}")
-        table.add_row(stamp, str(entry.get("box") or ""), str(entry.get("run") or ""),
-                      str(entry.get("action") or ""),
-                      Text(outcome, style=OUTCOME_STYLE.get(outcome, "")), words)
+        # Text cells, never str: a str is parsed as markup, and a run named "[/]" must
+        # not break the screen.
+        table.add_row(Text(stamp), Text(str(entry.get("box") or "")),
+                      Text(str(entry.get("run") or "")), Text(str(entry.get("action") or "")),
+                      Text(outcome, style=OUTCOME_STYLE.get(outcome, "")), Text(words))
     return table
 
 
@@ -56,6 +58,6 @@ class JournalScreen(Screen[None]):
             if self.entries:
                 yield Static(journal_table(self.entries))
             else:
-                yield Static("no actions yet: p pushes a run, s stops a box, D destroys one",
-                             id="empty")
+                yield Static(Text("no actions yet: p pushes a run, s stops a box, "
+                                  "D destroys one"), id="empty")
         yield Footer()
