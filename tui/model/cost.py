@@ -96,6 +96,8 @@ def usd(value: float) -> str:
     """Dollars with the precision a rate or a total needs ($0.0694/hr, $12.40)."""
     if value == 0:
         return "$0"
+    if 0 < abs(value) < 0.0001:
+        return "<$0.0001" if value > 0 else "-<$0.0001"
     if abs(value) < 1:
         return f"${value:.4f}"
     return f"${value:,.2f}"
