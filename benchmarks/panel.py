@@ -419,73 +419,92 @@ async def live_phase(args: argparse.Namespace, fleet: FleetConfig, runs: dict[st
 
     app.frame_hooks += [first_data, all_data]
     out: dict[str, Any] = {}
-    async with app.run_test(size=SIZE) as pilot:
-        marks["run_test_entered"] = time.perf_counter()
-        await until(app, lambda: "all_data" in marks, args.load_timeout, "every run's history")
-        await pilot.pause()
-        gc.collect()
-        out["startup"] = {
-            "first_frame_s": round(app.frames[0] - start, 3),
-            "run_test_entered_s": round(marks["run_test_entered"] - start, 3),
-            "first_run_on_screen_s": round(marks["first_data"] - start, 3),
-            "all_history_on_screen_s": round(marks["all_data"] - start, 3)}
-        out["memory"] = {"rss_before_app_mib": mib(rss_before),
-                         "rss_loaded_mib": mib(vm_kib("VmRSS")),
-                         "rss_delta_mib": mib(vm_kib("VmRSS") - rss_before),
-                         "rss_peak_mib": mib(vm_kib("VmHWM")),
-                         "ru_maxrss_mib": mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)}
-        print(f"  loaded {expected_rows} runs x {args.epochs} epochs in "
-              f"{marks['all_data'] - start:.1f} s; settling {args.settle:.0f} s, then "
-              f"{args.idle:.0f} s idle ...", flush=True)
-
-        await asyncio.sleep(args.settle)
-        with CpuWindow(app, sshd_pids) as idle:
-            await asyncio.sleep(args.idle)
-        out["idle"] = idle.summary()
-        if args.profile > 0:
-            profile = cProfile.Profile(time.process_time)
-            profile.enable()
-            await asyncio.sleep(args.profile)
-            profile.disable()
-            out["idle_profile"] = profile_summary(profile, args.profile)
-
-        print(f"  {args.presses} key presses idle ...", flush=True)
-        with CpuWindow(app, sshd_pids) as keys:
-            out["keys_idle"] = await key_latencies(app, args.presses, args.key_budget, rng)
-        out["keys_idle_cpu"] = keys.summary()
-        out["pilot_idle"] = await pilot_latencies(pilot, app, args.pilot_presses,
-                                                  args.pilot_budget)
-
-        print(f"  {args.presses} key presses while every box refreshes every "
-              f"{args.load_period:g} s and every run advances ...", flush=True)
-        writer = Writer(runs)
-        ticker = asyncio.create_task(writer.loop(app, args.load_period))
-        try:
-            await asyncio.sleep(2 * args.load_period)
-            cpu0 = writer.cpu_so_far()
-            with CpuWindow(app, sshd_pids) as load:  # no keys: what the refreshes cost
-                await asyncio.sleep(args.load_window)
-            harness = writer.cpu_so_far() - cpu0
-            with CpuWindow(app, sshd_pids) as keys:
-                out["keys_load"] = await key_latencies(app, args.presses, args.key_budget,
-                                                       rng)
-            out["keys_load_cpu"] = keys.summary(writer.cpu_so_far() - cpu0 - harness)
-            out["pilot_load"] = await pilot_latencies(pilot, app, args.pilot_presses,
-                                                      args.pilot_budget)
-        finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-        out["load"] = {**load.summary(harness), "writer_cpu_s": round(harness, 3),
-                       "epochs_written_per_run": writer.ticks}
-        for watcher in app.watchers:
-            watcher.poke()
-        caught = time.perf_counter()
-        await until(app, lambda: fully_loaded(list(app.states.values()), runs), 30.0,
-                    "the panel to catch up with the advanced runs")
-        out["load"]["caught_up_after_s"] = round(time.perf_counter() - caught, 2)
-        out["states"] = list(app.states.values())
+    completed = False
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            completed = await measure_live(app, pilot, args, runs, sshd_pids, rng, marks,
+                                           start, rss_before, out)
+    except Exception as exc:
+        # A panel that raises while it shuts down (a box update landing after the
+        # screens are gone) is a finding, not a reason to lose every figure.
+        if not completed:
+            raise
+        out["exit_error"] = f"{type(exc).__name__}: {exc}"
     return out
+
+
+async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespace,
+                       runs: dict[str, list[Run]], sshd_pids: Sequence[int], rng: random.Random,
+                       marks: dict[str, float], start: float, rss_before: int,
+                       out: dict[str, Any]) -> bool:
+    """The live app's measurements, in order; fills `out` and returns True when all done."""
+    expected_rows = args.boxes * args.runs
+    marks["run_test_entered"] = time.perf_counter()
+    await until(app, lambda: "all_data" in marks, args.load_timeout, "every run's history")
+    await pilot.pause()
+    gc.collect()
+    out["startup"] = {
+        "first_frame_s": round(app.frames[0] - start, 3),
+        "run_test_entered_s": round(marks["run_test_entered"] - start, 3),
+        "first_run_on_screen_s": round(marks["first_data"] - start, 3),
+        "all_history_on_screen_s": round(marks["all_data"] - start, 3)}
+    out["memory"] = {"rss_before_app_mib": mib(rss_before),
+                     "rss_loaded_mib": mib(vm_kib("VmRSS")),
+                     "rss_delta_mib": mib(vm_kib("VmRSS") - rss_before),
+                     "rss_peak_mib": mib(vm_kib("VmHWM")),
+                     "ru_maxrss_mib": mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)}
+    print(f"  loaded {expected_rows} runs x {args.epochs} epochs in "
+          f"{marks['all_data'] - start:.1f} s; settling {args.settle:.0f} s, then "
+          f"{args.idle:.0f} s idle ...", flush=True)
+
+    await asyncio.sleep(args.settle)
+    with CpuWindow(app, sshd_pids) as idle:
+        await asyncio.sleep(args.idle)
+    out["idle"] = idle.summary()
+    if args.profile > 0:
+        profile = cProfile.Profile(time.process_time)
+        profile.enable()
+        await asyncio.sleep(args.profile)
+        profile.disable()
+        out["idle_profile"] = profile_summary(profile, args.profile)
+
+    print(f"  {args.presses} key presses idle ...", flush=True)
+    with CpuWindow(app, sshd_pids) as keys:
+        out["keys_idle"] = await key_latencies(app, args.presses, args.key_budget, rng)
+    out["keys_idle_cpu"] = keys.summary()
+    out["pilot_idle"] = await pilot_latencies(pilot, app, args.pilot_presses,
+                                              args.pilot_budget)
+
+    print(f"  {args.presses} key presses while every box refreshes every "
+          f"{args.load_period:g} s and every run advances ...", flush=True)
+    writer = Writer(runs)
+    ticker = asyncio.create_task(writer.loop(app, args.load_period))
+    try:
+        await asyncio.sleep(2 * args.load_period)
+        cpu0 = writer.cpu_so_far()
+        with CpuWindow(app, sshd_pids) as load:  # no keys: what the refreshes cost
+            await asyncio.sleep(args.load_window)
+        harness = writer.cpu_so_far() - cpu0
+        with CpuWindow(app, sshd_pids) as keys:
+            out["keys_load"] = await key_latencies(app, args.presses, args.key_budget,
+                                                   rng)
+        out["keys_load_cpu"] = keys.summary(writer.cpu_so_far() - cpu0 - harness)
+        out["pilot_load"] = await pilot_latencies(pilot, app, args.pilot_presses,
+                                                  args.pilot_budget)
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+    out["load"] = {**load.summary(harness), "writer_cpu_s": round(harness, 3),
+                   "epochs_written_per_run": writer.ticks}
+    for watcher in app.watchers:
+        watcher.poke()
+    caught = time.perf_counter()
+    await until(app, lambda: fully_loaded(list(app.states.values()), runs), 30.0,
+                "the panel to catch up with the advanced runs")
+    out["load"]["caught_up_after_s"] = round(time.perf_counter() - caught, 2)
+    out["states"] = list(app.states.values())
+    return True
 
 
 async def fixed_phase(args: argparse.Namespace, fleet: FleetConfig, states: list[BoxState],
@@ -598,7 +617,8 @@ def code_under_test() -> dict[str, Any]:
 
     dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
     return {"commit": git("rev-parse", "--short", "HEAD"), "tui_from": str(Path(
-        tui.__file__).parent), "uncommitted": [line[3:] for line in dirty.splitlines()]}
+        tui.__file__).parent), "uncommitted": [line.split(maxsplit=1)[-1]
+                                                for line in dirty.splitlines()]}
 
 
 # --- the fleet -------------------------------------------------------------------
@@ -785,6 +805,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"epochs; headless {SIZE[0]}x{SIZE[1]}; CPU in % of one core")
     print()
     print_report(result, args)
+    if "exit_error" in result:
+        print(f"NOTE: the live panel raised as it shut down: {result['exit_error']}")
     others = max(w["others_cpu_pct"] for w in (result["idle"], result["keys_idle_cpu"],
                                                  result["keys_load_cpu"], result["load"]))
     if others > 20:
