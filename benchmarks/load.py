@@ -410,73 +410,86 @@ async def panel_child(spec: Spec, n: int, presses: int, key_budget: float,
                 and len([r for r in app.query(RunRow) if r.display]) == expected
                 and app.focused is not None)
 
-    async with app.run_test(size=SIZE) as pilot:
-        while not loaded():
-            if time.perf_counter() - start > 300:
-                raise SystemExit(f"N={n}: the panel did not load every run within 300 s")
-            await asyncio.sleep(0.02)
-        await pilot.pause()
-        out["load_s"] = round(time.perf_counter() - start, 2)
-        gc.collect()
-        out["rss_base_mib"] = round(rss_base / 1024, 1)
-        out["rss_loaded_mib"] = round(vm_kib("VmRSS") / 1024, 1)
-        await asyncio.sleep(1.0)
-        # Idle: no refresh in flight, no key; only the panel's 1 s clock tick runs.
-        cpu, wall, frames = time.process_time(), time.perf_counter(), app.frames
-        await asyncio.sleep(IDLE_S)
-        wall = time.perf_counter() - wall
-        out["idle"] = {"wall_s": round(wall, 1),
-                       "app_cpu_pct": round(100 * (time.process_time() - cpu) / wall, 1),
-                       "frames_per_s": round((app.frames - frames) / wall, 1)}
-
-        cpu, wall, frames = time.process_time(), time.perf_counter(), app.frames
-        out["quiet"] = await press_keys(app, presses, key_budget, rng)
-        wall = time.perf_counter() - wall
-        out["quiet"]["app_cpu_pct"] = round(100 * (time.process_time() - cpu) / wall, 1)
-        out["quiet"]["frames_per_s"] = round((app.frames - frames) / wall, 1)
-
-        writer = Writer(runs)
-        ticker = asyncio.create_task(writer.loop(app))
-        try:
-            while len(writer.walls) < 1:  # the first round: every box caught up
-                await asyncio.sleep(0.05)
+    complete = False
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            while not loaded():
+                if time.perf_counter() - start > 300:
+                    raise SystemExit(f"N={n}: the panel did not load every run within 300 s")
+                await asyncio.sleep(0.02)
+            await pilot.pause()
+            out["load_s"] = round(time.perf_counter() - start, 2)
+            gc.collect()
+            out["rss_base_mib"] = round(rss_base / 1024, 1)
+            out["rss_loaded_mib"] = round(vm_kib("VmRSS") / 1024, 1)
+            await asyncio.sleep(1.0)
+            # Idle: no refresh in flight, no key; only the panel's 1 s clock tick runs.
             cpu, wall, frames = time.process_time(), time.perf_counter(), app.frames
-            box_cpu, busy, wcpu = tree_cpu_seconds(pids), machine_busy_seconds(), writer.cpu
-            first_round = len(writer.walls)
-            profile = cProfile.Profile(time.process_time) if profiled else None
-            if profile is not None:
-                profile.enable()
-            out["load"] = await press_keys(app, presses, key_budget, rng)
-            while len(writer.walls) - first_round < load_rounds:  # at least this many
-                await asyncio.sleep(0.05)
-            if profile is not None:
-                profile.disable()
-                out["profile"] = profile_summary(profile)
+            await asyncio.sleep(IDLE_S)
             wall = time.perf_counter() - wall
-            app_cpu = time.process_time() - cpu - (writer.cpu - wcpu)
-            box_cpu = tree_cpu_seconds(pids) - box_cpu
-            busy = machine_busy_seconds() - busy
-        finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-        walls = writer.walls[first_round:]
-        out["load"].update({
-            "wall_s": round(wall, 1), "rounds": len(walls),
-            "round_wall_s_median": round(statistics.median(walls), 3),
-            "app_cpu_pct": round(100 * app_cpu / wall, 1),
-            "boxes_cpu_pct": round(100 * box_cpu / wall, 1),
-            "others_cpu_pct": round(100 * max(0.0, busy - app_cpu - box_cpu
-                                               - (writer.cpu - wcpu)) / wall, 1),
-            "frames_per_s": round((app.frames - frames) / wall, 1)})
-        gc.collect()
-        out["rss_after_mib"] = round(vm_kib("VmRSS") / 1024, 1)
-        out["rss_peak_mib"] = round(vm_kib("VmHWM") / 1024, 1)
-        # Stop the watchers and drain their messages before run_test tears the screens
-        # down: a BoxUpdated handled after that raises IndexError in on_box_updated.
-        app.workers.cancel_all()
-        await asyncio.sleep(0.5)
-        await pilot.pause()
+            out["idle"] = {"wall_s": round(wall, 1),
+                           "app_cpu_pct": round(100 * (time.process_time() - cpu) / wall, 1),
+                           "frames_per_s": round((app.frames - frames) / wall, 1)}
+
+            cpu, wall, frames = time.process_time(), time.perf_counter(), app.frames
+            out["quiet"] = await press_keys(app, presses, key_budget, rng)
+            wall = time.perf_counter() - wall
+            out["quiet"]["app_cpu_pct"] = round(100 * (time.process_time() - cpu) / wall, 1)
+            out["quiet"]["frames_per_s"] = round((app.frames - frames) / wall, 1)
+
+            writer = Writer(runs)
+            ticker = asyncio.create_task(writer.loop(app))
+            try:
+                while len(writer.walls) < 1:  # the first round: every box caught up
+                    await asyncio.sleep(0.05)
+                cpu, wall, frames = time.process_time(), time.perf_counter(), app.frames
+                box_cpu, busy, wcpu = tree_cpu_seconds(pids), machine_busy_seconds(), writer.cpu
+                first_round = len(writer.walls)
+                profile = cProfile.Profile(time.process_time) if profiled else None
+                if profile is not None:
+                    profile.enable()
+                out["load"] = await press_keys(app, presses, key_budget, rng)
+                while len(writer.walls) - first_round < load_rounds:  # at least this many
+                    await asyncio.sleep(0.05)
+                if profile is not None:
+                    profile.disable()
+                    out["profile"] = profile_summary(profile)
+                wall = time.perf_counter() - wall
+                app_cpu = time.process_time() - cpu - (writer.cpu - wcpu)
+                box_cpu = tree_cpu_seconds(pids) - box_cpu
+                busy = machine_busy_seconds() - busy
+            finally:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+            walls = writer.walls[first_round:]
+            out["load"].update({
+                "wall_s": round(wall, 1), "rounds": len(walls),
+                "round_wall_s_median": round(statistics.median(walls), 3),
+                "app_cpu_pct": round(100 * app_cpu / wall, 1),
+                "boxes_cpu_pct": round(100 * box_cpu / wall, 1),
+                "others_cpu_pct": round(100 * max(0.0, busy - app_cpu - box_cpu
+                                                   - (writer.cpu - wcpu)) / wall, 1),
+                "frames_per_s": round((app.frames - frames) / wall, 1)})
+            gc.collect()
+            out["rss_after_mib"] = round(vm_kib("VmRSS") / 1024, 1)
+            out["rss_peak_mib"] = round(vm_kib("VmHWM") / 1024, 1)
+            crash = getattr(app, "_exception", None)
+            if crash is not None:
+                raise SystemExit(f"N={n}: the panel crashed during the measurements: {crash!r}")
+            # Stop the watchers and drain their messages before run_test tears the screens
+            # down: a BoxUpdated handled after that raises IndexError in on_box_updated.
+            app.workers.cancel_all()
+            await asyncio.sleep(0.5)
+            await pilot.pause()
+            complete = True
+    except Exception as exc:
+        # A panel that raises while it shuts down (a box update or its clock tick
+        # landing after the screens are gone) is a finding, not a reason to lose
+        # every figure.
+        if not complete:
+            raise
+        out["exit_error"] = f"{type(exc).__name__}: {exc}"
     return out
 
 
@@ -729,6 +742,10 @@ def print_report(results: dict[int, dict[str, Any]], box: dict[str, Any],
                   "own functions by cumulative CPU")
             for item in prof["ours_cumulative"]:
                 print(f"    {item['cum_s']:>7.2f} s {item['calls']:>8} calls  {item['where']}")
+    for n in ns:
+        if panel[n].get("exit_error"):
+            print(f"  N={n}: the panel raised while shutting down (after every figure was "
+                  f"taken): {panel[n]['exit_error']}")
     print(f"setup: {max(ns)} sshd started and runs written in {setup_s:.1f} s")
 
 
