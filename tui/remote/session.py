@@ -246,6 +246,13 @@ class BoxSession:
                 raise BoxError(Connection.UNREACHABLE,
                                f"box {self.box.name}: connection lost during the probe "
                                f"({exc})") from None
+            if result.exit_status is None and not result.exit_signal:
+                # asyncssh returns (not raises) when the connection drops mid-answer: a
+                # truncated answer is the network's fault, not the probe's.
+                await self.close()
+                raise BoxError(Connection.UNREACHABLE,
+                               f"box {self.box.name}: connection lost during the probe (the "
+                               f"session ended without an exit status)")
         stdout = result.stdout if isinstance(result.stdout, bytes) else b""
         stderr = result.stderr if isinstance(result.stderr, bytes) else b""
         self.last_bytes_out, self.last_bytes_in = len(payload), len(stdout) + len(stderr)
