@@ -143,15 +143,28 @@ class BoxSession:
     async def _connect_hop(self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None,
                            is_target: bool) -> asyncssh.SSHClientConnection:
         who = f"box {self.box.name}" if is_target else f"jump host {hop.label}"
+        keys = []
         for key_file in hop.identity_files:
-            if not Path(key_file).is_file():
+            if not Path(key_file).exists():
                 raise BoxError(Connection.AUTH_FAILED,
                                f"{who}: identity file {key_file} does not exist")
+            if not Path(key_file).is_file():
+                raise BoxError(Connection.AUTH_FAILED,
+                               f"{who}: identity file {key_file} is not a file")
+            # Loaded here, one by one, so an unreadable or garbled key is named and is
+            # auth_failed (asyncssh would report it as a network error or without a name).
+            try:
+                keys.extend(asyncssh.load_keypairs([key_file]))
+            except (asyncssh.KeyImportError, OSError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise BoxError(Connection.AUTH_FAILED,
+                               f"{who}: cannot load identity file {key_file}: {reason}") \
+                    from None
         client = _Client(hop, self.store)
         try:
             conn = await asyncio.wait_for(asyncssh.connect(
                 hop.host, hop.port, tunnel=tunnel if tunnel is not None else (),
-                username=hop.user, client_keys=list(hop.identity_files) or (),
+                username=hop.user, client_keys=keys or (),
                 known_hosts=self.store.trusted(), config=None,
                 client_factory=lambda: client,
                 connect_timeout=self.timeout, login_timeout=self.timeout,
@@ -178,7 +191,7 @@ class BoxSession:
             raise BoxError(Connection.UNREACHABLE,
                            f"{who}: the jump host could not reach {hop.host}:{hop.port} "
                            f"({exc.reason})") from None
-        except asyncssh.KeyImportError as exc:
+        except asyncssh.KeyImportError as exc:  # a default key (no identity_file given)
             raise BoxError(Connection.AUTH_FAILED, f"{who}: cannot load identity file: {exc}") \
                 from None
         except asyncssh.DisconnectError as exc:
