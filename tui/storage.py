@@ -27,7 +27,7 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." past the stack
             skipped += 1
             continue
         if isinstance(record, dict):

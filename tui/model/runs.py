@@ -130,8 +130,9 @@ def parse_metrics(chunk: str) -> tuple[list[dict[str, Any]], list[str]]:
             continue
         try:
             record = json.loads(line)
-        except ValueError as exc:
-            problems.append(f"metrics.jsonl line {number} of this read is not JSON ({exc.msg})")
+        except (ValueError, RecursionError) as exc:  # "[[[[..." nests past the stack
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            problems.append(f"metrics.jsonl line {number} of this read is not JSON ({why})")
             continue
         if not isinstance(record, dict) or whole(record.get("epoch")) is None:
             problems.append(f"metrics.jsonl line {number} of this read has no epoch")

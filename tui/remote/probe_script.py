@@ -27,6 +27,7 @@ PROBE_VERSION = 1
 RUN_MARKERS = ("status.json", "metrics.jsonl", "results.csv")
 SKIP_DIRS = ("weights", "val", "__pycache__", ".git")
 HEAD_BYTES = 256
+MAX_STATUS_DEPTH = 32
 PID_START_SLACK = 120  # seconds a run's process may start before its started_at says
 GPU_FIELDS = ("index,name,utilization.gpu,memory.used,memory.total,"
               "temperature.gpu,power.draw")
@@ -137,12 +138,37 @@ def read_status(run_dir, cursor, out):
     try:
         with open(path, "rb") as f:
             raw = f.read(1 << 20)
-        status = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError) as exc:
+        status = json.loads(raw.decode("utf-8"), parse_int=_json_int)
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: "[[[[..."
         out["status_error"] = _errstr(exc)
+        return None
+    if _nested_deeper(status, MAX_STATUS_DEPTH):
+        # LibreYOLO nests 3 levels; a document nested hundreds deep would make the
+        # client's JSON parser overflow its stack on the whole answer, every box run.
+        out["status_error"] = "status.json is nested deeper than %d levels" % MAX_STATUS_DEPTH
         return None
     out["status"] = status
     return status
+
+
+def _json_int(text):
+    """Python 3.11+ refuses int() past 4300 digits, older ones do not, and the client
+    is 3.11+: an absurd integer field reads as a float (inf) on every box, so it costs
+    that field, not the run (3.11+) or the whole box's answer (older pythons)."""
+    return int(text) if len(text) <= 4000 else float(text)
+
+
+def _nested_deeper(value, limit):
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
 
 
 def list_weights(run_dir, cursor, out):

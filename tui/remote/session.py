@@ -66,7 +66,10 @@ def decode_answer(data: bytes) -> dict[str, Any]:
     """The probe answers zlib-compressed JSON (plain JSON is accepted too)."""
     if data[:1] != b"{":
         data = zlib.decompress(data)
-    answer = json.loads(data)
+    try:
+        answer = json.loads(data)
+    except RecursionError:  # the probe refuses deep documents; an older probe might not
+        raise ValueError("answer is nested too deeply to read") from None
     if not isinstance(answer, dict):
         raise ValueError("answer is not a JSON object")
     return answer
