@@ -328,8 +328,8 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     elif "status_error" in raw:
         status_problem = f"status.json could not be read: {raw['status_error']}"
         cursor = replace(cursor, s_sig=None)
-    elif raw.get("status_missing"):
-        status, status_problem = None, None
+    elif raw.get("status_missing") and not raw.get("vanished"):
+        status, status_problem = None, None  # (a vanished run keeps its last status)
     if status is not None:
         cursor = replace(cursor, pid=whole(status.get("pid")),
                          started_at=text(status.get("started_at")))

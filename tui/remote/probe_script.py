@@ -279,6 +279,8 @@ def probe_run(run_dir, root, name, cursor, req, boot_time):
         out.setdefault("errors", []).append(_errstr(exc))
     except Exception as exc:  # one broken run must not hide the others
         out.setdefault("errors", []).append(_errstr(exc))
+    if not os.path.isdir(run_dir):
+        out["vanished"] = True  # deleted while we read it: what is missing is not news
     return out
 
 
