@@ -197,7 +197,8 @@ def fold_failure(prev: BoxState, connection: Connection, error: str, now: float,
 
 
 def probe_request(state: BoxState, roots: tuple[str, ...], *, log_cap: int = 16384,
-                  metrics_cap: int = 1 << 20, max_runs: int = 1000) -> dict[str, Any]:
+                  metrics_cap: int = 1 << 20, max_runs: int = 1000,
+                  gpu_timeout: float = 10.0) -> dict[str, Any]:
     """The request for the next refresh: what the client already holds of each run."""
     return {
         "roots": list(roots),
@@ -206,6 +207,7 @@ def probe_request(state: BoxState, roots: tuple[str, ...], *, log_cap: int = 163
         "metrics_cap": metrics_cap,
         "max_runs": max_runs,
         "gpu": True,
+        "gpu_timeout": gpu_timeout,
     }
 
 

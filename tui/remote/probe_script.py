@@ -9,7 +9,7 @@ refresh grow with what changed, not with the length of a run's history.
 
 Request (a `REQUEST` string literal the client appends, with the call to main):
   {"roots": [...], "runs": {path: cursor}, "log_cap": int, "metrics_cap": int,
-   "max_runs": int, "gpu": bool}
+   "max_runs": int, "gpu": bool, "gpu_timeout": seconds}
 where a cursor is what the client got back last time for that run:
   {"s_sig", "w_sig", "m_off", "m_id", "m_head", "l_off", "l_id", "l_head"}.
 """
@@ -345,16 +345,16 @@ def disk_rows(root_rows):
     return rows
 
 
-def gpu_rows():
+def gpu_rows(timeout=10.0):
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {"absent": True}
     try:
         proc = subprocess.run(
             [exe, "--query-gpu=" + GPU_FIELDS, "--format=csv,noheader,nounits"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": "nvidia-smi did not answer within 10 s"}
+        return {"error": "nvidia-smi did not answer within %g s" % timeout}
     except OSError as exc:
         return {"error": _errstr(exc)}
     text = proc.stdout.decode("utf-8", "replace")
@@ -385,7 +385,7 @@ def build_answer(req):
     if truncated:
         answer["truncated"] = True
     if req.get("gpu", True):
-        answer["gpus"] = gpu_rows()
+        answer["gpus"] = gpu_rows(req.get("gpu_timeout", 10.0))
     return answer
 
 

@@ -60,7 +60,10 @@ class BoxWatcher:
         rounds = MAX_CATCH_UP_ROUNDS if catch_up else 1
         try:
             for _ in range(rounds):
-                request = probe_request(self.state, self.box.runs_roots)
+                # A hung nvidia-smi (a GPU fallen off the bus) must cost the GPU rows,
+                # not the whole answer: give up on it well within the box's timeout.
+                request = probe_request(self.state, self.box.runs_roots,
+                                        gpu_timeout=min(10.0, self.session.timeout / 3))
                 answer = await self.session.run_probe(request)
                 self.state = fold_answer(self.state, answer, self._clock(),
                                          self.fleet.refresh_seconds)
