@@ -95,8 +95,11 @@ class BoxWatcher:
         try:
             catch_up = True
             while True:
-                on_update(await self.refresh(catch_up=catch_up))
-                catch_up = False
+                state = await self.refresh(catch_up=catch_up)
+                on_update(state)
+                # Catch up until a refresh succeeds, and again after any failure: a box
+                # that was down at the start (or for long) holds more than one read.
+                catch_up = state.connection is not Connection.OK
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.next_delay())
