@@ -50,6 +50,15 @@ def run_main_line(run: RunState) -> Text:
     return text
 
 
+def clock_time(stamp: float) -> str | None:
+    """HH:MM on the local clock, or None for a time no clock can show (an ETA of 1e18 s
+    in a hand-edited or corrupt status.json must not take the panel down)."""
+    try:
+        return time.strftime("%H:%M", time.localtime(stamp))
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
                     pushed: str | None = None) -> Text:
     """The second line: why (for runs in trouble), else best metric, end time, age."""
@@ -67,8 +76,9 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
         parts.append(best)
     if run.train_loss is not None:
         parts.append(f"loss {run.train_loss:.4g}")
-    if run.eta_seconds is not None:
-        parts.append("ends " + time.strftime("%H:%M", time.localtime(now + run.eta_seconds)))
+    ends = clock_time(now + run.eta_seconds) if run.eta_seconds is not None else None
+    if ends is not None:
+        parts.append(f"ends {ends}")
     money = run_money(cost)
     if money:
         parts.append(money)
@@ -78,6 +88,16 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
     if updated is not None and run.box_time is not None:
         parts.append(f"updated {format_age(run.box_time - updated)} ago")
     return Text(" · ".join(parts), style="dim")
+
+
+def spark_values(values: list[float]) -> list[float]:
+    """Values the Sparkline can draw: it sums and subtracts them, so a loss of 1e308 next
+    to -1e308 would overflow into NaN and kill the render. Such series are scaled into
+    [-1, 1] (the shape is what a sparkline shows)."""
+    peak = max((abs(v) for v in values), default=0.0)
+    if peak <= 1e300:
+        return values
+    return [v / peak for v in values]
 
 
 class RunRow(Vertical, can_focus=True):
@@ -121,7 +141,7 @@ class RunRow(Vertical, can_focus=True):
         if len(run.history) != self._history_len:
             # Sparkline redraws only when given a new list.
             self._history_len = len(run.history)
-            self.query_one(Sparkline).data = run.loss_history[-SPARK_POINTS:]
+            self.query_one(Sparkline).data = spark_values(run.loss_history[-SPARK_POINTS:])
 
 
 def matches(run: RunState, text: str) -> bool:

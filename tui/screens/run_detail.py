@@ -18,6 +18,7 @@ from tui.model.runs import RunState, format_age, short_metric_name
 from widgets import badge
 
 SERIES = ("both", "loss", "metric")
+CHART_LIMIT = 1e100
 _LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d) \| (\w+)\s*\| ")
 
 
@@ -138,6 +139,12 @@ class RunDetail(Screen[None]):
         plt.clear_figure()
         losses = [(p.epoch, p.loss) for p in run.history if p.loss is not None]
         metrics = [(p.epoch, p.metric) for p in run.history if p.metric is not None]
+        # plotext overflows (and the screen dies) on a span near 1e308: a corrupt
+        # metrics line with such a value is left off the chart and counted.
+        drawable = len(losses) + len(metrics)
+        losses = [(e, v) for e, v in losses if abs(v) <= CHART_LIMIT]
+        metrics = [(e, v) for e, v in metrics if abs(v) <= CHART_LIMIT]
+        off_chart = drawable - len(losses) - len(metrics)
         metric_name = short_metric_name(
             next((p.metric_name for p in reversed(run.history) if p.metric_name), None)
         ) or "metric"
@@ -153,7 +160,8 @@ class RunDetail(Screen[None]):
             plt.xticks(list(range(epochs[0], epochs[-1] + 1, step)))
         plt.xlabel("epoch")
         shown = "loss and " + metric_name if self.series == "both" else self.series
-        plt.title(f"{run.name}: {shown}")
+        off = f" ({off_chart} value(s) beyond ±1e100 not drawn)" if off_chart else ""
+        plt.title(f"{run.name}: {shown}{off}")
         plot.refresh()
         self._drawn = (len(run.history), self.series)
 
