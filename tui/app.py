@@ -14,6 +14,7 @@ from typing import ClassVar
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
@@ -272,7 +273,7 @@ class GpurentApp(App[None]):
         self.post_message(ActionProgress(box, None))
         self._show_pushes()
         self.notify("\n".join(lines) or "done", severity="information" if code == 0 else "error",
-                    timeout=12)
+                    timeout=12, markup=False)
         for watcher in self.watchers:
             if watcher.box.name == box:
                 watcher.poke()
@@ -495,6 +496,7 @@ class GpurentApp(App[None]):
                             "spend over time", self.action_costs)
         for box in self.states.values():
             for run in box.runs:
+                # The palette reads both as markup: a run named "[/]" would crash it.
                 yield SystemCommand(
-                    f"Open {box.name}/{run.name}", f"{run.health}: {run.reason}",
+                    escape(f"Open {box.name}/{run.name}"), escape(f"{run.health}: {run.reason}"),
                     lambda b=box.name, p=run.path: self.open_run(b, p))

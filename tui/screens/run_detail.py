@@ -43,8 +43,10 @@ def fields_table(run: RunState) -> Table:
     status = run.status or {}
 
     def row(label: str, value: object) -> None:
+        # Text, not str: a str cell is parsed as Rich markup, and a run named
+        # "[/]" (or a status field holding one) would crash the screen.
         if value is not None and value != "":
-            table.add_row(label, str(value))
+            table.add_row(label, Text(str(value)))
 
     row("state", run.state)
     row("epoch", f"{run.current_epoch}/{run.total_epochs}")
@@ -75,7 +77,7 @@ def fields_table(run: RunState) -> Table:
             age = ""
             if run.box_time is not None:
                 age = f"{format_age(run.box_time - weight.mtime)} ago"
-            table.add_row(weight.name, f"{format_bytes(weight.size):>9}  {age}")
+            table.add_row(Text(weight.name), f"{format_bytes(weight.size):>9}  {age}")
     return table
 
 
