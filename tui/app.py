@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import ClassVar
 
 from textual import events
@@ -105,6 +106,7 @@ class GpurentApp(App[None]):
         self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
         self._over_budget: set[str] = set()
         self._budget_acted: set[str] = set()
+        self._said: set[str] = set()  # storage problems already notified
 
     def compose(self) -> ComposeResult:
         field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
@@ -125,6 +127,7 @@ class GpurentApp(App[None]):
         if self.live:
             self.set_interval(1.0, self._tick)
         self._show_pushes()
+        self._storage_notices()  # before the first cost update replaces a read problem
         if self.meter is not None:
             self._update_cost()
             if self.live:
@@ -172,11 +175,28 @@ class GpurentApp(App[None]):
                     self.notify(f"{name}: on_budget = push-and-stop: pushing its runs, then "
                                 "stopping it", severity="warning", timeout=15)
                     self._push_and_stop(name)
-        if self.meter.ledger.problem:
-            self.notify(self.meter.ledger.problem, severity="warning", timeout=10)
+        self._storage_notices()
         for screen in self.screen_stack:
             if isinstance(screen, CostScreen):
                 screen.show(cost, self.meter.ledger.events)
+
+    def _storage_notices(self) -> None:
+        """Say once, per distinct message, that the cost ledger or the action journal cannot
+        be used or had unreadable lines: the panel keeps going, in memory, and says so."""
+        stores: list[tuple[str, Path, str | None, int]] = [
+            ("action journal", self.journal.path, self.journal.problem, self.journal.skipped)]
+        if self.meter is not None:
+            ledger = self.meter.ledger
+            stores.append(("cost ledger", ledger.path, ledger.problem, ledger.skipped))
+        for what, path, problem, skipped in stores:
+            lines = [problem] if problem else []
+            if skipped:
+                lines.append(f"{what} {path}: {skipped} unreadable line(s) skipped (a torn "
+                             "write?); the rest is read")
+            for line in lines:
+                if line not in self._said:
+                    self._said.add(line)
+                    self.notify(line, severity="warning", timeout=15, markup=False)
 
     async def _watch(self, watcher: BoxWatcher) -> None:
         await watcher.run(lambda state: self.post_message(BoxUpdated(state)))
@@ -272,6 +292,7 @@ class GpurentApp(App[None]):
         self.busy.pop(box, None)
         self.post_message(ActionProgress(box, None))
         self._show_pushes()
+        self._storage_notices()
         self.notify("\n".join(lines) or "done", severity="information" if code == 0 else "error",
                     timeout=12, markup=False)
         for watcher in self.watchers:
