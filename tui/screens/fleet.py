@@ -133,8 +133,8 @@ class RunRow(Vertical, can_focus=True):
 
     def show(self, run: RunState) -> None:
         self.run = run
-        if not getattr(self, "_ready", False):
-            return  # not composed yet: on_mount shows the latest run
+        if not getattr(self, "_ready", False) or not self.query("#main"):
+            return  # not composed yet (on_mount shows the latest run), or being removed
         put(self.query_one("#main", Static), run_main_line(run))
         put(self.query_one("#detail", Static),
             run_detail_line(run, self._clock(), self.cost, self.pushed))
@@ -222,8 +222,10 @@ class BoxSection(Vertical):
 
     def show(self, box: BoxState) -> None:
         self.box = box
-        if not getattr(self, "_ready", False):
-            return  # not composed yet: on_mount shows the latest box
+        if not getattr(self, "_ready", False) or not self.query("#head"):
+            # Not composed yet (on_mount shows the latest box), or its children are being
+            # removed while a refresh or the 1 s tick still arrives (the app is quitting).
+            return
         now = self._clock()
         put(self.query_one("#head", Static), box_head_line(box, self.provider, now))
         activity = self.query_one("#activity", Static)
