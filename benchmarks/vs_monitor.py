@@ -10,8 +10,9 @@ Training (cached): real yolox-n runs of 100, 500 and 2,000 epochs, trained on
 the CPU at imgsz 64 as tests/libreyolo_train.py does, with LibreYOLO's own
 defaults for validation (every 10 epochs) and checkpoints (every 10 epochs), and
 early stopping off (the toy data never improves the metric), one torch thread.
-They are cached under --cache (default ~/.cache/gpurent-bench/runs), so only
-the first run of this script trains (about 15 min on 2 cores).
+They are cached under --cache (default ~/.cache/gpurent-bench/runs, ~2.9 GB with
+the checkpoints), so only the first run of this script trains: here 2 + 6 + 19
+min (0.5 s an epoch on a shared 2-core machine, not the 0.2 s of an idle one).
 
 What their page does (read from libreyolo 1.6.0's ui/train_monitor_page.py and
 ui/train_monitor.py): a run's tab runs `runTick` = GET /api/status, then
