@@ -31,7 +31,7 @@ from tui.model.runs import format_age
 from tui.remote.watch import BoxWatcher, host_key_store
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
-from tui.screens.fleet import FleetView, RunRow, fleet_line
+from tui.screens.fleet import FleetView, RunRow, fleet_line, put
 from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 
@@ -148,15 +148,22 @@ class GpurentApp(App[None]):
     def on_costs_polled(self, _: CostsPolled) -> None:
         self._update_cost()
 
-    def _update_cost(self) -> None:
-        """Fold the money picture; ring the bell once when a box starts burning idle."""
-        if self.meter is None:
+    def _show_head(self) -> None:
+        put(self.screen_stack[0].query_one("#fleet-head", Static),
+            fleet_line(list(self.states.values()), self.cost))
+
+    def _update_cost(self, only: str | None = None) -> None:
+        """Fold the money picture; ring the bell once when a box starts burning idle.
+
+        `only`: the box whose refresh caused this; the other boxes' money lines
+        move at the next tick, so a refresh costs one box's redraw, not the fleet's.
+        """
+        if self.meter is None or not self.screen_stack:
             return
         cost = self.meter.update(self.states.values())
         self.cost = cost
-        self._fleet_view().show_cost(cost)
-        self.screen_stack[0].query_one("#fleet-head", Static).update(
-            fleet_line(list(self.states.values()), cost))
+        self._fleet_view().show_cost(cost, only=only)
+        self._show_head()
         alarmed = {name for name, box in cost.boxes.items() if box.idle_alarm}
         for name in sorted(alarmed - self._idle_alarmed):
             self.bell()
@@ -213,10 +220,11 @@ class GpurentApp(App[None]):
     def on_box_updated(self, message: BoxUpdated) -> None:
         state = message.state
         self.states[state.name] = state
+        if not self.screen_stack:
+            return  # quitting: no screen to show it on
         self._fleet_view().show(state)
-        self.screen_stack[0].query_one("#fleet-head", Static).update(
-            fleet_line(list(self.states.values()), self.cost))
-        self._update_cost()
+        self._show_head()
+        self._update_cost(only=state.name)
         for screen in self.screen_stack:
             if isinstance(screen, RunDetail) and screen.box_name == state.name:
                 run = state.run(screen.run.path)
@@ -231,7 +239,8 @@ class GpurentApp(App[None]):
                 rows[0].focus()
 
     def _tick(self) -> None:
-        self._fleet_view().tick()
+        if self.screen_stack:
+            self._fleet_view().tick()
 
     # --- actions -------------------------------------------------------------
 

@@ -32,7 +32,7 @@ class Health(StrEnum):
     UNREADABLE = "unreadable"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EpochPoint:
     """One finished epoch from metrics.jsonl: what the charts and sparklines draw."""
 
@@ -43,7 +43,7 @@ class EpochPoint:
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WeightFile:
     name: str
     size: int

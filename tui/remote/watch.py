@@ -50,6 +50,7 @@ class BoxWatcher:
         self._clock = clock
         self._jitter = jitter
         self._wake = asyncio.Event()
+        self.behind = False  # the last answer held back metrics history past its cap
 
     async def refresh(self, *, catch_up: bool = False) -> BoxState:
         """One refresh; never raises for the box's own troubles (they become its state).
@@ -67,7 +68,8 @@ class BoxWatcher:
                 answer = await self.session.run_probe(request)
                 self.state = fold_answer(self.state, answer, self._clock(),
                                          self.fleet.refresh_seconds)
-                if not needs_more(answer):
+                self.behind = needs_more(answer)
+                if not self.behind:
                     break
         except BoxError as exc:
             self._fail(exc.connection, exc.message)
@@ -93,13 +95,13 @@ class BoxWatcher:
     async def run(self, on_update: Callable[[BoxState], None]) -> None:
         """Refresh forever, reporting every new state; cancel the task to stop."""
         try:
-            catch_up = True
             while True:
-                state = await self.refresh(catch_up=catch_up)
+                state = await self.refresh()
                 on_update(state)
-                # Catch up until a refresh succeeds, and again after any failure: a box
-                # that was down at the start (or for long) holds more than one read.
-                catch_up = state.connection is not Connection.OK
+                if self.behind and state.connection is Connection.OK:
+                    # Long histories arrive a capped read at a time: show each part as it
+                    # comes and read the next at once, so runs appear before all is loaded.
+                    continue
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.next_delay())

@@ -120,6 +120,9 @@ class RunRow(Vertical, can_focus=True):
         self.pushed: str | None = None
         self._clock = clock
         self._history_len = -1
+        self._main: Static | None = None
+        self._detail: Static | None = None
+        self._spark: Sparkline | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -128,20 +131,24 @@ class RunRow(Vertical, can_focus=True):
         yield Static(id="detail")
 
     def on_mount(self) -> None:
-        self._ready = True
+        # Kept, not queried on every show: a refresh of 100 boxes must not pay for
+        # thousands of CSS selector matches.
+        self._main = self.query_one("#main", Static)
+        self._detail = self.query_one("#detail", Static)
+        self._spark = self.query_one(Sparkline)
         self.show(self.run)
 
     def show(self, run: RunState) -> None:
         self.run = run
-        if not getattr(self, "_ready", False) or not self.query("#main"):
+        if self._main is None or self._detail is None or self._spark is None \
+                or not self._main.is_attached:
             return  # not composed yet (on_mount shows the latest run), or being removed
-        put(self.query_one("#main", Static), run_main_line(run))
-        put(self.query_one("#detail", Static),
-            run_detail_line(run, self._clock(), self.cost, self.pushed))
+        put(self._main, run_main_line(run))
+        put(self._detail, run_detail_line(run, self._clock(), self.cost, self.pushed))
         if len(run.history) != self._history_len:
             # Sparkline redraws only when given a new list.
             self._history_len = len(run.history)
-            self.query_one(Sparkline).data = spark_values(run.loss_history[-SPARK_POINTS:])
+            self._spark.data = spark_values(run.loss_history[-SPARK_POINTS:])
 
 
 def matches(run: RunState, text: str) -> bool:
@@ -217,29 +224,29 @@ class BoxSection(Vertical):
         yield Static(id="hidden")
 
     def on_mount(self) -> None:
-        self._ready = True
+        self._lines = {name: self.query_one(f"#{name}", Static)
+                       for name in ("head", "activity", "money", "problem", "hidden")}
         self.show(self.box)
+
+    def _line(self, name: str, text: Text | None) -> None:
+        widget = self._lines[name]
+        widget.display = text is not None
+        put(widget, text or Text())
 
     def show(self, box: BoxState) -> None:
         self.box = box
-        if not getattr(self, "_ready", False) or not self.query("#head"):
+        lines = getattr(self, "_lines", None)
+        if not lines or not lines["head"].is_attached:
             # Not composed yet (on_mount shows the latest box), or its children are being
             # removed while a refresh or the 1 s tick still arrives (the app is quitting).
             return
         now = self._clock()
-        put(self.query_one("#head", Static), box_head_line(box, self.provider, now))
-        activity = self.query_one("#activity", Static)
-        activity.display = self.activity is not None
-        put(activity, Text(self.activity or ""))
-        money = box_money_line(self.cost, now)
-        money_widget = self.query_one("#money", Static)
-        money_widget.display = money is not None
-        put(money_widget, money or Text())
-        problem = box_problem_line(box, now)
-        problem_widget = self.query_one("#problem", Static)
-        problem_widget.display = problem is not None
-        put(problem_widget, problem or Text())
-        rows = {row.run.path: row for row in self.query(RunRow)}
+        put(lines["head"], box_head_line(box, self.provider, now))
+        self._line("activity", Text(self.activity) if self.activity is not None else None)
+        self._line("money", box_money_line(self.cost, now))
+        self._line("problem", box_problem_line(box, now))
+        rows: dict[str, RunRow] = getattr(self, "_rows", {})
+        self._rows = {}
         hidden = 0
         for run in box.runs:
             row = rows.pop(run.path, None)
@@ -254,11 +261,10 @@ class BoxSection(Vertical):
                 row.show(run)
             row.display = matches(run, self.filter)
             hidden += not row.display
+            self._rows[run.path] = row
         for row in rows.values():
             row.remove()
-        hidden_line = self.query_one("#hidden", Static)
-        hidden_line.display = hidden > 0
-        put(hidden_line, Text(f"{hidden} run(s) hidden by the filter"))
+        self._line("hidden", Text(f"{hidden} run(s) hidden by the filter") if hidden else None)
 
 
 def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
@@ -288,37 +294,40 @@ class FleetView(VerticalScroll, can_focus=False):
         self._clock = clock
 
     def compose(self) -> ComposeResult:
-        for box in self.boxes.values():
-            yield BoxSection(box, self.providers.get(box.name, "manual"), self._clock)
+        self.sections = {
+            box.name: BoxSection(box, self.providers.get(box.name, "manual"), self._clock)
+            for box in self.boxes.values()}
+        yield from self.sections.values()
 
     def show(self, box: BoxState) -> None:
+        """One box's new snapshot redraws that box only."""
         self.boxes[box.name] = box
-        for section in self.query(BoxSection):
-            if section.box.name == box.name:
-                section.show(box)
+        if box.name in self.sections:
+            self.sections[box.name].show(box)
 
     def tick(self) -> None:
         """Ages and countdowns move even when no box answered."""
-        for section in self.query(BoxSection):
+        for section in self.sections.values():
             section.show(section.box)
 
-    def show_cost(self, cost: FleetCost) -> None:
-        for section in self.query(BoxSection):
-            section.cost = cost.boxes.get(section.box.name)
-            section.show(section.box)
+    def show_cost(self, cost: FleetCost, only: str | None = None) -> None:
+        """New money figures; `only` redraws one box (the others catch up at the tick)."""
+        for name, section in self.sections.items():
+            section.cost = cost.boxes.get(name)
+            if only is None or name == only:
+                section.show(section.box)
 
     def show_pushes(self, pushes: Mapping[str, Mapping[str, PushRecord]]) -> None:
-        for section in self.query(BoxSection):
-            section.pushes = pushes.get(section.box.name, {})
+        for name, section in self.sections.items():
+            section.pushes = pushes.get(name, {})
             section.show(section.box)
 
     def set_activity(self, box: str, text: str | None) -> None:
-        for section in self.query(BoxSection):
-            if section.box.name == box:
-                section.activity = text
-                section.show(section.box)
+        if box in self.sections:
+            self.sections[box].activity = text
+            self.sections[box].show(self.sections[box].box)
 
     def set_filter(self, text: str) -> None:
-        for section in self.query(BoxSection):
+        for section in self.sections.values():
             section.filter = text
             section.show(section.box)
