@@ -67,3 +67,10 @@ def test_journal_survives_a_torn_line_and_keeps_no_token(tmp_path: Path) -> None
     again.record(box="b", action="start", outcome="unknown", error="timeout")
     records, skipped = read_jsonl(path)
     assert [r["action"] for r in records] == ["stop", "start"] and skipped == 1
+
+
+def test_a_journal_line_with_a_bad_time_is_not_a_push() -> None:
+    entries = [{"box": "box", "action": "push", "outcome": "done", "verified": True,
+                "run_path": "/root/runs/r1", "time": "yesterday",
+                "files": push_files(BEST)}]
+    assert last_verified_pushes(entries, "box") == {}

@@ -48,7 +48,10 @@ def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str
             except (KeyError, TypeError, ValueError):
                 continue
         run_path = str(entry.get("run_path") or "")
-        at = float(entry.get("time") or 0.0)
+        try:
+            at = float(entry.get("time") or 0.0)
+        except (TypeError, ValueError):
+            continue  # a hand-edited or foreign line: not a push we can vouch for
         if run_path and (run_path not in found or found[run_path].at <= at):
             found[run_path] = PushRecord(at, files)
     return found

@@ -239,8 +239,8 @@ def pid_alive(pid, started_at, boot_time):
         return False
     except PermissionError:
         pass
-    except OSError:
-        return None
+    except (OSError, OverflowError):
+        return None  # e.g. a pid too large for this system: cannot tell
     state, started_proc = process_start(pid, boot_time)
     if state in ("Z", "X"):
         return False
