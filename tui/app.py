@@ -62,7 +62,7 @@ class GpurentApp(App[None]):
 
     TITLE = "gpurent-tui"
     CSS = """
-    #fleet-head { height: 1; background: $panel; }
+    #fleet-head { height: auto; background: $panel; }
     #filter { dock: top; height: 3; }
     """
     AUTO_FOCUS = None
