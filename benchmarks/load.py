@@ -72,6 +72,8 @@ from refresh import (  # noqa: E402
     Round,
     Run,
     check_runs,
+    code_line,
+    code_under_test,
     full_refresh,
     make_runs,
     tree_cpu_seconds,
@@ -543,23 +545,6 @@ def box_python_costs(root: Path, repeats: int) -> dict[str, Any]:
     return {"python3": python3, "python3_bare_cpu_s": round(bare[0], 4),
             "python3_bare_wall_s": round(bare[1], 4), "probe_idle_cpu_s": round(probe[0], 4),
             "probe_idle_wall_s": round(probe[1], 4), "repeats": repeats}
-
-
-def code_under_test() -> dict[str, Any]:
-    """Which panel was measured: other people's uncommitted edits change the figures."""
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else "?"
-
-    dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "uncommitted": [line.split(maxsplit=1)[-1] for line in dirty.splitlines()]}
-
-
-def code_line(code: dict[str, Any]) -> str:
-    return f"code: {REPO} at {code['commit']}" + (
-        f", with uncommitted changes in {len(code['uncommitted'])} file(s): "
-        + ", ".join(code["uncommitted"]) if code["uncommitted"] else ", clean")
 
 
 # --- the parent --------------------------------------------------------------------

@@ -79,7 +79,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
-from refresh import Run, fleet_config, make_runs, tree_cpu_seconds  # noqa: E402
+from refresh import (  # noqa: E402
+    Run,
+    code_under_test,
+    fleet_config,
+    make_runs,
+    tree_cpu_seconds,
+)
 from rich.console import RenderableType  # noqa: E402
 from sshd import KeyPair, Sshd, make_keypair  # noqa: E402
 from textual import events  # noqa: E402
@@ -609,16 +615,9 @@ def cli_startup(repeats: int) -> dict[str, Any]:
             "import_tui_app_total_ms": round(sum(by_package.values()) / 1000, 1)}
 
 
-def code_under_test() -> dict[str, Any]:
-    """Which panel was measured: other people's uncommitted edits change the figures."""
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else "?"
-
-    dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
-    return {"commit": git("rev-parse", "--short", "HEAD"), "tui_from": str(Path(
-        tui.__file__).parent), "uncommitted": [line.split(maxsplit=1)[-1]
-                                                for line in dirty.splitlines()]}
+def panel_code() -> dict[str, Any]:
+    """The commit measured, uncommitted edits, and which tui package was imported."""
+    return {**code_under_test(), "tui_from": str(Path(tui.__file__).parent)}
 
 
 # --- the fleet -------------------------------------------------------------------
@@ -787,7 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
 
-    code = code_under_test()
+    code = panel_code()
     machine = {"nproc": len(os.sched_getaffinity(0)), "python": platform.python_version(),
                "box_python": result.pop("box_python"),
                "textual": metadata.version("textual"), "asyncssh": metadata.version("asyncssh"),

@@ -41,6 +41,7 @@ import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -505,6 +506,23 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
     phases.update(small)
     return {"phases": phases, "breakdown": breakdown, "breakdown_small": small_breakdown,
             "info": info}
+
+
+def code_under_test() -> dict[str, Any]:
+    """Which code was measured: other people's uncommitted edits change the figures."""
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else "?"
+
+    dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "uncommitted": [line.split(maxsplit=1)[-1] for line in dirty.splitlines()]}
+
+
+def code_line(code: dict[str, Any]) -> str:
+    return f"code: {REPO} at {code['commit']}" + (
+        f", with uncommitted changes in {len(code['uncommitted'])} file(s): "
+        + ", ".join(code["uncommitted"]) if code["uncommitted"] else ", clean")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

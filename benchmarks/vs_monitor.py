@@ -79,7 +79,14 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 import asyncssh  # noqa: E402
 from libreyolo_train import make_dataset, read_status  # noqa: E402
-from refresh import TCP_INFO_BYTES_AT, fleet_config, tree_cpu_seconds, wire_bytes  # noqa: E402
+from refresh import (  # noqa: E402
+    TCP_INFO_BYTES_AT,
+    code_line,
+    code_under_test,
+    fleet_config,
+    tree_cpu_seconds,
+    wire_bytes,
+)
 from sshd import Sshd, free_port, make_keypair  # noqa: E402
 
 from tui.model.box import Connection  # noqa: E402
@@ -513,23 +520,6 @@ def rss_mib(pid: int) -> float | None:
             if line.startswith("VmRSS:"):
                 return round(int(line.split()[1]) / 1024, 1)
     return None
-
-
-def code_under_test() -> dict[str, Any]:
-    """Which panel was measured: other people's uncommitted edits change the figures."""
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else "?"
-
-    dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "uncommitted": [line.split(maxsplit=1)[-1] for line in dirty.splitlines()]}
-
-
-def code_line(code: dict[str, Any]) -> str:
-    return f"code: {REPO} at {code['commit']}" + (
-        f", with uncommitted changes in {len(code['uncommitted'])} file(s): "
-        + ", ".join(code["uncommitted"]) if code["uncommitted"] else ", clean")
 
 
 # --- report --------------------------------------------------------------------------
