@@ -78,7 +78,7 @@ from refresh import (  # noqa: E402
     make_runs,
     tree_cpu_seconds,
 )
-from sshd import Sshd, make_keypair  # noqa: E402
+from support.sshd import Sshd, make_keypair  # noqa: E402
 
 from tui.model.box import (  # noqa: E402
     BoxState,
@@ -88,9 +88,10 @@ from tui.model.box import (  # noqa: E402
     probe_request,
 )
 from tui.model.config import FleetConfig, parse_config  # noqa: E402
-from tui.remote import probe_script  # noqa: E402
+from tui.onbox import probe as probe_script  # noqa: E402
+from tui.remote.hostkeys import host_key_store  # noqa: E402
 from tui.remote.session import probe_payload  # noqa: E402
-from tui.remote.watch import BoxWatcher, host_key_store  # noqa: E402
+from tui.remote.watch import BoxWatcher  # noqa: E402
 
 SIZE = (160, 48)
 RESULT = "RESULT "

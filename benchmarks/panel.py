@@ -87,7 +87,7 @@ from refresh import (  # noqa: E402
     tree_cpu_seconds,
 )
 from rich.console import RenderableType  # noqa: E402
-from sshd import KeyPair, Sshd, make_keypair  # noqa: E402
+from support.sshd import KeyPair, Sshd, make_keypair  # noqa: E402
 from textual import events  # noqa: E402
 from textual._compositor import CompositorUpdate  # noqa: E402
 from textual.message import Message  # noqa: E402

@@ -56,14 +56,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import asyncssh  # noqa: E402
-from sshd import KeyPair, Sshd, make_keypair  # noqa: E402
+from support.sshd import KeyPair, Sshd, make_keypair  # noqa: E402
 
 from tui.model.box import BoxState, Connection, probe_request  # noqa: E402
 from tui.model.config import FleetConfig, parse_config  # noqa: E402
 from tui.model.runs import Health  # noqa: E402
-from tui.remote import probe_script  # noqa: E402
+from tui.onbox import probe as probe_script  # noqa: E402
+from tui.remote.hostkeys import host_key_store  # noqa: E402
 from tui.remote.session import probe_payload  # noqa: E402
-from tui.remote.watch import BoxWatcher, host_key_store  # noqa: E402
+from tui.remote.watch import BoxWatcher  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "libreyolo"
 METRICS_TEMPLATE = [

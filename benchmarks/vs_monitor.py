@@ -7,7 +7,7 @@ metric history every tick. This script puts numbers on what each way costs per
 refresh, on the same real runs behind the same sshd.
 
 Training (cached): real yolox-n runs of 100, 500 and 2,000 epochs, trained on
-the CPU at imgsz 64 as tests/libreyolo_train.py does, with LibreYOLO's own
+the CPU at imgsz 64 as tests/support/libreyolo_train.py does, with LibreYOLO's own
 defaults for validation (every 10 epochs) and checkpoints (every 10 epochs), and
 early stopping off (the toy data never improves the metric), one torch thread.
 They are cached under --cache (default ~/.cache/gpurent-bench/runs, ~2.9 GB with
@@ -78,7 +78,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 import asyncssh  # noqa: E402
-from libreyolo_train import make_dataset, read_status  # noqa: E402
 from refresh import (  # noqa: E402
     TCP_INFO_BYTES_AT,
     code_line,
@@ -87,17 +86,19 @@ from refresh import (  # noqa: E402
     tree_cpu_seconds,
     wire_bytes,
 )
-from sshd import Sshd, free_port, make_keypair  # noqa: E402
+from support.libreyolo_train import make_dataset, read_status  # noqa: E402
+from support.sshd import Sshd, free_port, make_keypair  # noqa: E402
 
 from tui.model.box import Connection  # noqa: E402
 from tui.model.runs import Health  # noqa: E402
-from tui.remote.watch import BoxWatcher, host_key_store  # noqa: E402
+from tui.remote.hostkeys import host_key_store  # noqa: E402
+from tui.remote.watch import BoxWatcher  # noqa: E402
 
 LENGTHS = (100, 500, 2000)
 DEFAULT_CACHE = Path("~/.cache/gpurent-bench/runs")
 EVAL_INTERVAL = 10  # LibreYOLO's defaults: validation and epoch_<N>.pt every 10 epochs
 SAVE_PERIOD = 10
-# tests/libreyolo_train.py's child, plus patience=0: this toy data set never improves
+# tests/support/libreyolo_train.py's child, plus patience=0: this toy data set never improves
 # the metric, and LibreYOLO's default early stopping (patience 50) would end a
 # 100-epoch run at epoch 60 with state "completed".
 TRAIN_SCRIPT = r"""

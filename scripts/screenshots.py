@@ -6,7 +6,7 @@ The demo fleet frozen by tui.demo.stills (fixed clock, pids and liveness;
 no SSH, no network) is shown by the real app through `run_test`. Everything
 the panel could write (ledger, journal) and every XDG dir and HOME point into
 a temp dir that is removed afterwards, so the user's own files are never read
-or touched. Two runs give byte-identical SVGs (tests/test_screenshots.py
+or touched. Two runs give byte-identical SVGs (tests/ui/test_screenshots.py
 checks that the committed ones are current).
 """
 
@@ -72,12 +72,12 @@ def normalize(svg: str, name: str) -> str:
 
 async def take(shot: Shot, work: Path) -> str:
     """One screenshot of the app over the demo stills, as SVG text."""
-    from tui.actions.journal import Journal
     from tui.app import GpurentApp
     from tui.demo.stills import NOW, still_facts, still_fleet, still_ledger, still_states
-    from tui.ledger import Ledger
-    from tui.meter import CostMeter
+    from tui.providers.meter import CostMeter
     from tui.screens.fleet import RunRow
+    from tui.store.journal import Journal
+    from tui.store.ledger import Ledger
 
     state = work / shot.name
     state.mkdir()

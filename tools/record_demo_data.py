@@ -4,7 +4,7 @@ Needs the train extra (torch, libreyolo 1.6.0); CPU only, about 2 minutes:
 
     python tools/record_demo_data.py
 
-Each run is trained for real with tests/libreyolo_train.py. A sitecustomize
+Each run is trained for real with tests/support/libreyolo_train.py. A sitecustomize
 hook in the training process wraps LibreYOLO's atomic JSON writer, so every
 status.json it writes is captured at the moment it is written, together with
 the train.log, metrics.jsonl and results.csv sizes and the weights listing.
@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from libreyolo_train import make_dataset, start_training  # noqa: E402
+from support.libreyolo_train import make_dataset, start_training  # noqa: E402
 
 from tui.demo.recording import (  # noqa: E402
     RECORDINGS,
@@ -143,7 +143,7 @@ def write_out(key: str, snaps: list[dict[str, Any]], run: Path, data_dir: Path) 
             summary["results"].pop(name)
     capture = {
         "recorded": {
-            "with": "tests/libreyolo_train.py start_training(eval_interval=1, "
+            "with": "tests/support/libreyolo_train.py start_training(eval_interval=1, "
                     + ", ".join(f"{k}={v!r}" for k, v in SPECS[key].items()) + ")",
             "date": datetime.now(UTC).date().isoformat(),
             "libreyolo": _version("libreyolo"), "torch": _version("torch"),

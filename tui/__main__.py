@@ -15,11 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from tui import __version__, paths
+from tui import __version__
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, ConfigError, ConfigProblem, FleetConfig, parse_config
 from tui.model.meter import FleetCost
 from tui.model.status_doc import status_document, status_table
+from tui.store import paths
 
 EXIT_OK = 0
 EXIT_BOX_FAILED = 1
@@ -50,7 +51,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 async def _status(fleet: FleetConfig) -> tuple[list[BoxState], FleetCost]:
     """Every box once and every provider once, in parallel; then the money picture."""
-    from tui.meter import CostMeter
+    from tui.providers.meter import CostMeter
     from tui.remote.watch import snapshot_fleet
 
     meter = CostMeter(fleet)
@@ -89,7 +90,7 @@ def _print_report(report: object) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     from tui.actions.flows import push_runs
-    from tui.actions.journal import Journal
+    from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
     box = _box(fleet, args.box)
@@ -106,7 +107,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_power(args: argparse.Namespace) -> int:
     from tui.actions.flows import power
-    from tui.actions.journal import Journal
+    from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
     return _print_report(asyncio.run(power(fleet, _box(fleet, args.box), args.command,
@@ -115,7 +116,7 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 def cmd_destroy(args: argparse.Namespace) -> int:
     from tui.actions.flows import destroy
-    from tui.actions.journal import Journal
+    from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
     box = _box(fleet, args.box)

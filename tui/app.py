@@ -20,20 +20,21 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from tui.actions.journal import Journal
-from tui.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.cost import usd
 from tui.model.guard import PushRecord, last_verified_pushes, unpushed_weights
 from tui.model.meter import FleetCost
 from tui.model.runs import format_age
-from tui.remote.watch import BoxWatcher, host_key_store
+from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
+from tui.remote.hostkeys import host_key_store
+from tui.remote.watch import BoxWatcher
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetView, RunRow, fleet_line, put
 from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
+from tui.store.journal import Journal
 
 
 class BoxUpdated(Message):

@@ -11,14 +11,15 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tui.actions.journal import Journal
 from tui.actions.power import PowerOutcome, destroy_box, start_box, stop_box
 from tui.actions.push import Progress, PushResult, push_run
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.guard import Unpushed, last_verified_pushes, unpushed_weights
+from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
-from tui.remote.watch import BoxWatcher, host_key_store
+from tui.remote.watch import BoxWatcher
+from tui.store.journal import Journal
 
 EXIT_OK = 0
 EXIT_FAILED = 1

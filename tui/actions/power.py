@@ -26,8 +26,8 @@ from tui.actions.box_command import run_box_command
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.providers import InstanceInfo, PowerClient, ProviderError, make_client
+from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
-from tui.remote.watch import host_key_store
 
 ACTIONS = ("stop", "start", "destroy")
 OUTCOMES = ("done", "failed", "unknown", "refused")

@@ -32,8 +32,8 @@ from typing import Any
 
 import asyncssh
 
-from tui.actions import push_box
 from tui.model.config import BoxConfig
+from tui.onbox import push as push_box
 from tui.remote.session import BoxError, BoxSession
 
 PUSH_COMMAND = "python3 -"
@@ -138,7 +138,7 @@ def resolve_token(token: str | None) -> str | None:
 
 @functools.cache
 def _box_source() -> str:
-    return resources.files("tui.actions").joinpath("push_box.py").read_text()
+    return resources.files("tui.onbox").joinpath("push.py").read_text()
 
 
 def box_payload(params: dict[str, Any]) -> bytes:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from tui.remote import probe_script
+from tui.onbox import probe as probe_script
 
 # The probe's slack between a run's started_at and its process's start (probe_script.pid_alive).
 PID_START_SLACK = float(probe_script.PID_START_SLACK)

@@ -2,7 +2,7 @@
 
 Pure: folds the boxes' snapshots, the providers' facts and the ledger's
 events at one instant. The I/O around it (polling providers, appending to
-the ledger) lives in tui.meter.
+the ledger) lives in tui.providers.meter.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import asyncssh
 
+from tui.model.config import FleetConfig
+from tui.store import paths
+
 
 @dataclass(frozen=True)
 class KnownEntry:
@@ -68,6 +71,12 @@ class HostKeyStore:
         fd = os.open(self.pinned, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a") as f:
             f.write(line)
+
+
+def host_key_store(fleet: FleetConfig) -> HostKeyStore:
+    """The store a fleet's config asks for: its known_hosts, the panel's pins, its policy."""
+    known = Path(fleet.known_hosts or "~/.ssh/known_hosts").expanduser()
+    return HostKeyStore(known, paths.pinned_known_hosts(), fleet.host_keys == "accept-new")
 
 
 def fingerprint(key: asyncssh.SSHKey | None) -> str:

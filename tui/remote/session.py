@@ -42,7 +42,7 @@ class BoxError(Exception):
 
 def probe_source() -> str:
     """The probe script's text, as shipped in the package."""
-    return resources.files("tui.remote").joinpath("probe_script.py").read_text()
+    return resources.files("tui.onbox").joinpath("probe.py").read_text()
 
 
 @functools.cache

@@ -12,9 +12,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from tui import paths
 from tui.model.box import (
     BadAnswer,
     BoxState,
@@ -26,15 +24,10 @@ from tui.model.box import (
 )
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.retry import backoff_delay
-from tui.remote.hostkeys import HostKeyStore
+from tui.remote.hostkeys import HostKeyStore, host_key_store
 from tui.remote.session import BoxError, BoxSession
 
 MAX_CATCH_UP_ROUNDS = 50
-
-
-def host_key_store(fleet: FleetConfig) -> HostKeyStore:
-    known = Path(fleet.known_hosts or "~/.ssh/known_hosts").expanduser()
-    return HostKeyStore(known, paths.pinned_known_hosts(), fleet.host_keys == "accept-new")
 
 
 class BoxWatcher:

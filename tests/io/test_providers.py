@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provider_servers import (
+from support.provider_servers import (
     VAST_TOO_FREQUENT,
     Fault,
     LambdaServer,
@@ -31,7 +31,7 @@ from tui.providers import ProviderError, make_client
 from tui.providers.base import HttpProvider, retry_after_seconds
 from tui.providers.vast import vast_state
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"vast": "vast-KEY-5e1f0c9a7b", "runpod": "rpa_KEY_93c1d2e4f5",
         "lambda": "secret_KEY_77ab01"}
 KEY_VARS = {"vast": "VAST_API_KEY", "runpod": "RUNPOD_API_KEY", "lambda": "LAMBDA_API_KEY"}

@@ -1,8 +1,8 @@
 """Faults and bad input: every other box keeps being served, the hurt one says what is wrong,
 nothing already gathered is lost, nothing a run name holds is executed, no watcher dies.
 
-Real OpenSSH boxes (tests/sshd.py) and an in-process asyncssh box that misbehaves on cue
-(tests/asyncssh_box.py), all on 127.0.0.1, with short timeouts.
+Real OpenSSH boxes (tests/support/sshd.py) and an in-process asyncssh box that misbehaves on cue
+(tests/support/asyncssh_box.py), all on 127.0.0.1, with short timeouts.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asyncssh_box import FaultyBox
-from conftest import DATA, box_entry, make_fleet, runs_root_with
-from sshd import KeyPair, Sshd
+from support.asyncssh_box import FaultyBox
+from support.fleets import DATA, box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd
 from textual.pilot import Pilot
 from textual.worker import WorkerState
 
@@ -30,7 +30,7 @@ from tui.app import GpurentApp
 from tui.model.box import BoxState, Connection, fold_answer, probe_request
 from tui.model.config import FleetConfig
 from tui.model.runs import HISTORY_LIMIT, Health
-from tui.remote import probe_script
+from tui.onbox import probe as probe_script
 from tui.remote.watch import BoxWatcher, snapshot_fleet
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import BoxSection, RunRow

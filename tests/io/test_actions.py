@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import box_entry, make_fleet, runs_root_with
-from provider_servers import VastServer, vast_instance
-from sshd import KeyPair, Sshd
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.provider_servers import VastServer, vast_instance
+from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
-from tui.storage import read_jsonl
+from tui.store.jsonl import read_jsonl
 
 Factory = Callable[..., Sshd]
 

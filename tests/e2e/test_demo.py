@@ -39,7 +39,7 @@ from tui.model.box import Connection, parse_gpu_rows
 from tui.model.runs import Health, parse_time
 from tui.remote.watch import BoxWatcher, snapshot_fleet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0  # an injected "now" for the pure tests
 
 

@@ -8,8 +8,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import box_entry, make_fleet, runs_root_with
-from sshd import KeyPair, Sshd, make_keypair
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd, make_keypair
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health

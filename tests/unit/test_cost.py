@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from panel_states import Facts
+from support.panel_states import VAST, Facts
 
 from tui.model.config import Pricing
 from tui.model.cost import (
@@ -20,9 +20,6 @@ from tui.model.cost import (
     spend_series,
     stopped_usd_per_hr,
 )
-
-VAST = Facts(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.20,
-             hours_per_month=720)
 
 
 def test_vast_box_stops_at_the_billed_rate_and_saves_98_percent() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import box_entry, make_fleet, runs_root_with
-from sshd import KeyPair, Sshd
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
 

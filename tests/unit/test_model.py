@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fleets import DATA
 
 from tui.model.box import (
     BadAnswer,
@@ -20,8 +20,6 @@ from tui.model.box import (
 from tui.model.retry import backoff_delay
 from tui.model.runs import HISTORY_LIMIT, Health, fold_run, parse_time
 from tui.model.status_doc import status_document, status_table
-
-DATA = Path(__file__).parent / "data" / "libreyolo"
 
 
 def status_of(name: str) -> dict[str, Any]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui import paths
 from tui.model.cost import Event, parse_event
-from tui.storage import append_jsonl, read_jsonl
+from tui.store import paths
+from tui.store.jsonl import append_jsonl, read_jsonl
 
 
 class Ledger:

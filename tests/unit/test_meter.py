@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from panel_states import NOW, fleet_states
-from test_cost import VAST, Facts
+from support.panel_states import NOW, VAST, Facts, fleet_states
 
 from tui.model.config import parse_config
 from tui.model.cost import Event

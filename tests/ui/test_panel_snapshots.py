@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from panel_states import NOW, fixed_meter, fleet_config, fleet_states
+from support.panel_states import NOW, fixed_meter, fleet_config, fleet_states
 
 from tui.app import GpurentApp
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tui.ledger import Ledger
 from tui.model.cost import Event, accrued
-from tui.storage import append_jsonl, read_jsonl
+from tui.store.jsonl import append_jsonl, read_jsonl
+from tui.store.ledger import Ledger
 
 
 def test_restart_replays_the_same_total(tmp_path: Path) -> None:

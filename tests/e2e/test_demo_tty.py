@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZE = (100, 30)
 RUNNING_ROW = re.compile(r"^(\S+)\s+▶ running\s+(\d+)/\d+", re.MULTILINE)
 

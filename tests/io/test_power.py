@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import box_entry, make_fleet
-from provider_servers import (
+from support.fleets import box_entry, make_fleet
+from support.provider_servers import (
     VAST_TOO_FREQUENT,
     Fault,
     LambdaServer,
@@ -23,13 +23,13 @@ from provider_servers import (
     runpod_too_many,
     vast_instance,
 )
-from sshd import KeyPair, Sshd
+from support.sshd import KeyPair, Sshd
 
 from tui.actions.power import PowerOutcome, destroy_box, in_flight, start_box, stop_box
 from tui.model.config import FleetConfig
 from tui.providers import make_client
+from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
-from tui.remote.watch import host_key_store
 
 KEYS = {"vast": "vast-KEY-5e1f0c9a7b", "runpod": "rpa_KEY_93c1d2e4f5",
         "lambda": "secret_KEY_77ab01"}

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tui import paths
-from tui.storage import append_jsonl, read_jsonl
+from tui.store import paths
+from tui.store.jsonl import append_jsonl, read_jsonl
 
 
 class Journal:

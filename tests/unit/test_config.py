@@ -10,7 +10,7 @@ import pytest
 from tui.__main__ import main
 from tui.model.config import ConfigError, parse_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def problems(text: str) -> list[str]:
@@ -138,7 +138,7 @@ def test_check_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_config_location_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tui.paths import locate_config
+    from tui.store.paths import locate_config
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("GPURENT_CONFIG", raising=False)

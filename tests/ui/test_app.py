@@ -7,9 +7,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import box_entry, make_fleet, runs_root_with
-from panel_states import NOW, fleet_config, fleet_states
-from sshd import KeyPair, Sshd
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.panel_states import NOW, fleet_config, fleet_states
+from support.sshd import KeyPair, Sshd
 from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import Log, Static

@@ -10,16 +10,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import box_entry, make_fleet, runs_root_with
-from provider_servers import ProviderServer, RunPodServer, VastServer, runpod_pod, vast_instance
-from sshd import KeyPair, Sshd
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.provider_servers import (
+    ProviderServer,
+    RunPodServer,
+    VastServer,
+    runpod_pod,
+    vast_instance,
+)
+from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
 from tui.app import GpurentApp
-from tui.ledger import Ledger
-from tui.meter import CostMeter
+from tui.providers.meter import CostMeter
 from tui.remote.watch import BoxWatcher
 from tui.screens.fleet import BoxSection
+from tui.store.ledger import Ledger
 
 Factory = Callable[..., Sshd]
 

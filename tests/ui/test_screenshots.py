@@ -16,7 +16,7 @@ from tui.demo.stills import DEAD_PID, HUNG_PID, NOW, still_ledger, still_states
 from tui.model.box import Connection
 from tui.model.runs import Health
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "screenshots.py"
 SHOTS = ROOT / "screenshots"
 SHOWN = {Health.RUNNING, Health.COMPLETED, Health.FAILED, Health.STALLED, Health.DEAD}

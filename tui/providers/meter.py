@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from tui.ledger import Ledger
 from tui.model.box import BoxState
 from tui.model.config import FleetConfig
 from tui.model.cost import InstanceFacts, next_event
 from tui.model.meter import FleetCost, meter
 from tui.providers import ProviderClient, ProviderError, make_client
+from tui.store.ledger import Ledger
 
 PROVIDER_POLL_SECONDS = 60.0
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import box_entry, make_fleet
-from libreyolo_train import make_dataset, read_status, start_training
-from sshd import KeyPair, Sshd
+from support.fleets import box_entry, make_fleet
+from support.libreyolo_train import make_dataset, read_status, start_training
+from support.sshd import KeyPair, Sshd
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health, RunState

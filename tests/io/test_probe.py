@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from support.fleets import DATA
+
 from tui.model.box import BoxState, fold_answer, probe_request
 from tui.model.runs import Health
-from tui.remote import probe_script
+from tui.onbox import probe as probe_script
 from tui.remote.session import decode_answer, probe_payload
 
-DATA = Path(__file__).parent / "data" / "libreyolo"
 PYTHON3 = shutil.which("python3", path="/usr/bin:/bin") or "python3"
 
 

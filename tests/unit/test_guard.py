@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui.actions.journal import Journal
 from tui.model.guard import last_verified_pushes, push_note, unpushed_weights
 from tui.model.runs import RunState, WeightFile
-from tui.storage import read_jsonl
+from tui.store.journal import Journal
+from tui.store.jsonl import read_jsonl
 
 
 def run_with(*weights: WeightFile, path: str = "/root/runs/r1") -> RunState:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from conftest import box_entry, make_fleet
-from hub_server import HubServer
-from sshd import KeyPair, Sshd
+from support.fleets import box_entry, make_fleet
+from support.hub_server import HubServer
+from support.sshd import KeyPair, Sshd
 
 from tui.actions.push import (
     PushResult,
@@ -25,8 +25,8 @@ from tui.actions.push import (
     safe_run_path,
 )
 from tui.model.config import FleetConfig
+from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
-from tui.remote.watch import host_key_store
 
 Factory = Callable[..., Sshd]
 HOSTILE = "run 'one' \"two\" $(touch pwned)"

@@ -1,0 +1,1 @@
+"""Test helpers: real servers on loopback, recorded runs, fixed panel states."""

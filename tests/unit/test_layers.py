@@ -1,0 +1,136 @@
+"""DESIGN.md's layering, enforced.
+
+Every import in every module (lazy ones inside functions too) points down
+the layer table below. tests/io/test_imports.py checks the same at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# layer -> the project packages its modules may import (besides their own layer).
+# Low to high: model < store < remote, providers < actions < demo < app/screens < CLI.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "tui.model": (),
+    "tui.store": ("tui.model",),
+    "tui.onbox": (),
+    "tui.remote": ("tui.model", "tui.store", "tui.onbox"),
+    "tui.providers": ("tui.model", "tui.store"),
+    "tui.actions": ("tui.model", "tui.store", "tui.onbox", "tui.remote", "tui.providers"),
+    "tui.demo": ("tui.model", "tui.store", "tui.onbox", "tui.remote", "tui.providers",
+                 "tui.actions"),
+    "widgets": ("tui.model",),
+    "tui.app": ("tui", "widgets"),
+    "tui.screens": ("tui", "widgets"),
+    "tui.messages": ("tui.model",),
+    "tui.__main__": ("tui", "widgets"),
+    "tui": (),  # tui/__init__.py
+}
+UI_ONLY = ("textual", "rich", "textual_plotext", "plotext")
+IO_LIBS = ("asyncssh", "httpx", "httpx2", "huggingface_hub", "asyncio", "socket",
+           "subprocess", "http", "urllib")
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def all_modules() -> list[Path]:
+    return sorted([*(ROOT / "tui").rglob("*.py"), *(ROOT / "widgets").rglob("*.py")])
+
+
+def layer_of(module: str) -> str:
+    best = ""
+    for layer in LAYERS:
+        if (module == layer or module.startswith(layer + ".")) and len(layer) > len(best):
+            best = layer
+    assert best, f"{module} belongs to no layer: add it to LAYERS in {__file__}"
+    return best
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    package = module_name(path) if path.name == "__init__.py" else \
+        module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                found.add(".".join([*base, *([node.module] if node.module else [])]))
+            elif node.module:
+                found.add(node.module)
+                # `from tui.onbox import probe`: the submodule is what is imported
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def project(name: str) -> bool:
+    return name.split(".")[0] in ("tui", "widgets")
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=module_name)
+def test_imports_point_down(path: Path) -> None:
+    module = module_name(path)
+    layer = layer_of(module)
+    allowed = (layer, *LAYERS[layer])
+    wrong = set()
+    for name in imports_of(path):
+        if not project(name):
+            continue
+        if name in ("tui", "widgets") and name in allowed:
+            continue
+        target = layer_of(name) if name not in ("tui",) else "tui"
+        if name == "tui" and layer != "tui":
+            continue  # `from tui import __version__`
+        if not any(target == a or target.startswith(a + ".") for a in allowed):
+            wrong.add(f"{name} ({target})")
+    assert not wrong, f"{module} ({layer}) imports upward or sideways: {sorted(wrong)}"
+
+
+@pytest.mark.parametrize("path", [p for p in all_modules()
+                                  if layer_of(module_name(p)) not in
+                                  ("tui.app", "tui.screens", "tui.__main__", "widgets",
+                                   "tui.messages")],
+                         ids=module_name)
+def test_below_the_ui_nothing_imports_textual(path: Path) -> None:
+    tops = {n.split(".")[0] for n in imports_of(path)}
+    assert not tops & set(UI_ONLY), module_name(path)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tui" / "model").rglob("*.py")),
+                         ids=module_name)
+def test_model_is_pure(path: Path) -> None:
+    tops = {n.split(".")[0] for n in imports_of(path)}
+    assert not tops & set(IO_LIBS), module_name(path)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tui" / "onbox").glob("*.py")), ids=module_name)
+def test_onbox_programs_are_stdlib_only_and_old_python_syntax(path: Path) -> None:
+    """They run on the box's own python3, which may be 3.6."""
+    source = path.read_text()
+    tree = ast.parse(source, feature_version=(3, 6))
+    for node in ast.walk(tree):
+        assert not isinstance(node, ast.NamedExpr | ast.Match), f"{path.name}:{node.lineno}"
+        if isinstance(node, ast.JoinedStr):  # f-strings are 3.6, but `=` specifiers are not
+            assert "=}" not in ast.unparse(node), f"{path.name}:{node.lineno}"
+    tops = {n.split(".")[0] for n in imports_of(path)} - {"tui"}
+    # huggingface_hub is imported late, on the box, only for a Hub push.
+    assert tops <= sys.stdlib_module_names | {"huggingface_hub"}, tops
+    assert not {n for n in imports_of(path) if project(n)}
+    assert "from __future__ import annotations" not in source
+
+
+def test_only_two_import_packages_are_shipped() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'packages = ["tui", "widgets"]' in text
+    assert 'gpurent-tui = "tui.__main__:main"' in text
