@@ -7,6 +7,7 @@ run, history and log line already gathered stays on screen (and in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -41,14 +42,44 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class DiskRow:
+    """A runs root's filesystem, in `df`'s terms: `free` is what is still available to
+    write (statvfs f_bavail), so the blocks reserved for root count as neither."""
+
     root: str
     total: int
     used: int
     free: int
+    mount: str | None = None   # the mount point holding the runs root, as df names it
+    device: str | None = None
+    fstype: str | None = None
 
     @property
     def used_pct(self) -> float:
-        return 100.0 * self.used / self.total if self.total else 0.0
+        """Used / (used + available): what `df` shows (total would count reserved blocks)."""
+        room = self.used + self.free
+        return 100.0 * self.used / room if room > 0 else 0.0
+
+    @property
+    def percent(self) -> int:
+        """`df`'s Use%: rounded up, so a disk that is not quite full never reads 100%
+        before it is, and a nearly empty one never reads 0%."""
+        return min(math.ceil(self.used_pct), 100)
+
+    @property
+    def where(self) -> str:
+        """Which filesystem: `/ (overlay)`, `/workspace (/dev/sda1, ext4)`."""
+        details = ", ".join(x for x in (self.device if self.device != self.fstype else None,
+                                       self.fstype) if x)
+        place = self.mount or self.root
+        return f"{place} ({details})" if details else place
+
+
+def _label(value: object, limit: int = 120) -> str | None:
+    """A short name the box gave (a mount point, a device): printable characters only."""
+    if not isinstance(value, str) or not value:
+        return None
+    clean = "".join(c if c.isprintable() else "?" for c in value)
+    return clean if len(clean) <= limit else clean[:limit - 3] + "..."
 
 
 class BadAnswer(ValueError):
@@ -170,7 +201,9 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
             continue  # two roots on one filesystem: its use is shown once
         filesystems.add(d.get("fs"))
         disks.append(DiskRow(str(d.get("root")), whole(d.get("total")) or 0,
-                             whole(d.get("used")) or 0, whole(d.get("free")) or 0))
+                             whole(d.get("used")) or 0, whole(d.get("free")) or 0,
+                             _label(d.get("mount")), _label(d.get("device")),
+                             _label(d.get("fstype"))))
     root_problems = tuple(
         f"runs root {r.get('root')}: {r['error']}"
         for r in answer.get("roots") or [] if isinstance(r, Mapping) and r.get("error"))

@@ -88,8 +88,9 @@ def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
             for g in box.gpus],
         "gpu_note": box.gpu_note,
         "disks": [
-            {"root": d.root, "total_bytes": d.total, "used_bytes": d.used,
-             "free_bytes": d.free, "used_pct": round(d.used_pct, 1)}
+            {"root": d.root, "mount": d.mount, "device": d.device, "fstype": d.fstype,
+             "total_bytes": d.total, "used_bytes": d.used, "free_bytes": d.free,
+             "used_pct": d.percent}
             for d in box.disks],
         "problems": [*box.root_problems, *box.notices],
         "truncated": box.truncated,
@@ -166,7 +167,7 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
         elif box.gpu_note:
             head += f"  ({box.gpu_note})"
         for disk in box.disks:
-            head += f"  disk {disk.root} {disk.used_pct:.0f}%"
+            head += f"  disk {disk.root} {disk.percent}% of {disk.where}"
         out.append(head)
         if box.connection is not Connection.OK:
             out.append(f"  ! {box.error}")

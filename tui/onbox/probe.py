@@ -331,17 +331,56 @@ def find_runs(roots, max_runs, max_dirs=50000):
     return found, root_rows, truncated
 
 
+def _unescape_mount(field):
+    """/proc/self/mounts writes a space in a mount point as \\040 (octal)."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1:i + 4].isdigit() and len(field[i + 1:i + 4]) == 3:
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_of(path, mounts_text):
+    """The mount point that holds `path`, and its device and type, as `df` names them."""
+    path = os.path.realpath(path)
+    dev = os.stat(path).st_dev
+    while path != "/":
+        parent = os.path.dirname(path)
+        if os.stat(parent).st_dev != dev:
+            break
+        path = parent
+    device = fstype = None
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and _unescape_mount(parts[1]) == path:
+            device, fstype = _unescape_mount(parts[0]), parts[2]  # the last mount wins
+    return path, device, fstype
+
+
 def disk_rows(root_rows):
+    """Per runs root: its filesystem's size, used and available bytes (df's own figures:
+    used = blocks - free, available = what a non-root user may still write)."""
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts_text = f.read(1 << 20)
+    except (IOError, OSError):
+        mounts_text = ""
     rows = []
     for row in root_rows:
         try:
             st = os.statvfs(row["path"])
+            mount, device, fstype = mount_of(row["path"], mounts_text)
         except OSError:
             continue
         total = st.f_blocks * st.f_frsize
         free = st.f_bavail * st.f_frsize
         rows.append({"root": row["root"], "fs": "%d" % os.stat(row["path"]).st_dev,
-                     "total": total, "used": total - st.f_bfree * st.f_frsize, "free": free})
+                     "total": total, "used": total - st.f_bfree * st.f_frsize, "free": free,
+                     "mount": mount, "device": device, "fstype": fstype})
     return rows
 
 

@@ -176,8 +176,8 @@ def box_head_line(box: BoxState, provider: str, now: float) -> Text:
     if not box.gpus and box.gpu_note and box.connection is Connection.OK:
         text.append(f"  ({box.gpu_note})", style="dim")
     for disk in box.disks:
-        text.append(f"  disk {disk.used_pct:.0f}%",
-                    style="bold red" if disk.used_pct >= 90 else "")
+        text.append(f"  disk {disk.percent}%",
+                    style="bold red" if disk.percent >= 90 else "")
     return text
 
 
