@@ -7,21 +7,24 @@ re-timing is checked with an injected clock.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncssh
 import pytest
 
 from tui.__main__ import main
+from tui.actions.flows import destroy, power, push_runs
 from tui.demo import real
 from tui.demo.fleet import DemoFleet
-from tui.demo.procs import PID_START_MARGIN, choose_keeper
+from tui.demo.procs import PID_START_MARGIN, choose_keeper, process_start
 from tui.demo.providers import DEMO_API_KEY
 from tui.demo.recording import RECORDINGS, YOLO9_25, YOLOX_40, YOLOX_FAILED, load_recording
 from tui.demo.replay import PLACEHOLDER_BYTES, Lane, RunReplay
@@ -35,9 +38,11 @@ from tui.demo.timeline import (
     retime_status,
     summary_document,
 )
-from tui.model.box import Connection, parse_gpu_rows
+from tui.model.box import BoxState, Connection, parse_gpu_rows
+from tui.model.config import BoxConfig, FleetConfig
 from tui.model.runs import Health, parse_time
 from tui.remote.watch import BoxWatcher, snapshot_fleet
+from tui.store.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0  # an injected "now" for the pure tests
@@ -59,9 +64,23 @@ def children() -> set[int]:
 # --- the fleet, headless --------------------------------------------------------------------
 
 
-async def test_every_health_appears_and_nothing_is_left_behind(tmp_path: Path) -> None:
-    before = children()
-    demo = DemoFleet()
+@pytest.fixture
+def young_keeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A process started just now: the only one the hung run may name (not an ancestor of
+    this test, whose age depends on how long this machine has been up)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_every_health_appears_and_nothing_is_left_behind(
+        tmp_path: Path, young_keeper: subprocess.Popen[bytes]) -> None:
+    before = children() - {young_keeper.pid}
+    start = process_start(young_keeper.pid)
+    demo = DemoFleet(keepers=lambda: [(young_keeper.pid, start)])
     async with demo as fleet:
         root = demo.root
         assert root is not None and root.is_dir()
@@ -71,11 +90,11 @@ async def test_every_health_appears_and_nothing_is_left_behind(tmp_path: Path) -
         healths = {run.health for run in runs}
         assert {Health.RUNNING, Health.COMPLETED, Health.FAILED, Health.DEAD} <= healths
         hung = next(r for r in runs if r.name == "sweep-yolox-n-lr01")
-        assert demo.stall_at is not None and hung.pid == demo.keeper_pid
-        if demo.stall_at <= time.time():
-            assert hung.health is Health.STALLED and "no update for 14m" in hung.reason
-        else:  # no process here is old enough yet: the hung run stalls later, alive meanwhile
-            assert hung.health is Health.RUNNING and hung.pid_alive is True
+        assert hung.pid == demo.keeper_pid == young_keeper.pid
+        # Its process is too young for a run silent 14 minutes: the run is placed so that
+        # its process is not taken for a reused pid, and stalls later; alive meanwhile.
+        assert demo.stall_at is not None and demo.stall_at > time.time() + 5 * 60
+        assert hung.health is Health.RUNNING and hung.pid_alive is True
         running = [r for r in runs if r.health is Health.RUNNING and r is not hung]
         assert len(running) >= 4 and len({r.current_epoch for r in running}) >= 3
         assert all(r.pid == os.getpid() and r.pid_alive for r in running)
@@ -92,7 +111,7 @@ async def test_every_health_appears_and_nothing_is_left_behind(tmp_path: Path) -
         assert fleet.boxes[0].pricing is not None and fleet.host_keys == "strict"
         assert fleet.ssh_config == "" and fleet.known_hosts is not None
     assert not root.exists()
-    assert children() <= before
+    assert children() - {young_keeper.pid} <= before
 
 
 async def test_runs_advance_between_two_refreshes() -> None:
@@ -151,6 +170,28 @@ async def test_boxes_run_python3_dash_only() -> None:
         assert demo.servers["vast-4090x2"].stats.refused_commands == 1
 
 
+async def test_boxes_serve_their_own_files_read_only_over_sftp() -> None:
+    demo = DemoFleet()
+    async with demo as fleet:
+        box = fleet.box("runpod-a100")
+        run = demo.runs_roots[box.name] / "mosaic-off-yolox-n"
+        async with asyncssh.connect("127.0.0.1", box.port, username="root",
+                                    client_keys=[box.identity_file],
+                                    known_hosts=fleet.known_hosts, config=None,
+                                    agent_path=None) as conn, conn.start_sftp_client() as sftp:
+            async with sftp.open(str(run / "status.json"), "rb") as f:
+                assert await f.read() == (run / "status.json").read_bytes()
+            for outside in ("/etc/hostname", str(demo.runs_roots["vast-4090x2"]),
+                            str(run / ".." / ".." / ".." / ".." / "id_ed25519")):
+                with pytest.raises(asyncssh.SFTPPermissionDenied):
+                    await sftp.stat(outside)
+            with pytest.raises(asyncssh.SFTPPermissionDenied):
+                await sftp.open(str(run / "new.txt"), "wb")
+            with pytest.raises(asyncssh.SFTPPermissionDenied):
+                await sftp.remove(str(run / "status.json"))
+        assert (run / "status.json").exists() and not (run / "new.txt").exists()
+
+
 async def test_the_fleet_is_taken_down_when_the_body_raises() -> None:
     before = children()
     demo = DemoFleet()
@@ -160,6 +201,75 @@ async def test_the_fleet_is_taken_down_when_the_body_raises() -> None:
             raise RuntimeError("panel crashed")
     assert root is not None and not root.exists()
     assert children() <= before
+
+
+async def look_once(fleet: FleetConfig, box: BoxConfig) -> BoxState:
+    watcher = BoxWatcher(box, fleet)
+    try:
+        return await watcher.refresh(catch_up=True)
+    finally:
+        await watcher.close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+async def test_every_action_ends_in_a_true_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the keys p, s, S and D do, headless: push -> verified at both destinations,
+    stop (the box goes down, its runs' processes with it), start (it comes back; on the
+    marketplace whose GPU was rented out meanwhile it fails), destroy (push first)."""
+    demo = DemoFleet(settle_seconds=1.0)
+    async with demo as fleet:
+        for var, value in demo.env.items():
+            monkeypatch.setenv(var, value)
+        journal = Journal()
+        vast = fleet.box("vast-4090x2")
+        pushed = await push_runs(fleet, vast, journal, run_names=["baseline-yolox-n"])
+        assert pushed.code == 0, pushed.lines
+        run_dir = demo.runs_roots["vast-4090x2"] / "baseline-yolox-n"
+        local = demo.pushed / "vast-4090x2" / "baseline-yolox-n"
+        for name in ("weights/best.pt", "weights/last.pt", "status.json"):
+            assert sha256(local / name) == sha256(run_dir / name)
+        assert demo.hub is not None
+        hub_files = demo.hub.state.repos["demo/rects-checkpoints"]
+        assert hub_files["baseline-yolox-n/weights/best.pt"].sha256 == \
+            sha256(run_dir / "weights/best.pt")
+
+        stopped = await power(fleet, vast, "stop", journal)
+        assert stopped.code == 0 and "it reads stopped" in stopped.lines[0], stopped.lines
+        down = await look_once(fleet, vast)
+        assert down.connection is Connection.UNREACHABLE  # a stopped box answers no SSH
+        started = await power(fleet, vast, "start", journal)
+        assert started.code == 0 and "it reads running" in started.lines[0], started.lines
+        back = await look_once(fleet, vast)
+        assert back.connection is Connection.OK
+        was_running = {r.name for r in back.runs if r.state == "running"}
+        assert was_running and all(r.health is Health.DEAD for r in back.runs
+                                   if r.name in was_running)  # the stop killed them
+
+        gone = await destroy(fleet, vast, journal, push_first=True)
+        assert gone.code == 0, gone.lines
+        assert "the provider no longer has it" in gone.lines[-1]
+        assert "18442117" not in demo.providers["vast"].instances
+
+        runpod = fleet.box("runpod-a100")
+        assert (await power(fleet, runpod, "stop", journal)).code == 0
+        refused = await power(fleet, runpod, "start", journal)
+        assert refused.code == 1
+        assert "not enough free GPUs" in refused.lines[0] and "still stopped" in refused.lines[0]
+        assert demo.providers["runpod"].instances["k7v2q9x1dm3n0p"]["status"] == "EXITED"
+
+        lab = fleet.box("lab-3090")
+        assert (await power(fleet, lab, "stop", journal)).code == 0  # its stop_command
+        async with asyncio.timeout(10):
+            while demo.servers["lab-3090"].listening:
+                await asyncio.sleep(0.1)
+    outcomes = [(e["box"], e["action"], e["outcome"]) for e in journal.entries]
+    assert outcomes[:3] == [("vast-4090x2", "push", "done")] * 2 + [("vast-4090x2", "stop",
+                                                                    "done")]
+    assert outcomes[-4:] == [("vast-4090x2", "destroy", "done"), ("runpod-a100", "stop", "done"),
+                             ("runpod-a100", "start", "failed"), ("lab-3090", "stop", "done")]
 
 
 async def test_provider_apis_answer_on_loopback_with_the_demo_key() -> None:

@@ -190,9 +190,33 @@ class Lane:
                                 data_dir=data_dir, last_phase=last_phase)
         self.restart_at: float | None = None
         self.finished_dirs: list[Path] = []
+        self.halted = False
+
+    def halt(self, dead_pid: int) -> None:
+        """The box went down (stopped, powered off, destroyed): its training process died.
+
+        Nothing more is written, no new run starts, and a run that was running
+        names a pid that is gone, as LibreYOLO's status.json would after the
+        box came back.
+        """
+        self.halted = True
+        replay = self.replay
+        if not replay.finished:
+            replay.last = replay.applied - 1
+        status_path = replay.run_dir / "status.json"
+        try:
+            status = json.loads(status_path.read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(status, dict) and status.get("state") == "running":
+            stat = status_path.stat()
+            write_json_atomic(status_path, {**status, "pid": dead_pid})
+            os.utime(status_path, (stat.st_atime, stat.st_mtime))  # written no later
 
     def step(self, now: float) -> float | None:
         """Write what is due; returns when this lane next has something to do."""
+        if self.halted:
+            return None
         self.replay.advance(now)
         spec = self.spec
         if self.replay.finished and spec.mode is Mode.LIVE and spec.repeat_after is not None:
@@ -216,7 +240,7 @@ class Lane:
 
     def gpu_state(self) -> str | None:
         """What this lane's GPU is doing: training, held by a hung process, or idle."""
-        if self.spec.gpu is None or not self.replay.started:
+        if self.spec.gpu is None or not self.replay.started or self.halted:
             return None
         if not self.replay.finished:
             return "train"
@@ -242,6 +266,12 @@ class Replayer:
                     and lane.spec.gpu is not None}
             write_text_atomic(path, "".join(f"{row}\n" for row in gpu_lines(box, busy, now)))
         return max(0.0, min([now + TICK_SECONDS, *wakes]) - now)
+
+    def halt_box(self, box: str, dead_pid: int) -> None:
+        """Every lane of `box` stops: the box went down and took its runs' processes."""
+        for lane in self.lanes:
+            if lane.spec.box == box:
+                lane.halt(dead_pid)
 
     async def run(self) -> None:
         """Step forever; cancel the task to stop."""

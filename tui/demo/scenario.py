@@ -47,6 +47,11 @@ class BoxSpec:
     instance_id: str | None = None
     pricing: Mapping[str, float] = field(default_factory=dict)
     via_jump: bool = False
+    hub_push: bool = False  # pushes go to the loopback Hub too, not only to a local folder
+    # Seconds a marketplace rents the box's GPUs to someone else once it is stopped:
+    # a start meanwhile fails for lack of a GPU.
+    rented_out_for: float = 0.0
+    stop_command: str | None = None  # a manual box: how `s` stops it (over SSH)
 
 
 class Mode(StrEnum):
@@ -76,12 +81,14 @@ class LaneSpec:
 BOXES = (
     BoxSpec("vast-4090x2", "vast", (RTX_4090, RTX_4090), instance_id="18442117",
             pricing={"running_usd_per_hr": 0.742, "disk_gb": 120, "storage_usd_per_gb_month": 0.15,
-                     "rebuild_usd": 0.40}),
+                     "rebuild_usd": 0.40}, hub_push=True),
     BoxSpec("runpod-a100", "runpod", (A100_80,), instance_id="k7v2q9x1dm3n0p",
-            pricing={"running_usd_per_hr": 1.19, "disk_gb": 200, "rebuild_usd": 1.50}),
+            pricing={"running_usd_per_hr": 1.19, "disk_gb": 200, "rebuild_usd": 1.50},
+            rented_out_for=90.0),
     BoxSpec("lab-3090", "manual", (RTX_3090,), pricing={"running_usd_per_hr": 0.09},
-            via_jump=True),
+            via_jump=True, stop_command="sudo poweroff"),
 )
+HUB_REPO = "demo/rects-checkpoints"  # the loopback Hub's one repo
 
 LANES = (
     LaneSpec("vast-4090x2", "rects-yolox-n", YOLOX_40, Mode.LIVE, 2.0, 11, at_epoch=23,
@@ -189,10 +196,11 @@ def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str,
         lines.append(f"providers = {{{tables}}}")
     for box in boxes:
         lines += ["", "[[box]]"]
-        pricing = box.pop("pricing", None)
+        tables = {name: box.pop(name, None) for name in ("pricing", "push")}
         if box.pop("via_jump", False):
             box["jump"] = jump
         lines += [f"{k} = {value(v)}" for k, v in box.items() if v is not None]
-        if pricing:
-            lines += ["[box.pricing]", *(f"{k} = {value(v)}" for k, v in pricing.items())]
+        for name, table in tables.items():
+            if table:
+                lines += [f"[box.{name}]", *(f"{k} = {value(v)}" for k, v in table.items())]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.demo.fleet import BOXES_UP_FOR
-from tui.demo.providers import runpod_pod, vast_instance
+from tui.demo.providers import demo_runpod_pod, demo_vast_instance
 from tui.demo.recording import Recording, load_recording
 from tui.demo.replay import PLACEHOLDER_BYTES
 from tui.demo.scenario import (
@@ -179,9 +179,9 @@ def still_facts(now: float = NOW) -> dict[str, InstanceFacts]:
     facts: dict[str, InstanceFacts] = {}
     for box in BOXES:
         if box.provider == "vast":
-            facts[box.name] = vast_info(vast_instance(box, started))
+            facts[box.name] = vast_info(demo_vast_instance(box, started))
         elif box.provider == "runpod":
-            facts[box.name] = runpod_info(runpod_pod(box, started))
+            facts[box.name] = runpod_info(demo_runpod_pod(box, started))
     return facts
 
 

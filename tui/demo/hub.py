@@ -1,0 +1,264 @@
+"""A loopback stand-in for the Hugging Face Hub: just what an upload and its check need.
+
+Speaks the calls huggingface_hub 2.x makes for `preupload_lfs_files` and
+`create_commit` without Xet (preupload, LFS batch, basic PUT upload, LFS
+verify, the ndjson commit), plus `get_paths_info` and `/resolve/` for the
+verification. Read from huggingface_hub's own `_commit_api.py`, `lfs.py` and
+`hf_api.py`. It records every Authorization header so a test can see the
+token arrive, and only ever listens on 127.0.0.1. One implementation for the
+demo (a box pushes to it) and the tests (tests/support/hub_server.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/(?P<op>preupload|commit|paths-info)/"
+                 r"(?P<rev>[^/]+)$")
+BATCH = re.compile(r"^/(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch$")
+RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class StoredFile:
+    data: bytes
+    lfs: bool
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass
+class HubState:
+    """What the fake Hub holds and saw; tests read it directly."""
+
+    token: str | None  # when set, API calls without "Bearer <token>" get a 401
+    repos: dict[str, dict[str, StoredFile]] = field(default_factory=dict)
+    lfs_objects: dict[str, bytes] = field(default_factory=dict)
+    authorizations: list[str | None] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    lie_about: set[str] = field(default_factory=set)  # paths whose sha256 paths-info misreports
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def upload_mode(path: str) -> str:
+    """Like the Hub's default .gitattributes: weights go to LFS, small text stays in git."""
+    return "lfs" if path.endswith((".pt", ".pth", ".bin", ".safetensors")) else "regular"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: HubServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
+              raw: bytes | None = None) -> None:
+        data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json" if raw is None else
+                         "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        state = self.server.state
+        auth = self.headers.get("Authorization")
+        with state.lock:
+            state.authorizations.append(auth)
+            state.requests.append(f"{self.command} {self.path}")
+        return state.token is None or auth == f"Bearer {state.token}"
+
+    def _repo(self, repo: str) -> dict[str, StoredFile] | None:
+        found = self.server.state.repos.get(repo)
+        if found is None:
+            self._send(404, {"error": "Repository not found"},
+                       {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"})
+        return found
+
+    # -- verbs ----------------------------------------------------------------------
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        body = self._body()
+        if path == "/lfs-verify":
+            self._lfs_verify(json.loads(body))
+            return
+        if not self._authorized():
+            self._send(401, {"error": "Invalid credentials"})
+            return
+        if match := BATCH.match(path):
+            if self._repo(match["repo"]) is not None:
+                self._lfs_batch(json.loads(body))
+            return
+        match = API.match(path)
+        if match is None:
+            self._send(404, {"error": f"no route {path}"})
+            return
+        files = self._repo(match["repo"])
+        if files is None:
+            return
+        if match["op"] == "preupload":
+            self._preupload(files, json.loads(body))
+        elif match["op"] == "commit":
+            self._commit(match["repo"], files, body)
+        else:
+            self._paths_info(files, parse_qs(body.decode()))
+
+    def do_PUT(self) -> None:
+        path = urlsplit(self.path).path
+        body = self._body()
+        if not path.startswith("/lfs-upload/"):
+            self._send(404, {"error": "no route"})
+            return
+        oid = path.rsplit("/", 1)[1]
+        if hashlib.sha256(body).hexdigest() != oid:
+            self._send(400, {"error": "content does not match its oid"})
+            return
+        with self.server.state.lock:
+            self.server.state.lfs_objects[oid] = body
+        self._send(200, raw=b"")
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            self._send(401, {"error": "Invalid credentials"})
+            return
+        match = RESOLVE.match(urlsplit(self.path).path)
+        if match is None:
+            self._send(404, {"error": "no route"})
+            return
+        files = self._repo(match["repo"])
+        if files is None:
+            return
+        stored = files.get(unquote(match["path"]))
+        if stored is None:
+            self._send(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
+            return
+        self._send(200, raw=stored.data)
+
+    # -- endpoints ------------------------------------------------------------------
+
+    def _preupload(self, files: dict[str, StoredFile], payload: dict[str, Any]) -> None:
+        answer = []
+        for item in payload["files"]:
+            mode = upload_mode(item["path"])
+            stored = files.get(item["path"])
+            oid = None
+            if stored is not None:
+                oid = stored.sha256 if stored.lfs else git_blob_id(stored.data)
+            answer.append({"path": item["path"], "uploadMode": mode, "shouldIgnore": False,
+                           "oid": oid})
+        self._send(200, {"files": answer, "commitOid": "0" * 40})
+
+    def _lfs_batch(self, payload: dict[str, Any]) -> None:
+        base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        objects = []
+        for obj in payload["objects"]:
+            entry: dict[str, Any] = {"oid": obj["oid"], "size": obj["size"],
+                                     "authenticated": True}
+            if obj["oid"] not in self.server.state.lfs_objects:
+                entry["actions"] = {"upload": {"href": f"{base}/lfs-upload/{obj['oid']}"},
+                                    "verify": {"href": f"{base}/lfs-verify"}}
+            objects.append(entry)
+        self._send(200, {"transfer": "basic", "objects": objects})
+
+    def _lfs_verify(self, payload: dict[str, Any]) -> None:
+        data = self.server.state.lfs_objects.get(payload["oid"])
+        if data is None or len(data) != payload["size"]:
+            self._send(404, {"error": "object not uploaded"})
+        else:
+            self._send(200, {})
+
+    def _commit(self, repo: str, files: dict[str, StoredFile], body: bytes) -> None:
+        state = self.server.state
+        staged: dict[str, StoredFile] = {}
+        for line in body.splitlines():
+            item = json.loads(line)
+            value = item["value"]
+            if item["key"] == "file":
+                staged[value["path"]] = StoredFile(base64.b64decode(value["content"]), False)
+            elif item["key"] == "lfsFile":
+                data = state.lfs_objects.get(value["oid"])
+                if data is None:
+                    self._send(422, {"error": f"LFS object {value['oid']} was never uploaded"})
+                    return
+                staged[value["path"]] = StoredFile(data, True)
+        oid = uuid.uuid4().hex + "00000000"
+        with state.lock:
+            files.update(staged)
+            state.commits.append(oid)
+        base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._send(200, {"commitUrl": f"{base}/{repo}/commit/{oid}", "commitOid": oid,
+                         "pullRequestUrl": None, "success": True})
+
+    def _paths_info(self, files: dict[str, StoredFile], form: dict[str, list[str]]) -> None:
+        answer = []
+        for path in form.get("paths", []):
+            stored = files.get(path)
+            if stored is None:
+                continue
+            entry: dict[str, Any] = {"type": "file", "path": path, "size": len(stored.data),
+                                     "oid": git_blob_id(stored.data)}
+            if stored.lfs:
+                sha = "0" * 64 if path in self.server.state.lie_about else stored.sha256
+                entry["lfs"] = {"oid": sha, "size": len(stored.data), "pointerSize": 134}
+            answer.append(entry)
+        self._send(200, answer)
+
+
+class HubServer(ThreadingHTTPServer):
+    """`with HubServer(repos=[...], token=...) as hub:` serves at `hub.url` in a thread."""
+
+    daemon_threads = True
+
+    def __init__(self, repos: list[str], token: str | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.state = HubState(token=token, repos={repo: {} for repo in repos})
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self) -> HubServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+        self._thread.join(5)
