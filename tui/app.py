@@ -35,6 +35,7 @@ from tui.screens.fleet import FleetView, RunRow, fleet_line, put
 from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 from tui.store.journal import Journal
+from tui.store.ledger import Ledger
 
 
 class BoxUpdated(Message):
@@ -186,7 +187,7 @@ class GpurentApp(App[None]):
         self._storage_notices()
         for screen in self.screen_stack:
             if isinstance(screen, CostScreen):
-                screen.show(cost, self.meter.ledger.events)
+                screen.show(cost, self.meter.fleet_events())
 
     def _storage_notices(self) -> None:
         """Say once, per distinct message, that the cost ledger or the action journal cannot
@@ -322,6 +323,10 @@ class GpurentApp(App[None]):
         if row is not None:
             self._push(row.box_name, None)
 
+    def _ledger(self) -> Ledger | None:
+        """The meter's own ledger, so an action's outcome is billed at the next refresh."""
+        return self.meter.ledger if self.meter is not None else None
+
     def _push(self, box: str, runs: list[str] | None) -> None:
         from tui.actions.flows import push_runs
 
@@ -351,7 +356,8 @@ class GpurentApp(App[None]):
 
         async def work() -> None:
             report = await power(self.fleet, self.fleet.box(box), action, self.journal,
-                                 session=watcher.session if watcher else None)
+                                 session=watcher.session if watcher else None,
+                                 ledger=self._ledger())
             self._end_action(box, report.lines, report.code)
 
         self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
@@ -376,7 +382,8 @@ class GpurentApp(App[None]):
                 code = pushed.code
             if code == 0:
                 stopped = await power(self.fleet, config, "stop", self.journal,
-                                      session=watcher.session if watcher else None)
+                                      session=watcher.session if watcher else None,
+                                      ledger=self._ledger())
                 lines += stopped.lines
                 code = stopped.code
             else:
@@ -449,7 +456,8 @@ class GpurentApp(App[None]):
 
         async def work() -> None:
             report = await destroy(self.fleet, self.fleet.box(box), self.journal,
-                                   force_unpushed=force, push_first=push_first)
+                                   force_unpushed=force, push_first=push_first,
+                                   ledger=self._ledger())
             self._end_action(box, report.lines, report.code)
 
         self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
@@ -463,7 +471,7 @@ class GpurentApp(App[None]):
             self.notify("no cost figures in this view", timeout=3)
             return
         if not isinstance(self.screen, CostScreen):
-            self.push_screen(CostScreen(self.cost, self.meter.ledger.events, self._clock))
+            self.push_screen(CostScreen(self.cost, self.meter.fleet_events(), self._clock))
 
     def action_filter(self) -> None:
         """Show the filter line; it is disabled (never focused) while hidden."""

@@ -14,8 +14,8 @@ from tui.model.cost import (
     box_rates,
     budget_level,
     idle_since,
-    next_event,
     parse_event,
+    percent_words,
     run_cost,
     spend_series,
     stopped_usd_per_hr,
@@ -96,20 +96,22 @@ def test_accrual_across_segments_with_an_injected_clock() -> None:
     assert series[0] == (t0, 0.0) and series[-1][1] == pytest.approx(3.96 + 2.5)
 
 
-def test_next_event_only_on_change_and_backfills_from_the_provider_start() -> None:
-    first = next_event(None, "a", "running", 3.4828, "api", 5000.0, started_at=1400.0)
-    assert first == Event(1400.0, "a", "running", 3.4828, "api")
-    assert next_event(first, "a", "running", 3.4828, "api", 6000.0) is None
-    change = next_event(first, "a", "stopped", 0.0694, "computed", 7000.0)
-    assert change is not None and change.t == 7000.0
+def test_starting_and_stopping_bill_the_running_rate_until_read_back() -> None:
+    for state in ("stopping", "starting", "unknown", "error"):
+        rates = box_rates("vast", None, Facts(state=state, running_usd_per_hr=3.4828,
+                                              disk_gb=250, storage_usd_per_gb_month=0.2))
+        assert rates.now is not None and rates.now.usd_per_hr == 3.4828, state
+    blind = box_rates("manual", None, Facts(state="stopped"))
+    assert blind.now is not None and blind.now.usd_per_hr == 0.0
+    assert blind.now.source == "unknown" and "unknown" in blind.now.note
 
 
-def test_restart_mid_segment_replays_to_the_same_total() -> None:
-    t0 = 0.0
-    run1 = [Event(t0, "a", "running", 2.0, "api")]
-    # The panel quits at t0+1h and comes back at t0+3h: the box billed all along.
-    assert next_event(run1[-1], "a", "running", 2.0, "api", t0 + 3 * 3600) is None
-    assert accrued(run1, t0 + 4 * 3600)["a"] == pytest.approx(8.0)
+def test_a_saving_of_99_5_percent_never_reads_100() -> None:
+    assert percent_words(99.5) == "99.5%" and percent_words(99.97) == ">99.9%"
+    assert percent_words(98.01) == "98%" and percent_words(0.3) == "0.3%"
+    assert percent_words(0.01) == "<0.1%" and percent_words(100.0) == "100%"
+    rates = box_rates("vast", None, Facts(running_usd_per_hr=13.88, disk_usd_per_hr=0.0694))
+    assert rates.saving_pct is not None and percent_words(rates.saving_pct) == "99.5%"
 
 
 def test_parse_event_rejects_bad_records() -> None:

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
 import pytest
+from support.fleets import DATA
 from support.panel_states import NOW, VAST, Facts, fleet_states
 
+from tui.model.box import BoxState, Connection, fold_answer, fold_failure
 from tui.model.config import parse_config
 from tui.model.cost import Event
-from tui.model.meter import meter
+from tui.model.meter import Gone, meter
+from tui.providers.meter import CostMeter, record_outcome
+from tui.store.ledger import Ledger
+
+RUNNING_STATUS = json.loads((DATA / "yolox_running" / "status.json").read_text())
+VAST_RUNNING = Facts(running_usd_per_hr=3.4828, disk_usd_per_hr=0.0694,
+                     started_at=1_800_000_000.0 - 600)
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
 
 CONFIG = """
 budget_usd = 10
@@ -53,3 +71,166 @@ def test_fleet_burn_accrual_projection_and_alarms() -> None:
     assert runpod.idle_usd == pytest.approx(2.0 * 0.25)
     assert not vast.idle_alarm
     assert cost.budget_level is None and cost.accrued_usd == pytest.approx(4.4828)
+
+
+# --- the rules the meter keeps (issue: money truth) --------------------------
+
+MANUAL = """
+budget_usd = 2
+[[box]]
+name = "lab"
+host = "lab.example.org"
+stop_command = "sudo poweroff"
+[box.pricing]
+running_usd_per_hr = 1.10
+disk_gb = 100
+storage_usd_per_gb_month = 0.1
+[[box]]
+name = "vast"
+host = "h"
+provider = "vast"
+instance_id = "1"
+"""
+
+
+def up(name: str, at: float, runs: list[dict[str, Any]] | None = None) -> BoxState:
+    return fold_answer(BoxState(name=name), {"v": 1, "time": at, "runs": runs or [],
+                                              "gpus": {"absent": True}, "disks": []}, at)
+
+
+def down(name: str, at: float, prev: BoxState | None = None) -> BoxState:
+    return fold_failure(prev or BoxState(name=name), Connection.TIMEOUT, "no answer", at)
+
+
+@dataclass(frozen=True)
+class Said:
+    """A stop/start/destroy outcome as tui.actions.power reports it."""
+
+    action: str
+    box: str
+    outcome: str
+    state_after: str | None = None
+    info_after: Any = None
+
+
+def clocked(fleet_text: str, tmp_path: Path) -> tuple[CostMeter, list[float]]:
+    now = [T0]
+    meter_ = CostMeter(parse_config(fleet_text, "f.toml"),
+                       ledger=Ledger(tmp_path / "ledger.jsonl"), clock=lambda: now[0])
+    return meter_, now
+
+
+T0 = 1_800_000_000.0
+
+
+def test_only_configured_boxes_count_in_totals_budgets_and_alarms(tmp_path: Path) -> None:
+    meter_, _now = clocked(MANUAL, tmp_path)
+    # Boxes of an old config, still in the ledger: history, not meter.
+    meter_.ledger.record(Event(T0 - 7200, "ghost", "running", 3.0, "config"))
+    meter_.ledger.record(Event(T0 - 3600, "lab", "running", 1.10, "config"))
+    cost = meter_.update([up("lab", T0)])
+    assert "ghost" not in cost.boxes
+    assert cost.accrued_usd == pytest.approx(1.10) and cost.usd_per_hr == pytest.approx(1.10)
+    assert cost.budget_level is None  # $1.10 of $2: the ghost's $6 would have made it an alarm
+
+
+def test_a_box_never_seen_writes_nothing_and_says_what_it_may_cost(tmp_path: Path) -> None:
+    meter_, _now = clocked(MANUAL, tmp_path)
+    cost = meter_.update([down("lab", T0), BoxState(name="vast")])
+    assert meter_.ledger.events == [] and not (tmp_path / "ledger.jsonl").exists()
+    lab = cost.boxes["lab"]
+    assert lab.rate_now is None and lab.maybe_usd_per_hr == 1.10
+    assert lab.doubt is not None and "$1.10/hr if it is running" in lab.doubt
+    assert cost.usd_per_hr == 0 and cost.maybe_usd_per_hr == pytest.approx(1.10)
+    assert cost.unpriced == ("vast",)
+
+
+def test_a_manual_stop_not_read_back_keeps_billing_and_says_so(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    box = meter_.fleet.box("lab")
+    meter_.update([up("lab", T0)])
+    now[0] = T0 + 3600
+    event = record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 3590, now[0])
+    assert event is not None and event.state == "unknown" and event.usd_per_hr == 1.10
+    now[0] = T0 + 7200
+    cost = meter_.update([down("lab", T0 + 3700)])
+    lab = cost.boxes["lab"]
+    assert lab.accrued_usd == pytest.approx(2 * 1.10)
+    assert lab.doubt is not None and "may still be billing $1.10/hr" in lab.doubt
+
+
+def test_a_manual_stop_read_back_bills_the_disk_and_a_destroy_nothing(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    box = meter_.fleet.box("lab")
+    meter_.update([up("lab", T0)])
+    record_outcome(meter_.ledger, box, Said("stop", "lab", "done", "stopped"), T0 + 3590,
+                   T0 + 3600)
+    now[0] = T0 + 7200
+    disk = 100 * 0.1 / 730
+    cost = meter_.update([down("lab", T0 + 3700)])
+    assert cost.boxes["lab"].accrued_usd == pytest.approx(1.10 + disk)
+    assert cost.boxes["lab"].doubt is None and cost.usd_per_hr == pytest.approx(disk)
+    # It answers again: someone started it; billed running from when it was last seen down.
+    now[0] = T0 + 9000
+    cost = meter_.update([up("lab", T0 + 9000)])
+    assert meter_.ledger.last("lab") == Event(T0 + 7200, "lab", "running", 1.10, "config")
+    record_outcome(meter_.ledger, box, Said("destroy", "lab", "done", "destroyed"), T0 + 10790,
+                   T0 + 10800)
+    now[0] = T0 + 20000
+    cost = meter_.update([down("lab", T0 + 11000)])
+    assert cost.boxes["lab"].accrued_usd == pytest.approx(1.10 + disk + 1.10)
+    assert cost.usd_per_hr == 0
+
+
+def test_a_provider_poll_older_than_a_read_back_stop_changes_nothing(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    box = meter_.fleet.box("vast")
+    meter_._seen("vast", VAST_RUNNING)  # read at T0 (started before: backfilled)
+    meter_.update([])
+    assert meter_.ledger.last("vast") == Event(T0 - 600, "vast", "running", 3.4828, "api")
+    now[0] = T0 + 30
+    record_outcome(meter_.ledger, box, Said("stop", "vast", "done", "stopped",
+                                            Facts(state="stopped", disk_usd_per_hr=0.0694)),
+                   T0 + 20, T0 + 30)
+    now[0] = T0 + 40
+    meter_.update([])  # the poll from T0 still says running: older than the stop
+    assert meter_.ledger.last("vast") == Event(T0 + 30, "vast", "stopped", 0.0694, "api")
+
+
+def test_a_dearer_state_is_dated_from_when_the_old_one_was_last_seen(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    meter_._seen("vast", Facts(state="stopped", running_usd_per_hr=None,
+                               disk_usd_per_hr=0.0694))
+    meter_.update([])
+    now[0] = T0 + 60
+    meter_._seen("vast", VAST_RUNNING)  # started between the two polls
+    meter_.update([])
+    now[0] = T0 + 120
+    meter_._seen("vast", Facts(state="stopped", disk_usd_per_hr=0.0694))
+    meter_.update([])
+    assert [(e.t, e.state) for e in meter_.ledger.events] == [
+        (T0, "stopped"), (T0, "running"), (T0 + 120, "stopped")]
+
+
+def test_an_instance_gone_from_the_provider_is_destroyed(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    meter_._seen("vast", VAST_RUNNING)
+    meter_.update([])
+    now[0] = T0 + 600
+    meter_._seen("vast", Gone())
+    cost = meter_.update([])
+    assert meter_.ledger.last("vast") == Event(T0 + 600, "vast", "destroyed", 0.0, "computed")
+    assert cost.usd_per_hr == 0
+
+
+def test_activity_marks_date_training_and_idle_from_the_runs_own_clock(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    status = {**RUNNING_STATUS, "started_at": iso(T0 - 900), "updated_at": iso(T0 - 5)}
+    run = {"path": "/r/a", "root": "/r", "name": "a", "s_sig": "s", "status": status,
+           "pid_alive": True}
+    meter_.update([up("lab", T0, [run])])
+    done = {**status, "state": "completed", "updated_at": iso(T0 + 100)}
+    now[0] = T0 + 300
+    meter_.update([up("lab", T0 + 300, [{**run, "status": done}])])
+    assert [(m.t, m.activity) for m in meter_.ledger.marks] == [
+        (T0 - 900, "training"), (T0 + 100, "idle")]

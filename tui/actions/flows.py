@@ -8,6 +8,7 @@ never raises for a box's own troubles.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -16,10 +17,12 @@ from tui.actions.push import Progress, PushResult, push_run
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.guard import Unpushed, last_verified_pushes, unpushed_weights
+from tui.providers.meter import record_outcome
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 from tui.remote.watch import BoxWatcher
 from tui.store.journal import Journal
+from tui.store.ledger import Ledger
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -100,6 +103,12 @@ def _journal_power(journal: Journal, outcome: PowerOutcome) -> None:
                    error=None if outcome.outcome == "done" else outcome.message)
 
 
+def _bill(ledger: Ledger | None, box: BoxConfig, outcome: PowerOutcome, sent_at: float,
+          ended_at: float) -> None:
+    """The outcome reaches the cost ledger: read back, a new segment; not, "may still bill"."""
+    record_outcome(ledger if ledger is not None else Ledger(), box, outcome, sent_at, ended_at)
+
+
 def _power_report(outcome: PowerOutcome) -> Report:
     report = Report(lines=[f"{outcome.action} {outcome.box}: {outcome.outcome}: "
                            f"{outcome.message}"])
@@ -109,24 +118,28 @@ def _power_report(outcome: PowerOutcome) -> Report:
 
 
 async def power(fleet: FleetConfig, box: BoxConfig, action: str, journal: Journal, *,
-                session: BoxSession | None = None) -> Report:
+                session: BoxSession | None = None, ledger: Ledger | None = None,
+                clock: Callable[[], float] = time.time) -> Report:
     """Stop or start a box through its provider (or its configured command)."""
     act: Callable[..., Awaitable[PowerOutcome]] = {"stop": stop_box, "start": start_box}[action]
     own = None
     if session is None and box.provider == "manual":
         own = BoxSession(box, fleet, host_key_store(fleet))
         session = own
+    sent_at = clock()
     try:
         outcome = await act(box, fleet, ssh=session)
     finally:
         if own is not None:
             await own.close()
     _journal_power(journal, outcome)
+    _bill(ledger, box, outcome, sent_at, clock())
     return _power_report(outcome)
 
 
 async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
-                  force_unpushed: bool = False, push_first: bool = False) -> Report:
+                  force_unpushed: bool = False, push_first: bool = False,
+                  ledger: Ledger | None = None, clock: Callable[[], float] = time.time) -> Report:
     """Destroy a box, never losing weights: refused while checkpoints are unpushed,
     unless `push_first` pushes and verifies them, or `force_unpushed` overrides."""
     watcher, state = await look(box, fleet)
@@ -160,8 +173,10 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         if unpushed:
             report.lines.append(f"overriding the guard: {sum(len(u.files) for u in unpushed)} "
                                 "unpushed checkpoint file(s) will be lost")
+        sent_at = clock()
         outcome = await destroy_box(box, fleet, ssh=watcher.session)
         _journal_power(journal, outcome)
+        _bill(ledger, box, outcome, sent_at, clock())
         done = _power_report(outcome)
         report.lines.extend(done.lines)
         report.code = max(report.code, done.code)

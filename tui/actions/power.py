@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tui.actions.box_command import run_box_command
@@ -54,6 +54,8 @@ class PowerOutcome:
     state_after: str | None = None
     gpus_before: int | None = None
     gpus_after: int | None = None
+    # The instance as last read (its rates bill the new state: tui.providers.meter.record_outcome)
+    info_after: InstanceInfo | None = field(default=None, repr=False, compare=False)
 
 
 def in_flight(box: str) -> str | None:
@@ -151,7 +153,7 @@ class _ByProvider:
             state_before=before.state if before else None,
             state_after=after.state if after else state_after,
             gpus_before=before.num_gpus if before else None,
-            gpus_after=after.num_gpus if after else None)
+            gpus_after=after.num_gpus if after else None, info_after=after)
 
     def billing(self, info: InstanceInfo | None) -> str:
         """What the box bills in the state it reads, in a few words."""

@@ -9,11 +9,14 @@ a box must know whether a number was billed, configured or computed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tui.model.bill import RUNNING_STATES, Event, accrued, parse_record, spend_series
 from tui.model.config import Pricing
+
+__all__ = ["Event", "accrued", "spend_series"]  # the history's types, where callers look
 
 DEFAULT_HOURS_PER_MONTH = 730.0
 PROVIDER_HOURS_PER_MONTH = {"vast": 720.0}  # Vast bills disk on a 720-hour month
@@ -56,12 +59,14 @@ class BoxRates:
 
     @property
     def now(self) -> Rate | None:
-        """What the box bills right now."""
+        """What the box bills in its state. Starting and stopping bill the running rate
+        until the provider reads the new state: where unsure, money is going out."""
         if self.state == "destroyed":
             return Rate(0.0, "computed", "destroyed: nothing billed")
-        if self.state in ("stopped", "stopping"):
-            return self.stopped
-        if self.state in ("running", "starting", "unknown", "error"):
+        if self.state == "stopped":
+            return self.stopped or Rate(0.0, "unknown", "stopped; what its disk bills is "
+                                        "unknown (set disk_gb and storage_usd_per_gb_month)")
+        if self.state in RUNNING_STATES:
             return self.running
         return None
 
@@ -90,6 +95,20 @@ class BoxRates:
         if math.isinf(hours):
             return "stopping costs nothing while stopped: stop rather than destroy"
         return f"stopping pays if you come back within {hours:.1f} h; later, destroy"
+
+
+def percent_words(value: float) -> str:
+    """A share for a person: whole percents, except that 99.5% never reads "100%" and
+    0.4% never reads "0%" (the difference is the money)."""
+    if value >= 100 or value <= 0:
+        return f"{value:.0f}%"
+    whole = f"{value:.0f}"
+    if whole in ("0", "100"):
+        fine = f"{value:.1f}"
+        if fine in ("0.0", "100.0"):
+            return "<0.1%" if whole == "0" else ">99.9%"
+        return f"{fine}%"
+    return f"{whole}%"
 
 
 def usd(value: float) -> str:
@@ -172,83 +191,13 @@ def run_cost(box_usd_per_hr: float | None, running_runs: int, mean_epoch_seconds
     return RunCost(rate, share, per_epoch, to_finish)
 
 
-# --- the ledger: billing segments ------------------------------------------
-
-
-@dataclass(frozen=True)
-class Event:
-    """The start of a billing segment: from `t` on, `box` bills `usd_per_hr`."""
-
-    t: float
-    box: str
-    state: str
-    usd_per_hr: float
-    source: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"v": 1, "t": round(self.t, 3), "box": self.box, "state": self.state,
-                "usd_per_hr": self.usd_per_hr, "source": self.source}
+# --- the ledger: billing segments (tui.model.bill holds the history) -------
 
 
 def parse_event(record: Mapping[str, Any]) -> Event | None:
-    try:
-        event = Event(float(record["t"]), str(record["box"]), str(record["state"]),
-                      float(record["usd_per_hr"]), str(record.get("source", "")))
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not (math.isfinite(event.t) and math.isfinite(event.usd_per_hr)) or event.usd_per_hr < 0:
-        return None
-    return event
-
-
-def next_event(last: Event | None, box: str, state: str, usd_per_hr: float, source: str,
-               now: float, started_at: float | None = None) -> Event | None:
-    """The event to append when a box's state or rate changed; None when it did not.
-
-    A box seen for the first time is backfilled from the provider's start time
-    when the API gives one (it was billing before the panel looked).
-    """
-    if last is not None and last.state == state and math.isclose(
-            last.usd_per_hr, usd_per_hr, rel_tol=1e-9, abs_tol=1e-12):
-        return None
-    t = now
-    if last is None and started_at is not None and started_at < now and state == "running":
-        t = started_at
-    return Event(t, box, state, usd_per_hr, source)
-
-
-def accrued(events: Iterable[Event], now: float, *, since: float | None = None
-            ) -> dict[str, float]:
-    """Dollars per box: each segment bills its rate until the box's next event (or now),
-    counting only time after `since` when given (e.g. today's spend)."""
-    by_box: dict[str, list[Event]] = {}
-    for event in events:
-        by_box.setdefault(event.box, []).append(event)
-    totals: dict[str, float] = {}
-    for box, box_events in by_box.items():
-        box_events.sort(key=lambda e: e.t)
-        total = 0.0
-        for event, following in zip(box_events, [*box_events[1:], None], strict=True):
-            start = event.t if since is None else max(event.t, since)
-            end = following.t if following is not None else now
-            if end > start:
-                total += event.usd_per_hr * (end - start) / 3600
-        totals[box] = total
-    return totals
-
-
-def spend_series(events: Iterable[Event], now: float, points: int = 60
-                 ) -> list[tuple[float, float]]:
-    """Cumulative fleet spend at `points` evenly spaced times, for the cost screen's plot."""
-    events = sorted(events, key=lambda e: e.t)
-    if not events:
-        return []
-    start = events[0].t
-    if now <= start:
-        return [(start, 0.0)]
-    step = (now - start) / max(points - 1, 1)
-    times = [start + i * step for i in range(points)]
-    return [(t, sum(accrued([e for e in events if e.t <= t], t).values())) for t in times]
+    """A ledger line as a billing segment; None for anything else (a mark, a bad line)."""
+    parsed = parse_record(record)
+    return parsed if isinstance(parsed, Event) else None
 
 
 # --- alarms ----------------------------------------------------------------

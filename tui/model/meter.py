@@ -1,36 +1,163 @@
-"""The cost meter: one immutable picture of what the fleet costs now, has cost, will cost.
+"""The cost meter: what the fleet costs now, has cost, will cost; and when the ledger moves.
 
 Pure: folds the boxes' snapshots, the providers' facts and the ledger's
-events at one instant. The I/O around it (polling providers, appending to
+history at one instant. The I/O around it (polling providers, appending to
 the ledger) lives in tui.providers.meter.
+
+The rules, in the order a person would ask:
+- Only the configured boxes are metered: a box removed from the config keeps
+  its history in the ledger, not its meter, and counts in no total, budget or alarm.
+- The ledger follows observed effects. A segment starts only on an observation
+  the meter can stand behind: the provider's API read the instance in a state,
+  a box answered over SSH (it is up), or an action's effect was read back.
+  Where a box has never been observed nothing is billed, and the meter says
+  what it would cost if it is running.
+- An observation older than the ledger's newest word on a box changes nothing
+  (a stop read back by an action outranks a provider poll from before it).
+- When a change is seen, it is dated so that, where unsure, money is going
+  out: a cheaper state from when it was seen, a dearer one from when the old
+  state was last seen (or the provider's own start time).
+- Where the meter cannot see a box it keeps billing the last state and says so.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tui.model.box import BoxState
-from tui.model.config import FleetConfig
+from tui.model.bill import RUNNING_STATES, Book, BoxHistory, Event, Mark
+from tui.model.box import BoxState, Connection
+from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import (
     BoxRates,
-    Event,
     InstanceFacts,
     Rate,
     RunCost,
-    accrued,
     box_rates,
     budget_level,
     idle_since,
     run_cost,
+    usd,
 )
-from tui.model.runs import Health
+from tui.model.runs import Health, format_age, parse_time
+
+FAILED = (Connection.UNREACHABLE, Connection.TIMEOUT, Connection.AUTH_FAILED,
+          Connection.HOST_KEY_UNKNOWN, Connection.HOST_KEY_CHANGED, Connection.PROBE_FAILED)
+
+
+@dataclass(frozen=True)
+class Gone:
+    """An instance its provider no longer has (HTTP 404 after it was seen): destroyed."""
+
+    state: str = "destroyed"
+    running_usd_per_hr: float | None = None
+    disk_usd_per_hr: float | None = None
+    disk_gb: float | None = None
+    storage_usd_per_gb_month: float | None = None
+    hours_per_month: float | None = None
+    can_stop: bool = True
+    started_at: float | None = None
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def observe(box: BoxConfig, facts: InstanceFacts | None, read_at: float | None,
+            read_before: float | None, state: BoxState | None, history: BoxHistory | None,
+            down_at: float | None, known_running: Rate | None) -> Event | None:
+    """The segment to start when the newest observation of `box` differs from the ledger.
+
+    `read_at`/`read_before`: when the provider last and previously read the
+    instance (this process); `down_at`: when the box was last seen not answering.
+    `known_running`: the running rate last known (a stopped RunPod pod reports none).
+    """
+    last = history.last if history is not None else None
+    if facts is not None and read_at is not None:
+        if last is not None and read_at <= last.t:
+            return None  # the ledger holds a newer word (an action read back, say)
+        rates = box_rates(box.provider, box.pricing, facts)
+        rate = rates.now
+        if rates.state in RUNNING_STATES and rates.running is None:
+            rate = known_running
+        if rate is None:
+            return None
+        if last is not None and last.state == rates.state and _same(last.usd_per_hr,
+                                                                    rate.usd_per_hr):
+            return None
+        started = facts.started_at
+        t = read_at
+        if last is None:
+            if rates.state == "running" and started is not None and started < read_at:
+                t = started  # it was billing before anything looked
+        elif rate.usd_per_hr > last.usd_per_hr:
+            if started is not None and last.t < started <= read_at:
+                t = started
+            elif read_before is not None:
+                t = max(read_before, last.t)
+        note = rate.note if rate.source == "unknown" else ""  # doubts only, not derivations
+        return Event(t, box.name, rates.state, rate.usd_per_hr, rate.source, note)
+    # No word from a provider: a box that answers over SSH is up, and bills running.
+    if state is None or state.connection is not Connection.OK or state.last_ok_at is None:
+        return None
+    seen = state.last_ok_at
+    if last is not None and seen <= last.t:
+        return None
+    rate = box_rates(box.provider, box.pricing, None).running or known_running
+    if rate is None:
+        return None
+    t = seen
+    if last is not None:
+        if last.state == "running" and _same(last.usd_per_hr, rate.usd_per_hr):
+            return None
+        if last.state not in RUNNING_STATES and down_at is not None:
+            t = max(last.t, min(down_at, seen))  # up again: from when it was last seen down
+    return Event(t, box.name, "running", rate.usd_per_hr, rate.source)
+
+
+def activity_mark(name: str, state: BoxState | None, history: BoxHistory | None,
+                  now: float) -> Mark | None:
+    """The activity mark to add when what the box's runs do changed (billed boxes only).
+
+    Training is dated from the earliest start of the runs that progress, idle
+    from the last update of any run (when the last one stopped progressing),
+    both on the panel's clock; never before the previous mark.
+    """
+    if history is None or not history.events or state is None:
+        return None
+    if state.connection is Connection.OK and state.last_ok_at is not None:
+        offset = state.last_ok_at - state.box_time if state.box_time is not None else 0.0
+        progressing = [r for r in state.runs if r.health is Health.RUNNING]
+        if progressing:
+            activity = "training"
+            starts = [parse_time(r.status.get("started_at")) if r.status else None
+                      for r in progressing]
+            known = [s + offset for s in starts if s is not None]
+            t = min(known) if known else state.last_ok_at
+        else:
+            activity = "idle"
+            ends = [parse_time(r.updated_at) for r in state.runs]
+            known = [e + offset for e in ends if e is not None]
+            t = max(known) if known else state.last_ok_at
+        t = min(t, state.last_ok_at)
+    elif state.connection in FAILED:
+        activity = "unseen"
+        t = state.failed_since if state.failed_since is not None else now
+    else:
+        return None
+    last = history.last_mark
+    if last is not None:
+        if last.activity == activity:
+            return None
+        t = max(t, last.t)
+    return Mark(t, name, activity)
 
 
 @dataclass(frozen=True)
 class BoxCost:
     name: str
-    rates: BoxRates
+    rates: BoxRates          # the box's rates; rates.state is what the ledger bills now
     accrued_usd: float
     today_usd: float
     runs: Mapping[str, RunCost] = field(default_factory=dict)  # by run path
@@ -40,10 +167,17 @@ class BoxCost:
     budget_usd: float | None = None
     budget_level: str | None = None
     provider_error: str | None = None
+    billing: Event | None = None          # the open segment: what accrues now
+    doubt: str | None = None              # where unsure: what may still be going out
+    maybe_usd_per_hr: float | None = None  # never observed: what it bills if running
+    idle_reason: str = ""
 
     @property
     def rate_now(self) -> Rate | None:
-        return self.rates.now
+        """What accrues now (the open segment); None while nothing is billed for sure."""
+        if self.billing is None:
+            return None
+        return Rate(self.billing.usd_per_hr, self.billing.source, self.billing.note)
 
     @property
     def to_finish_usd(self) -> float:
@@ -60,59 +194,100 @@ class FleetCost:
     budget_usd: float | None = None
     budget_level: str | None = None
     unpriced: tuple[str, ...] = ()  # boxes with no known rate
+    maybe_usd_per_hr: float = 0.0   # boxes never observed, if they are running
+    doubts: tuple[str, ...] = ()    # boxes whose meter is unsure (see BoxCost.doubt)
+
+
+def _doubt(box: BoxConfig, open_: Event | None, state: BoxState | None, rates: BoxRates,
+           provider_error: str | None, now: float) -> str | None:
+    """Words for what the meter cannot be sure of, toward money going out."""
+    if open_ is None:
+        rate = rates.running
+        if rate is None:
+            return None
+        return (f"not observed yet: bills {usd(rate.usd_per_hr)}/hr if it is running "
+                "(nothing is metered until the provider or the box answers)")
+    if open_.state == "destroyed":
+        return None
+    if open_.state == "unknown":
+        return open_.note or (f"state unknown: may still be billing "
+                              f"{usd(open_.usd_per_hr)}/hr")
+    if open_.state in ("stopping", "starting"):
+        return (f"{open_.state}, not yet read back: billed at the running rate "
+                f"{usd(open_.usd_per_hr)}/hr until it is")
+    if box.provider != "manual" and provider_error:
+        return (f"{box.provider} is not answering: billed as last seen ({open_.state}, "
+                f"{usd(open_.usd_per_hr)}/hr); it may have changed")
+    if box.provider == "manual" and open_.state in RUNNING_STATES and state is not None \
+            and state.connection in FAILED:
+        since = state.failed_since
+        ago = f" for {format_age(now - since)}" if since is not None else ""
+        return (f"not answering{ago}: may still be billing {usd(open_.usd_per_hr)}/hr "
+                "(a stop nobody observed bills on)")
+    return None
 
 
 def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, InstanceFacts],
-          events: Iterable[Event], idle_prev: Mapping[str, float], now: float,
+          book: Book | Iterable[Event], idle_prev: Mapping[str, float], now: float,
           day_start: float, provider_errors: Mapping[str, str] | None = None) -> FleetCost:
     """Everything the panel and `status --json` show about money, at `now`."""
-    events = list(events)
-    totals = accrued(events, now)
-    today = accrued(events, now, since=day_start)
+    if not isinstance(book, Book):
+        book = Book(book)
     states = {b.name: b for b in boxes}
     costs: dict[str, BoxCost] = {}
     unpriced: list[str] = []
     for box in fleet.boxes:
+        history = book.boxes.get(box.name)
+        open_ = history.at(now) if history is not None else None
+        error = (provider_errors or {}).get(box.name)
         rates = box_rates(box.provider, box.pricing, facts.get(box.name))
-        if box.name not in facts and box.provider == "manual":
-            rates = BoxRates("running", rates.running, rates.stopped, rates.hours_per_month,
-                             rates.hours_per_month_source, rates.rebuild_usd, rates.can_stop)
-        rate = rates.now
-        if rate is None:
-            unpriced.append(box.name)
+        rates = replace(rates, state=open_.state if open_ is not None else "unknown")
         state = states.get(box.name)
+        rate = open_.usd_per_hr if open_ is not None else None
+        maybe = rates.running.usd_per_hr if open_ is None and rates.running else None
+        if rate is None and maybe is None:
+            unpriced.append(box.name)
         runs: dict[str, RunCost] = {}
         progressing = False
         gpu_max = None
+        idle_words = "no run progressing"
         if state is not None:
             running = [r for r in state.runs if r.health is Health.RUNNING]
             progressing = bool(running)
+            billed = rate if rate is not None and rates.state in RUNNING_STATES else maybe
             for run in running:
-                cost = run_cost(rate.usd_per_hr if rate else None, len(running),
-                                run.mean_epoch_seconds, run.eta_seconds)
+                cost = run_cost(billed, len(running), run.epoch_seconds, run.eta_seconds)
                 if cost is not None:
                     runs[run.path] = cost
             utils = [g.util_pct for g in state.gpus if g.util_pct is not None]
             gpu_max = max(utils) if utils else None
-        billed_running = rates.state in ("running", "starting") and bool(
-            rate and rate.usd_per_hr > 0)
+            if gpu_max is not None:
+                idle_words += ", GPUs under 5%"
+            else:
+                idle_words += f", and no GPU reading ({state.gpu_note or 'no nvidia-smi'})"
+        billed_running = rates.state in RUNNING_STATES and bool(rate and rate > 0)
         since = idle_since(idle_prev.get(box.name), billed_running, progressing, gpu_max, now)
-        idle_usd = rate.usd_per_hr * (now - since) / 3600 if since is not None and rate else 0.0
-        spent = totals.get(box.name, 0.0)
+        idle_usd = rate * (now - since) / 3600 if since is not None and rate else 0.0
+        spent = history.spent(now) if history is not None else 0.0
         costs[box.name] = BoxCost(
-            name=box.name, rates=rates, accrued_usd=spent, today_usd=today.get(box.name, 0.0),
+            name=box.name, rates=rates, accrued_usd=spent,
+            today_usd=history.between(day_start, now) if history is not None else 0.0,
             runs=runs, idle_since=since, idle_usd=idle_usd,
             idle_alarm=since is not None and now - since >= fleet.idle_minutes * 60,
             budget_usd=box.budget_usd, budget_level=budget_level(spent, box.budget_usd),
-            provider_error=(provider_errors or {}).get(box.name))
-    accrued_total = sum(totals.values())
+            provider_error=error, billing=open_,
+            doubt=_doubt(box, open_, state, rates, error, now),
+            maybe_usd_per_hr=maybe, idle_reason=idle_words)
+    accrued_total = sum(c.accrued_usd for c in costs.values())
     return FleetCost(
         boxes=costs,
         usd_per_hr=sum(c.rate_now.usd_per_hr for c in costs.values() if c.rate_now),
         accrued_usd=accrued_total,
-        today_usd=sum(today.values()),
+        today_usd=sum(c.today_usd for c in costs.values()),
         to_finish_usd=sum(c.to_finish_usd for c in costs.values()),
         budget_usd=fleet.budget_usd,
         budget_level=budget_level(accrued_total, fleet.budget_usd),
         unpriced=tuple(unpriced),
+        maybe_usd_per_hr=sum(c.maybe_usd_per_hr or 0.0 for c in costs.values()),
+        doubts=tuple(n for n, c in costs.items() if c.doubt),
     )

@@ -21,6 +21,10 @@ LOG_TAIL_LINES = 400
 STALL_FLOOR_SECONDS = 600.0
 STALL_EPOCHS = 3.0
 SCHEMA_VERSION = 1
+PACE_WINDOW = 10      # recent epochs the ETA is estimated from
+PACE_OUTLIER = 3.0    # an epoch slower than this x the window's median was a pause
+PACE_AGREE = 0.2      # LibreYOLO's own ETA is shown when within 20% (or a minute) of ours
+PACE_MIN_EPOCHS = 3
 
 
 class Health(StrEnum):
@@ -106,6 +110,53 @@ def parse_time(value: object) -> float | None:
     if stamp.tzinfo is None:
         return None
     return stamp.timestamp()
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Seconds per remaining epoch, the ETA it gives, and how they were estimated (in words)."""
+
+    epoch_seconds: float | None
+    eta_seconds: float | None
+    method: str
+
+
+def estimate_pace(history: tuple[EpochPoint, ...], status: Mapping[str, Any] | None,
+                  remaining: int | None) -> Pace:
+    """Time per epoch from the recent epochs, robust to a pause: the mean of the last
+    PACE_WINDOW epoch times, leaving out any over PACE_OUTLIER x their median (one
+    paused epoch must not poison the ETA or the cost to finish). LibreYOLO's own
+    `eta_seconds` (its mean over every epoch x epochs left) is preferred only when
+    it agrees with that."""
+    theirs = finite(status.get("eta_seconds")) if status else None
+    theirs = max(theirs, 0.0) if theirs is not None else None
+    their_mean = finite(status.get("mean_epoch_seconds")) if status else None
+    times = [p.seconds for p in history[-PACE_WINDOW:] if p.seconds is not None and p.seconds > 0]
+    if len(times) < PACE_MIN_EPOCHS:
+        if theirs is not None:
+            return Pace(their_mean, theirs, "LibreYOLO's own ETA (too few epochs yet to check it)")
+        if times:
+            each = sum(times) / len(times)
+            eta = each * remaining if remaining is not None else None
+            return Pace(each, eta, f"mean of the {len(times)} epoch(s) so far ({each:.1f} s each)")
+        return Pace(their_mean, None, "no epoch finished yet")
+    ordered = sorted(times)
+    half = len(ordered) // 2
+    median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+    kept = [t for t in times if t <= PACE_OUTLIER * median]
+    each = sum(kept) / len(kept)
+    method = f"mean of the last {len(kept)} epochs ({each:.1f} s each)"
+    if len(kept) < len(times):
+        method += (f", leaving out {len(times) - len(kept)} over {PACE_OUTLIER:g}x the median "
+                   "(a pause)")
+    if remaining is None:
+        return Pace(each, None, method)
+    ours = each * remaining
+    if theirs is not None and abs(theirs - ours) <= max(PACE_AGREE * ours, 60.0):
+        return Pace(each, theirs, f"LibreYOLO's own ETA (agrees with the {method})")
+    if theirs is not None:
+        method += f"; LibreYOLO's own {format_age(theirs)} disagrees"
+    return Pace(each, ours, method)
 
 
 def check_status(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
@@ -211,11 +262,22 @@ class RunState:
         return whole(self.status.get("total_epochs")) if self.status else None
 
     @property
+    def pace(self) -> Pace:
+        """Seconds per epoch and the ETA, estimated robustly (see estimate_pace)."""
+        total, done = self.total_epochs, self.current_epoch
+        remaining = max(total - (done or 0), 0) if total is not None else None
+        return estimate_pace(self.history, self.status, remaining)
+
+    @property
     def eta_seconds(self) -> float | None:
         if self.health is not Health.RUNNING or self.status is None:
             return None
-        eta = finite(self.status.get("eta_seconds"))
-        return max(eta, 0.0) if eta is not None else None
+        return self.pace.eta_seconds
+
+    @property
+    def epoch_seconds(self) -> float | None:
+        """A typical epoch's seconds now (what cost per epoch uses): robust to a pause."""
+        return self.pace.epoch_seconds
 
     @property
     def mean_epoch_seconds(self) -> float | None:

@@ -1,8 +1,11 @@
 """The cost meter's I/O: poll the providers, append billing segments to the ledger.
 
-`CostMeter.update(boxes)` is cheap (no I/O but an occasional ledger append)
-and runs on every box refresh; `poll()` asks each provider about its
+`CostMeter.update(boxes)` is cheap (a stat of the ledger and an occasional
+append) and runs on every box refresh; `poll()` asks each provider about its
 instances and runs on its own slower timer, because providers rate-limit.
+`record_outcome` is how a stop, start or destroy reaches the ledger: its
+effect read back starts the new segment; an effect not read back leaves the
+box billing at its running rate, marked "may still be billing".
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from typing import Protocol
 
-from tui.model.box import BoxState
-from tui.model.config import FleetConfig
-from tui.model.cost import InstanceFacts, next_event
-from tui.model.meter import FleetCost, meter
+from tui.model.bill import RUNNING_STATES, Event
+from tui.model.box import BoxState, Connection
+from tui.model.config import BoxConfig, FleetConfig
+from tui.model.cost import InstanceFacts, Rate, box_rates, usd
+from tui.model.meter import FAILED, FleetCost, Gone, activity_mark, meter, observe
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
 
@@ -26,6 +31,13 @@ def local_midnight(now: float) -> float:
     """Start of today on the local clock: "spent today" counts from here."""
     stamp = datetime.fromtimestamp(now)
     return stamp.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def known_running_rate(ledger: Ledger, box: str) -> Rate | None:
+    """The running rate the ledger last billed this box at (a stopped pod reports none)."""
+    history = ledger.book.boxes.get(box)
+    last = history.last_rate(("running",)) if history is not None else None
+    return Rate(last.usd_per_hr, last.source, "the running rate last billed") if last else None
 
 
 class CostMeter:
@@ -41,6 +53,10 @@ class CostMeter:
         self._env = env
         self.clients: dict[str, ProviderClient] = dict(clients or {})
         self.facts: dict[str, InstanceFacts] = {}
+        self.read_at: dict[str, float] = {}      # when each box's facts were read
+        self.read_before: dict[str, float] = {}  # the read before that (old state last seen)
+        self.running_rate: dict[str, Rate] = {}  # the last running rate an API gave
+        self.down_at: dict[str, float] = {}      # when a box was last seen not answering
         self.errors: dict[str, str] = {}
         self.idle: dict[str, float] = {}
         self.latest: FleetCost | None = None
@@ -50,15 +66,32 @@ class CostMeter:
             self.clients[provider] = make_client(provider, self.fleet, env=self._env)
         return self.clients[provider]
 
+    def _seen(self, name: str, facts: InstanceFacts) -> None:
+        now = self._clock()
+        if name in self.read_at:
+            self.read_before[name] = self.read_at[name]
+        self.facts[name], self.read_at[name] = facts, now
+        if facts.running_usd_per_hr is not None:
+            self.running_rate[name] = Rate(facts.running_usd_per_hr, "api")
+
     async def poll(self) -> None:
-        """Ask each provider about each of its boxes, in parallel; errors are kept per box."""
+        """Ask each provider about each of its boxes, in parallel; errors are kept per box.
+
+        An instance the provider no longer has (404) after it was seen, or
+        while the ledger bills it, reads as destroyed: nothing is billed.
+        """
         async def one(name: str, provider: str, instance_id: str) -> None:
             try:
-                self.facts[name] = await self._client(provider).get(instance_id)
+                facts = await self._client(provider).get(instance_id)
             except ProviderError as exc:
                 self.errors[name] = exc.message
+                last = self.ledger.last(name)
+                known = name in self.facts or (last is not None and last.state != "destroyed")
+                if exc.kind == "not_found" and known:
+                    self._seen(name, Gone())
             else:
                 self.errors.pop(name, None)
+                self._seen(name, facts)
 
         jobs = []
         for box in self.fleet.boxes:
@@ -72,29 +105,105 @@ class CostMeter:
         await asyncio.gather(*jobs)
 
     def update(self, boxes: Iterable[BoxState]) -> FleetCost:
-        """Fold the current picture; start a ledger segment where a state or rate changed."""
+        """Fold the current picture; start a ledger segment where an observation says the
+        state or rate changed, and an activity mark where the runs' activity did."""
         now = self._clock()
-        boxes = list(boxes)
-        cost = meter(self.fleet, boxes, self.facts, self.ledger.events, self.idle, now,
-                     local_midnight(now), self.errors)
-        appended = False
-        for name, box_cost in cost.boxes.items():
-            rate = box_cost.rate_now
-            if rate is None:
-                continue
-            facts = self.facts.get(name)
-            event = next_event(self.ledger.last(name), name, box_cost.rates.state,
-                               rate.usd_per_hr, rate.source, now,
-                               facts.started_at if facts is not None else None)
+        self.ledger.refresh()
+        states = {b.name: b for b in boxes}
+        book = self.ledger.book
+        for box in self.fleet.boxes:
+            state = states.get(box.name)
+            if state is not None and state.connection in FAILED:
+                self.down_at[box.name] = now
+            known = self.running_rate.get(box.name) or known_running_rate(self.ledger, box.name)
+            event = observe(box, self.facts.get(box.name), self.read_at.get(box.name, now)
+                            if box.name in self.facts else None,
+                            self.read_before.get(box.name), state, book.boxes.get(box.name),
+                            self.down_at.get(box.name), known)
             if event is not None:
                 self.ledger.record(event)
-                appended = True
-        if appended:  # accrual starts with the new segments
-            cost = meter(self.fleet, boxes, self.facts, self.ledger.events, self.idle, now,
-                         local_midnight(now), self.errors)
+            mark = activity_mark(box.name, state, book.boxes.get(box.name), now)
+            if mark is not None:
+                self.ledger.mark(mark)
+        cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
+                     local_midnight(now), self.errors)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}
         self.latest = cost
         return cost
 
+    def fleet_events(self) -> list[Event]:
+        """The configured boxes' segments (what the cost screen plots)."""
+        names = {b.name for b in self.fleet.boxes}
+        return [e for e in self.ledger.events if e.box in names]
+
     async def aclose(self) -> None:
         await asyncio.gather(*(c.aclose() for c in self.clients.values()))
+
+
+# --- actions reach the ledger -------------------------------------------------
+
+
+class Outcome(Protocol):
+    """What tui.actions.power reports of a stop, start or destroy."""
+
+    action: str
+    box: str
+    outcome: str
+    state_after: str | None
+
+
+def record_outcome(ledger: Ledger, box: BoxConfig, outcome: Outcome, sent_at: float,
+                   ended_at: float) -> Event | None:
+    """Start the segment an action's outcome calls for, and return it (None: nothing to bill).
+
+    Read back (done, with the state it reads): a stop or destroy bills the
+    stopped (disk) rate or nothing from when it was read; a start bills the
+    running rate from when it was sent. Not read back (unknown, or a command
+    that ran while its effect could not be seen): the box is billed at its
+    running rate ("may still be billing") until something is observed.
+    Failed and refused actions changed nothing and add nothing.
+    """
+    ledger.refresh()
+    last = ledger.last(box.name)
+    facts = getattr(outcome, "info_after", None)
+    rates = box_rates(box.provider, box.pricing, facts)
+    running = rates.running or known_running_rate(ledger, box.name)
+    if running is None and last is not None and last.state in RUNNING_STATES:
+        running = Rate(last.usd_per_hr, last.source)
+    observed = outcome.outcome == "done" and outcome.state_after in (
+        "stopped", "destroyed", "running")
+    if observed:
+        state = str(outcome.state_after)
+        if state == "destroyed":
+            event = Event(ended_at, box.name, "destroyed", 0.0, "computed")
+        elif state == "stopped":
+            rate = rates.stopped or Rate(0.0, "unknown", "stopped; what its disk bills is "
+                                         "unknown")
+            event = Event(ended_at, box.name, "stopped", rate.usd_per_hr, rate.source,
+                          rate.note if rate.source == "unknown" else "")
+        else:
+            if running is None:
+                return None
+            event = Event(sent_at, box.name, "running", running.usd_per_hr, running.source)
+    elif outcome.outcome == "unknown" or outcome.outcome == "done":
+        if running is None:
+            return None
+        verb = {"stop": "a stop", "destroy": "a destroy", "start": "a start"}.get(
+            outcome.action, outcome.action)
+        still = "may be billing" if outcome.action == "start" else "may still be billing"
+        event = Event(sent_at if outcome.action == "start" else ended_at, box.name, "unknown",
+                      running.usd_per_hr, running.source,
+                      f"{verb} was sent but its effect was not read back: {still} "
+                      f"{usd(running.usd_per_hr)}/hr; check it")
+    else:
+        return None
+    history = ledger.book.boxes.get(box.name)
+    before = history.at(event.t) if history is not None else None
+    if before is not None and (before.state, before.usd_per_hr, before.note) == (
+            event.state, event.usd_per_hr, event.note):
+        return None
+    return ledger.record(event)
+
+
+__all__ = ["PROVIDER_POLL_SECONDS", "Connection", "CostMeter", "local_midnight",
+           "record_outcome"]

@@ -20,6 +20,11 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], 0
+    return parse_jsonl(data)
+
+
+def parse_jsonl(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """Every whole JSON object in `data` (bytes of such a file), and how many lines were skipped."""
     records: list[dict[str, Any]] = []
     skipped = 0
     for line in data.split(b"\n"):

@@ -1,48 +1,113 @@
-"""The cost ledger: billing segments on disk, so a restart of the panel loses no cost."""
+"""The cost ledger: billing segments and activity marks on disk, so a restart of the panel
+loses no cost, and what the CLI or another panel appends is seen at the next refresh."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 
-from tui.model.cost import Event, parse_event
+from tui.model.bill import Book, Event, Mark, parse_record
 from tui.store import paths
-from tui.store.jsonl import append_jsonl, read_jsonl
+from tui.store.jsonl import append_jsonl, parse_jsonl
 
 
 class Ledger:
-    """Events (segment starts) per box, kept in memory and appended to a JSONL file.
+    """Segments and marks per box, in memory (a Book) and appended to a JSONL file.
 
-    If the file cannot be written the events stay in memory for this session
-    and `problem` says so; nothing already on disk is touched.
+    If the file cannot be written the records stay in memory for this session
+    and `problem` says so; nothing already on disk is touched. Several
+    processes may append to one file (a panel, `stop` from a shell): `refresh`
+    reads what the others appended, and a record already held is not taken twice.
     """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.state_dir() / "ledger.jsonl"
         self.problem: str | None = None
+        self.skipped = 0
+        self.events: list[Event] = []
+        self.marks: list[Mark] = []
+        self._seen: set[Event | Mark] = set()
+        self._read_to = 0
+        self._stamp: tuple[int, int, int] | None = None
+        self.book = Book()
+        events, marks = self._read_new()
+        self.book = Book(events, marks)
+
+    def _read_new(self) -> tuple[list[Event], list[Mark]]:
+        """Records past what was read already (all of them the first time)."""
         try:
-            records, self.skipped = read_jsonl(self.path)
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            return [], []
         except OSError as exc:
-            records, self.skipped = [], 0
             self.problem = (f"cost ledger {self.path} cannot be read ({exc.strerror or exc}); "
                             "costs from earlier sessions are missing")
-        self.events: list[Event] = []
+            return [], []
+        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if stamp == self._stamp:
+            return [], []
+        if stat.st_size < self._read_to:  # replaced or cut: read it whole again
+            self._read_to = 0
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._read_to)
+                data = f.read()
+        except OSError as exc:
+            self.problem = (f"cost ledger {self.path} cannot be read ({exc.strerror or exc}); "
+                            "costs from earlier sessions are missing")
+            return [], []
+        # Appends are single small writes: a line without its newline is a torn write
+        # (the next append starts a fresh line), skipped and counted like any bad line.
+        self._stamp = stamp
+        self._read_to += len(data)
+        records, skipped = parse_jsonl(data)
+        self.skipped += skipped
+        events: list[Event] = []
+        marks: list[Mark] = []
         for record in records:
-            event = parse_event(record)
-            if event is None:
+            parsed = parse_record(record)
+            if parsed is None:
                 self.skipped += 1
-            else:
-                self.events.append(event)
+            elif parsed not in self._seen:
+                self._seen.add(parsed)
+                (events if isinstance(parsed, Event) else marks).append(parsed)  # type: ignore[arg-type]
+        self.events.extend(events)
+        self.marks.extend(marks)
+        return events, marks
+
+    def refresh(self) -> bool:
+        """Take in what other processes appended since the last read; True if anything."""
+        events, marks = self._read_new()
+        for event in events:
+            self.book.add(event)
+        for mark in marks:
+            self.book.add_mark(mark)
+        return bool(events or marks)
 
     def last(self, box: str) -> Event | None:
-        for event in reversed(self.events):
-            if event.box == box:
-                return event
-        return None
+        """The segment in force last for `box` (the newest in time, not in file order)."""
+        return self.book.last(box)
 
-    def record(self, event: Event) -> None:
+    def record(self, event: Event) -> Event:
+        """Append a segment; returns it as the file holds it (time to the millisecond)."""
+        event = replace(event, t=round(event.t, 3))
+        self._keep(event)
         self.events.append(event)
+        self.book.add(event)
+        return event
+
+    def mark(self, mark: Mark) -> Mark:
+        mark = replace(mark, t=round(mark.t, 3))
+        self._keep(mark)
+        self.marks.append(mark)
+        self.book.add_mark(mark)
+        return mark
+
+    def _keep(self, record: Event | Mark) -> None:
+        self._seen.add(record)
         try:
-            append_jsonl(self.path, event.to_json())
+            append_jsonl(self.path, record.to_json())
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be written ({exc.strerror or exc}); "
                             "costs are kept in memory until the panel quits")

@@ -1,0 +1,290 @@
+"""The billing history replayed: what each box billed when, and what its runs were doing.
+
+Pure: no I/O. A box's history is two sorted timelines: billing segments
+(`Event`: from `t` on the box bills `usd_per_hr` in a state) and activity
+marks (`Mark`: from `t` on its runs were training, idle, or could not be
+seen). Dollars are the integral of the rate over time, kept as a running sum
+at every segment start, so "spent so far" or "spent today" costs a binary
+search, not a replay, on every refresh; a segment that arrives out of order
+(a backfill, another process's append) re-sums only that box from there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Billed at the running rate: "stopping" and "starting" until the provider
+# reads the new state, "unknown" while an action's effect was not observed.
+RUNNING_STATES = ("running", "starting", "stopping", "error", "unknown")
+ACTIVITIES = ("training", "idle", "unseen")
+
+
+@dataclass(frozen=True)
+class Event:
+    """The start of a billing segment: from `t` on, `box` bills `usd_per_hr`."""
+
+    t: float
+    box: str
+    state: str
+    usd_per_hr: float
+    source: str
+    note: str = ""  # why this segment began, when a person should know ("stop not observed")
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"v": 1, "t": round(self.t, 3), "box": self.box,
+                                  "state": self.state, "usd_per_hr": self.usd_per_hr,
+                                  "source": self.source}
+        if self.note:
+            record["note"] = self.note
+        return record
+
+
+@dataclass(frozen=True)
+class Mark:
+    """From `t` on, `box`'s runs were `activity`: training (one progressed), idle (none
+    did), unseen (the box could not be looked at)."""
+
+    t: float
+    box: str
+    activity: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": 1, "kind": "activity", "t": round(self.t, 3), "box": self.box,
+                "activity": self.activity}
+
+
+def parse_record(record: Mapping[str, Any]) -> Event | Mark | None:
+    """A ledger line as a segment or a mark; None when it is neither (skipped, counted)."""
+    try:
+        t = float(record["t"])
+        box = record["box"]
+        if not isinstance(box, str) or not math.isfinite(t):
+            return None
+        if record.get("kind") == "activity":
+            activity = record["activity"]
+            return Mark(t, box, activity) if activity in ACTIVITIES else None
+        rate = float(record["usd_per_hr"])
+        state = record["state"]
+        note = record.get("note", "")
+        if not isinstance(state, str) or not isinstance(note, str):
+            return None
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(rate) or rate < 0:
+        return None
+    return Event(t, box, state, rate, str(record.get("source", "")), note)
+
+
+@dataclass
+class BoxHistory:
+    """One box's segments and marks, sorted by time, with the dollars billed before each
+    segment's start (`cum`)."""
+
+    events: list[Event] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    cum: list[float] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    mark_times: list[float] = field(default_factory=list)
+
+    def add(self, event: Event) -> None:
+        # After any equal time: of two segments at one instant the later word wins.
+        i = bisect_right(self.times, event.t)
+        self.events.insert(i, event)
+        self.times.insert(i, event.t)
+        self.cum.insert(i, 0.0)
+        for j in range(max(i, 1), len(self.events)):
+            prev = self.events[j - 1]
+            self.cum[j] = self.cum[j - 1] + prev.usd_per_hr * (self.times[j] - prev.t) / 3600
+
+    def mark(self, mark: Mark) -> None:
+        i = bisect_right(self.mark_times, mark.t)
+        self.marks.insert(i, mark)
+        self.mark_times.insert(i, mark.t)
+
+    @property
+    def last(self) -> Event | None:
+        return self.events[-1] if self.events else None
+
+    @property
+    def last_mark(self) -> Mark | None:
+        return self.marks[-1] if self.marks else None
+
+    def at(self, t: float) -> Event | None:
+        """The segment in force at `t`."""
+        i = bisect_right(self.times, t) - 1
+        return self.events[i] if i >= 0 else None
+
+    def spent(self, t: float) -> float:
+        """Dollars billed from the first segment up to `t`."""
+        i = bisect_right(self.times, t) - 1
+        if i < 0:
+            return 0.0
+        event = self.events[i]
+        return self.cum[i] + event.usd_per_hr * (t - event.t) / 3600
+
+    def between(self, start: float, end: float) -> float:
+        return self.spent(end) - self.spent(start) if end > start else 0.0
+
+    def last_rate(self, states: Iterable[str]) -> Event | None:
+        """The newest segment in one of `states` (the running rate last billed, say)."""
+        wanted = set(states)
+        for event in reversed(self.events):
+            if event.state in wanted:
+                return event
+        return None
+
+
+class Book:
+    """Every box's history, indexed by name."""
+
+    def __init__(self, events: Iterable[Event] = (), marks: Iterable[Mark] = ()) -> None:
+        self.boxes: dict[str, BoxHistory] = {}
+        by_box: dict[str, list[Event]] = {}
+        for event in events:
+            by_box.setdefault(event.box, []).append(event)
+        for box, box_events in by_box.items():  # bulk: one sort and one sum per box
+            box_events.sort(key=lambda e: e.t)
+            history = self.history(box)
+            history.events = box_events
+            history.times = [e.t for e in box_events]
+            cum, total = [0.0], 0.0
+            for prev, event in itertools.pairwise(box_events):
+                total += prev.usd_per_hr * (event.t - prev.t) / 3600
+                cum.append(total)
+            history.cum = cum
+        for mark in marks:
+            self.add_mark(mark)
+
+    def history(self, box: str) -> BoxHistory:
+        if box not in self.boxes:
+            self.boxes[box] = BoxHistory()
+        return self.boxes[box]
+
+    def add(self, event: Event) -> None:
+        self.history(event.box).add(event)
+
+    def add_mark(self, mark: Mark) -> None:
+        history = self.history(mark.box)
+        if history.marks and mark.t >= history.mark_times[-1]:
+            history.marks.append(mark)
+            history.mark_times.append(mark.t)
+        else:
+            history.mark(mark)
+
+    def last(self, box: str) -> Event | None:
+        history = self.boxes.get(box)
+        return history.last if history is not None else None
+
+    def spent(self, box: str, now: float, since: float | None = None) -> float:
+        history = self.boxes.get(box)
+        if history is None:
+            return 0.0
+        return history.spent(now) if since is None else history.between(since, now)
+
+
+def accrued(events: Iterable[Event], now: float, *, since: float | None = None
+            ) -> dict[str, float]:
+    """Dollars per box: each segment bills its rate until the box's next segment (or now),
+    counting only time after `since` when given (e.g. today's spend)."""
+    book = Book(events)
+    return {box: book.spent(box, now, since) for box in book.boxes if book.boxes[box].events}
+
+
+def spend_series(events: Iterable[Event] | Book, now: float, points: int = 60,
+                 boxes: Iterable[str] | None = None) -> list[tuple[float, float]]:
+    """Cumulative spend of `boxes` (default: all) at `points` evenly spaced times."""
+    book = events if isinstance(events, Book) else Book(events)
+    names = [b for b in (book.boxes if boxes is None else boxes)
+             if b in book.boxes and book.boxes[b].events]
+    if not names:
+        return []
+    start = min(book.boxes[b].times[0] for b in names)
+    if now <= start:
+        return [(start, 0.0)]
+    step = (now - start) / max(points - 1, 1)
+    times = [start + i * step for i in range(points)]
+    return [(t, sum(book.boxes[b].spent(t) for b in names)) for t in times]
+
+
+# --- the `costs` report -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spend:
+    hours: float = 0.0
+    usd: float = 0.0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(self.hours + other.hours, self.usd + other.usd)
+
+
+@dataclass(frozen=True)
+class BoxBill:
+    """What one box billed between `start` and `end`, split the ways a person asks."""
+
+    box: str
+    start: float
+    end: float
+    running: Spend          # billed at the running rate (starting, stopping, unknown too)
+    stopped: Spend          # the disk while stopped
+    idle: Spend             # billed as running while no run progressed
+    unseen: Spend           # billed as running while its runs could not be seen
+    after_last_run: Spend   # everything billed after its last run ended
+    last_run_ended_at: float | None
+    state: str | None       # the segment in force at `end`
+
+    @property
+    def usd(self) -> float:
+        return self.running.usd + self.stopped.usd
+
+
+def _last_run_end(history: BoxHistory) -> float | None:
+    """When the box's last training stretch ended, if nothing trained after it."""
+    ended, trained = None, False
+    for mark in history.marks:
+        if mark.activity == "training":
+            ended, trained = None, True
+        elif mark.activity == "idle" and trained and ended is None:
+            ended = mark.t
+    return ended
+
+
+def box_bill(history: BoxHistory, box: str, start: float, end: float) -> BoxBill:
+    """Replay one box over [start, end]: O(segments + marks) in the window."""
+    running = stopped = idle = unseen = Spend()
+    ended = _last_run_end(history)
+    after = Spend()
+    cuts = sorted({start, end, *(t for t in history.times if start < t < end),
+                   *(t for t in history.mark_times if start < t < end)})
+    ei = bisect_right(history.times, start) - 1
+    mi = bisect_right(history.mark_times, start) - 1
+    for a, b in itertools.pairwise(cuts):
+        while ei + 1 < len(history.times) and history.times[ei + 1] <= a:
+            ei += 1
+        while mi + 1 < len(history.mark_times) and history.mark_times[mi + 1] <= a:
+            mi += 1
+        if ei < 0:
+            continue
+        event = history.events[ei]
+        if event.state == "destroyed":
+            continue
+        piece = Spend((b - a) / 3600, event.usd_per_hr * (b - a) / 3600)
+        if event.state in RUNNING_STATES:
+            running += piece
+            activity = history.marks[mi].activity if mi >= 0 else None
+            if activity == "idle":
+                idle += piece
+            elif activity == "unseen":
+                unseen += piece
+        else:
+            stopped += piece
+        if ended is not None and a >= ended:
+            after += piece
+    state_now = history.at(end)
+    return BoxBill(box, start, end, running, stopped, idle, unseen, after, ended,
+                   state_now.state if state_now else None)
