@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from tui.model.box import BoxState, Connection
+from tui.model.capability import refusal
 from tui.model.config import FleetConfig
 from tui.model.cost import usd
 from tui.model.guard import PushRecord, last_verified_pushes, unpushed_weights
@@ -393,17 +394,21 @@ class GpurentApp(App[None]):
 
         self.run_worker(work(), group=f"action:{box}", exit_on_error=False)
 
+    def _refused(self, action: str, box: str) -> bool:
+        """Offer only what the box can do: say why not instead of asking to confirm."""
+        cost = self.cost.boxes.get(box) if self.cost else None
+        why = refusal(action, self.fleet.box(box), cost.rates if cost else None)
+        if why is not None:
+            self.notify(why, severity="warning", markup=False)
+        return why is not None
+
     def action_stop(self) -> None:
         row = self._focused_row()
-        if row is None:
+        if row is None or self._refused("stop", row.box_name):
             return
         box = row.box_name
         cost = self.cost.boxes.get(box) if self.cost else None
         stopped = cost.rates.stopped if cost else None
-        if cost is not None and not cost.rates.can_stop:
-            self.notify(f"{box}: this provider cannot stop a box (destroy it, or keep it)",
-                        severity="warning")
-            return
         bill = (f"While stopped it still bills {usd(stopped.usd_per_hr)}/hr for its disk."
                 if stopped else "While stopped its disk is still billed (rate unknown).")
         body = (f"{bill}\nThe GPU may be gone when you start it again (the provider gives "
@@ -413,7 +418,7 @@ class GpurentApp(App[None]):
 
     def action_start(self) -> None:
         row = self._focused_row()
-        if row is None:
+        if row is None or self._refused("start", row.box_name):
             return
         box = row.box_name
         cost = self.cost.boxes.get(box) if self.cost else None
@@ -426,7 +431,7 @@ class GpurentApp(App[None]):
 
     def action_destroy(self) -> None:
         row = self._focused_row()
-        if row is None:
+        if row is None or self._refused("destroy", row.box_name):
             return
         box = row.box_name
         state = self.states[box]

@@ -1,0 +1,72 @@
+"""What a box can be asked to do: the panel offers only that."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.model.capability import refusal
+from tui.model.config import parse_config
+from tui.model.cost import BoxRates
+
+FLEET = parse_config("""
+[[box]]
+name = "lab"
+host = "lab.example.org"
+stop_command = "sudo poweroff"
+[[box]]
+name = "bare"
+host = "bare.example.org"
+[[box]]
+name = "vast"
+host = "ssh4.vast.ai"
+provider = "vast"
+instance_id = "12345678"
+[[box]]
+name = "lambda"
+host = "198.51.100.4"
+provider = "lambda"
+instance_id = "0920582c"
+[[box]]
+name = "unnamed"
+host = "a100.runpod.example"
+provider = "runpod"
+""", "fleet.toml")
+
+
+def rates(state: str, can_stop: bool = True) -> BoxRates:
+    return BoxRates(state, None, None, 720.0, "api", None, can_stop)
+
+
+def test_a_manual_box_is_never_offered_a_start() -> None:
+    why = refusal("start", FLEET.box("lab"))
+    assert why is not None and "manual box" in why and "own console" in why
+    assert refusal("stop", FLEET.box("lab")) is None  # its stop_command can
+    assert "no destroy_command" in (refusal("destroy", FLEET.box("lab")) or "")
+    assert "no stop_command" in (refusal("stop", FLEET.box("bare")) or "")
+
+
+def test_a_provider_box_needs_its_instance_id() -> None:
+    assert "no instance_id" in (refusal("stop", FLEET.box("unnamed")) or "")
+    assert refusal("stop", FLEET.box("vast")) is None  # nothing known yet: the flow reads it
+
+
+@pytest.mark.parametrize(("action", "state", "refused"), [
+    ("stop", "running", False), ("stop", "stopped", True), ("stop", "stopping", True),
+    ("start", "stopped", False), ("start", "running", True), ("start", "starting", True),
+    ("destroy", "stopped", False), ("destroy", "running", False),
+    ("stop", "destroyed", True), ("start", "destroyed", True), ("destroy", "destroyed", True),
+    ("stop", "unknown", False), ("start", "unknown", False),
+])
+def test_state_decides_what_is_offered(action: str, state: str, refused: bool) -> None:
+    assert (refusal(action, FLEET.box("vast"), rates(state)) is not None) is refused
+
+
+def test_a_box_whose_provider_cannot_stop_is_offered_destroy_only() -> None:
+    box = FLEET.box("lambda")
+    assert "cannot stop" in (refusal("stop", box, rates("running", can_stop=False)) or "")
+    assert refusal("destroy", box, rates("running", can_stop=False)) is None
+
+
+def test_an_unknown_action_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="reboot"):
+        refusal("reboot", FLEET.box("vast"))

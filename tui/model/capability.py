@@ -1,0 +1,47 @@
+"""What a box can be asked to do now, so the panel offers only that. Pure.
+
+A confirmation that ends in "refused" wastes the user's attention and
+teaches them to press y without reading: the panel asks this first and says
+why instead of asking (a manual box has no API to start it; Lambda cannot
+stop; a box already stopped needs no stop).
+"""
+
+from __future__ import annotations
+
+from tui.model.config import BoxConfig
+from tui.model.cost import BoxRates
+
+ACTIONS = ("stop", "start", "destroy")
+_COMMAND = {"stop": "stop_command", "destroy": "destroy_command"}
+_ALREADY = {"stop": ("stopped", "stopping"), "start": ("running", "starting")}
+
+
+def refusal(action: str, box: BoxConfig, rates: BoxRates | None = None) -> str | None:
+    """Why `action` cannot be done on `box` now; None when it can be offered.
+
+    `rates` carries the provider's last word on the box (state, whether it can
+    stop); without it only the config decides.
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
+    if box.provider == "manual":
+        if action == "start":
+            return (f"{box.name} is a manual box: the panel has no way to start it; start it "
+                    "from its own console")
+        key = _COMMAND[action]
+        if not getattr(box, key):
+            return (f"{box.name} is a manual box with no {key}: {action} it from its own "
+                    f"console, or set {key} in its [[box]] table")
+        return None
+    if not box.instance_id:
+        return (f"{box.name} has no instance_id in the config, so the panel cannot tell "
+                f"{box.provider} what to {action}")
+    if rates is None:
+        return None
+    if rates.state == "destroyed":
+        return f"{box.name} is destroyed: nothing is left to {action}"
+    if action == "stop" and not rates.can_stop:
+        return f"{box.name}: {box.provider} cannot stop this box (destroy it, or keep it)"
+    if rates.state in _ALREADY.get(action, ()):
+        return f"{box.name} is already {rates.state}"
+    return None
