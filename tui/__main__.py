@@ -193,6 +193,70 @@ async def _demo(real: bool) -> int:
     return 128 + caught[0] if caught else app.return_code or EXIT_OK
 
 
+# -- before the GPU bills: check, doctor (stage, fetch, size) ---------------------------
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tui.actions.preflight import check
+    from tui.store.journal import Journal
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+
+    def stage(name: str) -> None:
+        if not args.json:
+            print(f"  {name} ...", file=sys.stderr, flush=True)
+
+    report = asyncio.run(check(fleet, box, Journal(), deadline=args.timeout, on_stage=stage))
+    if args.json:
+        json.dump(report.document(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tui.actions.preflight import doctor
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+    report = asyncio.run(doctor(fleet, box, args.data_yaml, fast=args.fast, strict=args.strict,
+                                deadline=args.timeout))
+    if args.json:
+        json.dump(report.document(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code
+
+
+def add_preflight_commands(sub: argparse._SubParsersAction,
+                           common: argparse.ArgumentParser) -> None:
+    """The guide's steps before training: check the box, doctor the data (stage, fetch, size)."""
+    check = sub.add_parser("check", parents=[common],
+                           help="check a box before training: torch, CUDA, one real matmul per "
+                                "GPU, GPU health, LibreYOLO, HF_HOME (exit 1 on a problem)")
+    check.add_argument("box")
+    check.add_argument("--json", action="store_true", help="print the gpurent.check/1 document")
+    check.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                       help="give up after this long (default 300)")
+    check.set_defaults(func=cmd_check)
+    doctor = sub.add_parser("doctor", parents=[common],
+                            help="run LibreYOLO's `doctor` on a data set on the box, with the "
+                                 "box's interpreter (exit 1 when it finds errors)")
+    doctor.add_argument("box")
+    doctor.add_argument("data_yaml", metavar="DATA_YAML",
+                        help="the data set's YAML on the box (relative: to the login's home)")
+    doctor.add_argument("--json", action="store_true", help="print the gpurent.doctor/1 document")
+    doctor.add_argument("--fast", action="store_true",
+                        help="skip image decoding (LibreYOLO's --fast)")
+    doctor.add_argument("--strict", action="store_true",
+                        help="warnings fail too (LibreYOLO's --strict)")
+    doctor.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="give up after this long (default 1800)")
+    doctor.set_defaults(func=cmd_doctor)
+
+
 def build_parser() -> argparse.ArgumentParser:
     config_help = ("fleet config (default: $GPURENT_CONFIG, else "
                    "~/.config/gpurent-tui/fleet.toml)")
@@ -246,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", parents=[common], help="write an example fleet config")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_init)
+    add_preflight_commands(sub, common)
     return parser
 
 

@@ -20,6 +20,7 @@ DEFAULT_RUNS_ROOTS = ("/root/runs",)
 DEFAULT_REFRESH_SECONDS = 5.0
 DEFAULT_TIMEOUT_SECONDS = 15.0
 DEFAULT_IDLE_MINUTES = 10.0
+DEFAULT_PYTHON = "python3"
 BUDGET_ACTIONS = ("warn", "push-and-stop")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
 KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
@@ -67,6 +68,11 @@ class BoxConfig:
     destroy_command: str | None = None
     pricing: Pricing | None = None
     push: PushTarget | None = None
+    # The interpreter training runs with (rented images keep torch in a conda or
+    # venv python): `check` and `doctor` run there. The probe keeps python3.
+    python: str = DEFAULT_PYTHON
+    # The box's persistent volume (RunPod: /workspace): what survives a stop.
+    persistent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,20 @@ def _box_name(value: object) -> str:
     return name
 
 
+def _interpreter(value: object) -> str:
+    text = _string(value)
+    if any(ord(c) < 32 or c == "\x7f" for c in text):
+        raise _Bad("must not contain control characters")
+    return text
+
+
+def _box_path(value: object) -> str:
+    text = _interpreter(value)
+    if not text.startswith(("/", "~")):
+        raise _Bad(f"must be an absolute path on the box (or start with ~), got {text!r}")
+    return text
+
+
 def _instance_id(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -266,6 +286,8 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "budget_usd": _number(),
     "stop_command": _string,
     "destroy_command": _string,
+    "python": _interpreter,
+    "persistent": _box_path,
 }
 
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
