@@ -161,7 +161,63 @@ def test_key_remaps_must_name_known_actions() -> None:
     fleet = parse_config('[keys]\nnext = "n"\n[[box]]\nname = "a"\nhost = "h"\n', "f.toml")
     assert fleet.keys == {"next": "n"}
     (msg,) = problems('[keys]\nnxt = "n"\n[[box]]\nname = "a"\nhost = "h"\n')
-    assert "key 'keys': unknown action 'nxt'" in msg
+    assert msg.startswith("fleet.toml:2: key 'keys.nxt': unknown binding id (did you mean "
+                          "'next'?)")
+
+
+def test_key_errors_carry_their_own_line() -> None:
+    text = 'refresh_seconds = 2\n\n[keys]\nnext = "n"\nopen = 3\n[[box]]\nname = "a"\nhost = "h"\n'
+    (msg,) = problems(text)
+    assert msg.startswith("fleet.toml:5: key 'keys.open': expected a key name")
+
+
+@pytest.mark.parametrize(("remap", "silenced"), [
+    ('previous = "q"', "quit"),             # q would no longer quit
+    ('push = "P"', "push_box"),
+    ('series = "r"', "refresh"),            # the run detail's own m -> r: r stops refreshing there
+    ('confirm_yes = "n"', "confirm_no"),
+    ('next = "j,c"', "cost"),
+])
+def test_a_remap_that_steals_another_bindings_key_is_an_error(remap: str,
+                                                                silenced: str) -> None:
+    (msg,) = problems(f'[keys]\n{remap}\n[[box]]\nname = "a"\nhost = "h"\n')
+    binding = remap.split(" ")[0]
+    assert msg.startswith(f"fleet.toml:2: key 'keys.{binding}': ")
+    assert f"already the key of {silenced}" in msg and "would stop working" in msg
+
+
+@pytest.mark.parametrize("remap", [
+    'next = "n"',                       # only the confirmation's own n shadows it there
+    'quit = "x"\nprevious = "q"',       # q moves from quit to previous: nothing is lost
+    'destroy_push_first = "p"',         # the default, spelt out
+    'filter = "/"',
+])
+def test_remaps_that_silence_nothing_are_accepted(remap: str) -> None:
+    fleet = parse_config(f'[keys]\n{remap}\n[[box]]\nname = "a"\nhost = "h"\n', "f.toml")
+    assert fleet.keys
+
+
+def test_a_misspelt_box_table_is_reported_at_its_own_line_with_a_suggestion() -> None:
+    text = ('[[box]]\nname = "a"\nhost = "h"\n\n[box.pricng]\nrunning_usd_per_hr = 3.0\n'
+            '[box.push]\nlocal_dir = "/tmp/x"\n')
+    (msg,) = problems(text)
+    assert msg.startswith("fleet.toml:5: box 'a': key 'pricng': unknown key (did you mean "
+                          "'pricing'?)")
+    known = msg.split("known keys: ")[1].split(", ")
+    assert "pricing" in known and "push" in known
+
+
+def test_keys_in_subtables_are_found_in_their_own_table() -> None:
+    text = ('[[box]]\nname = "a"\nhost = "h"\n[box.pricing]\ndisk_gb = 1\n'
+            '[[box]]\nname = "b"\nhost = "h"\n[box.push]\nlocal_dir = "/x"\n'
+            '[box.pricing]\ndisk_gb = -1\n')
+    (msg,) = problems(text)
+    assert msg.startswith("fleet.toml:12: box 'b': key 'pricing.disk_gb': must be >= 0")
+
+
+def test_a_misspelt_top_level_table_is_found_at_its_header() -> None:
+    (msg,) = problems('[kyes]\nnext = "n"\n[[box]]\nname = "a"\nhost = "h"\n')
+    assert msg.startswith("fleet.toml:1: key 'kyes': unknown key (did you mean 'keys'?)")
 
 
 def test_provider_urls_budgets_and_alarm_settings() -> None:

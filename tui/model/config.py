@@ -10,9 +10,11 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from tui.model.keys import key_clashes
 
 PROVIDERS = ("manual", "vast", "runpod", "lambda")
 HOST_KEY_POLICIES = ("strict", "accept-new")
@@ -231,16 +233,20 @@ def _runs_roots(value: object) -> tuple[str, ...]:
 
 
 def _key_table(value: object) -> dict[str, str]:
+    """The shape only; each entry is checked on its own line by parse_config."""
     if not isinstance(value, dict):
         raise _Bad(f"expected a table of action = \"key\", got {_type_name(value)}")
-    keys = {}
-    for action, key in value.items():
-        if action not in KEY_ACTIONS:
-            raise _Bad(f"unknown action {action!r}; actions: {', '.join(KEY_ACTIONS)}")
-        if not isinstance(key, str) or not key.strip():
-            raise _Bad(f"action {action!r}: expected a key name such as \"j\" or \"ctrl+r\"")
-        keys[str(action)] = key
-    return keys
+    return dict(value)
+
+
+def _key_entry(action: str, key: object) -> str:
+    if action not in KEY_ACTIONS:
+        close = difflib.get_close_matches(action, KEY_ACTIONS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise _Bad(f"unknown binding id{hint}; binding ids: {', '.join(KEY_ACTIONS)}")
+    if not isinstance(key, str) or not key.strip():
+        raise _Bad("expected a key name such as \"j\" or \"ctrl+r\"")
+    return key
 
 
 def _provider_urls(value: object) -> dict[str, str]:
@@ -304,34 +310,54 @@ _PUSH_KEYS: dict[str, Callable[[object], Any]] = {
 }
 
 
-class _Locator:
-    """Finds the line of a key in the text, since tomllib does not say."""
+TablePath = tuple[str | int, ...]  # () the top level, ("box", 0, "pricing"), ("keys",), ...
 
-    _HEADER = re.compile(r"^\s*\[\[\s*box\s*\]\]")
+
+class _Locator:
+    """Finds the line of a key or a table header in the text, since tomllib does not say.
+
+    Each line belongs to the table of the header above it: `[[box]]` opens
+    ("box", i), `[box.pricing]` opens ("box", i, "pricing"), `[keys]` opens
+    ("keys",), so a key is found in its own table, not in a neighbour's.
+    """
+
+    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
-        self.box_starts = [i for i, line in enumerate(self.lines) if self._HEADER.match(line)]
+        self.table: list[TablePath] = []  # the table each line belongs to
+        self.headers: dict[int, TablePath] = {}  # line index -> the table it opens
+        counts: dict[tuple[str, ...], int] = {}
+        current: TablePath = ()
+        for i, line in enumerate(self.lines):
+            match = self._HEADER.match(line)
+            if match:
+                parts = tuple(p.strip().strip("\"'") for p in match.group(2).split("."))
+                if match.group(1) == "[[":
+                    counts[parts] = counts.get(parts, 0) + 1
+                    current = (*parts, counts[parts] - 1)
+                elif parts[:1] == ("box",) and counts.get(("box",)):
+                    current = ("box", counts[("box",)] - 1, *parts[1:])
+                else:
+                    current = parts
+                self.headers[i] = current
+            self.table.append(current)
 
-    def _span(self, box_index: int | None) -> tuple[int, int]:
-        if box_index is None:
-            end = self.box_starts[0] if self.box_starts else len(self.lines)
-            return 0, end
-        if box_index >= len(self.box_starts):
-            return 0, len(self.lines)
-        start = self.box_starts[box_index]
-        nxt = self.box_starts[box_index + 1] if box_index + 1 < len(self.box_starts) else None
-        return start, nxt if nxt is not None else len(self.lines)
-
-    def line_of(self, box_index: int | None, key: str | None) -> int | None:
-        start, end = self._span(box_index)
+    def line_of(self, table: TablePath, key: str | None = None) -> int | None:
+        """The line of `key` in `table` (an assignment, or a header of a table under it);
+        without that, the line opening `table`; None when the text has neither."""
         if key is not None:
             pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-            for i in range(start, end):
-                if pattern.match(self.lines[i]):
+            for i, line in enumerate(self.lines):
+                if self.table[i] == table and i not in self.headers and pattern.match(line):
                     return i + 1
-        if box_index is not None and box_index < len(self.box_starts):
-            return start + 1
+            inner = (*table, key)
+            for i, opened in self.headers.items():
+                if opened[:len(inner)] == inner:
+                    return i + 1
+        for i, opened in self.headers.items():
+            if opened == table:
+                return i + 1
         return None
 
 
@@ -340,10 +366,11 @@ def _toml_line(exc: tomllib.TOMLDecodeError) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _unknown(key: str, known: Mapping[str, object]) -> str:
-    close = difflib.get_close_matches(key, list(known), n=1)
+def _unknown(key: str, known: Iterable[str]) -> str:
+    names = list(known)
+    close = difflib.get_close_matches(key, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown key{hint}; known keys: {', '.join(known)}"
+    return f"unknown key{hint}; known keys: {', '.join(names)}"
 
 
 def parse_config(text: str, source: str) -> FleetConfig:
@@ -361,19 +388,19 @@ def parse_config(text: str, source: str) -> FleetConfig:
         table: Mapping[str, object],
         schema: Mapping[str, Callable[[object], Any]],
         box_label: str | None,
-        box_index: int | None,
+        path: TablePath,
         prefix: str = "",
-        skip: tuple[str, ...] = (),
+        subtables: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for key, raw in table.items():
-            if key in skip:
+            if key in subtables:
                 continue
             full = f"{prefix}{key}"
-            line = locate.line_of(box_index, key)
+            line = locate.line_of(path, key)
             if key not in schema:
-                problems.append(
-                    ConfigProblem(source, _unknown(key, schema), box_label, full, line))
+                problems.append(ConfigProblem(source, _unknown(key, [*schema, *subtables]),
+                                              box_label, full, line))
                 continue
             try:
                 values[key] = schema[key](raw)
@@ -381,11 +408,26 @@ def parse_config(text: str, source: str) -> FleetConfig:
                 problems.append(ConfigProblem(source, str(exc), box_label, full, line))
         return values
 
-    top = check_table(data, _TOP_KEYS, None, None, skip=("box",))
+    def check_keys(table: Mapping[str, object]) -> dict[str, str]:
+        keys: dict[str, str] = {}
+        for action, key in table.items():
+            line = locate.line_of(("keys",), action)
+            try:
+                keys[action] = _key_entry(action, key)
+            except _Bad as exc:
+                problems.append(ConfigProblem(source, str(exc), None, f"keys.{action}", line))
+        for clash in key_clashes(keys):
+            problems.append(ConfigProblem(source, clash.message, None, f"keys.{clash.binding}",
+                                          locate.line_of(("keys",), clash.binding)))
+        return keys
+
+    top = check_table(data, _TOP_KEYS, None, (), subtables=("box",))
+    if "keys" in top:
+        top["keys"] = check_keys(top["keys"])
     raw_boxes = data.get("box", [])
     if not isinstance(raw_boxes, list) or not all(isinstance(b, dict) for b in raw_boxes):
         problems.append(ConfigProblem(source, "'box' must be written as [[box]] tables",
-                                      key="box", line=locate.line_of(None, "box")))
+                                      key="box", line=locate.line_of((), "box")))
         raw_boxes = []
     if not raw_boxes and not problems:
         problems.append(ConfigProblem(source, "no boxes: add a [[box]] table with name and host"))
@@ -394,11 +436,12 @@ def parse_config(text: str, source: str) -> FleetConfig:
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_boxes):
         label = raw.get("name") if isinstance(raw.get("name"), str) else f"#{index + 1}"
-        values = check_table(raw, _BOX_KEYS, label, index, skip=("pricing", "push"))
+        where: TablePath = ("box", index)
+        values = check_table(raw, _BOX_KEYS, label, where, subtables=("pricing", "push"))
         for required in ("name", "host"):
             if required not in raw:
                 problems.append(ConfigProblem(source, "missing (required)", label, required,
-                                              locate.line_of(index, None)))
+                                              locate.line_of(where)))
         pricing = push = None
         for sub, schema in (("pricing", _PRICING_KEYS), ("push", _PUSH_KEYS)):
             if sub not in raw:
@@ -406,9 +449,9 @@ def parse_config(text: str, source: str) -> FleetConfig:
             if not isinstance(raw[sub], dict):
                 problems.append(ConfigProblem(
                     source, f"expected a table [box.{sub}], got {_type_name(raw[sub])}",
-                    label, sub, locate.line_of(index, sub)))
+                    label, sub, locate.line_of(where, sub)))
                 continue
-            sub_values = check_table(raw[sub], schema, label, index, prefix=f"{sub}.")
+            sub_values = check_table(raw[sub], schema, label, (*where, sub), prefix=f"{sub}.")
             if sub == "pricing":
                 pricing = Pricing(**sub_values)
             else:
@@ -418,7 +461,7 @@ def parse_config(text: str, source: str) -> FleetConfig:
             if name in seen:
                 problems.append(ConfigProblem(
                     source, f"duplicate box name (first defined in box #{seen[name] + 1})",
-                    label, "name", locate.line_of(index, "name")))
+                    label, "name", locate.line_of(where, "name")))
             else:
                 seen[name] = index
         if "name" in values and "host" in values:
