@@ -134,28 +134,27 @@ def estimate_pace(history: tuple[EpochPoint, ...], status: Mapping[str, Any] | N
     times = [p.seconds for p in history[-PACE_WINDOW:] if p.seconds is not None and p.seconds > 0]
     if len(times) < PACE_MIN_EPOCHS:
         if theirs is not None:
-            return Pace(their_mean, theirs, "LibreYOLO's own ETA (too few epochs yet to check it)")
+            return Pace(their_mean, theirs, "LibreYOLO's (too few epochs to check it)")
         if times:
             each = sum(times) / len(times)
             eta = each * remaining if remaining is not None else None
-            return Pace(each, eta, f"mean of the {len(times)} epoch(s) so far ({each:.1f} s each)")
+            return Pace(each, eta, f"mean of the {len(times)} epoch(s) so far ({each:.1f} s)")
         return Pace(their_mean, None, "no epoch finished yet")
     ordered = sorted(times)
     half = len(ordered) // 2
     median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
     kept = [t for t in times if t <= PACE_OUTLIER * median]
     each = sum(kept) / len(kept)
-    method = f"mean of the last {len(kept)} epochs ({each:.1f} s each)"
+    method = f"mean of last {len(kept)} epochs ({each:.1f} s)"
     if len(kept) < len(times):
-        method += (f", leaving out {len(times) - len(kept)} over {PACE_OUTLIER:g}x the median "
-                   "(a pause)")
+        method += f", {len(times) - len(kept)} paused one(s) left out"
     if remaining is None:
         return Pace(each, None, method)
     ours = each * remaining
     if theirs is not None and abs(theirs - ours) <= max(PACE_AGREE * ours, 60.0):
-        return Pace(each, theirs, f"LibreYOLO's own ETA (agrees with the {method})")
+        return Pace(each, theirs, f"LibreYOLO's, agrees with {method}")
     if theirs is not None:
-        method += f"; LibreYOLO's own {format_age(theirs)} disagrees"
+        method += f"; LibreYOLO says {format_age(theirs)}"
     return Pace(each, ours, method)
 
 

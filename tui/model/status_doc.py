@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.box import BoxState, Connection
-from tui.model.cost import RunCost, usd
+from tui.model.cost import RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import RunState, format_age
 
@@ -34,7 +34,9 @@ def run_document(run: RunState, cost: RunCost | None = None) -> dict[str, Any]:
         "current_epoch": run.current_epoch,
         "total_epochs": run.total_epochs,
         "eta_seconds": run.eta_seconds,
+        "eta_method": run.pace.method if run.eta_seconds is not None else None,
         "mean_epoch_seconds": run.mean_epoch_seconds,
+        "epoch_seconds": run.epoch_seconds,
         "train_loss": run.train_loss,
         "loss_history": run.loss_history,
         "best_metric": run.best_metric,
@@ -60,6 +62,9 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
         "state": cost.rates.state,
         "usd_per_hr": _money(rate.usd_per_hr) if rate else None,
         "rate_source": rate.source if rate else None,
+        "billed_since": iso(cost.billing.t) if cost.billing else None,
+        "maybe_usd_per_hr": _money(cost.maybe_usd_per_hr),
+        "doubt": cost.doubt,
         "stopped_usd_per_hr": _money(stopped.usd_per_hr) if stopped else None,
         "hours_per_month": cost.rates.hours_per_month,
         "accrued_usd": _money(cost.accrued_usd),
@@ -68,6 +73,8 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
         "break_even_hours": _money(cost.rates.break_even_hours),
         "idle_since": iso(cost.idle_since),
         "idle_alarm": cost.idle_alarm,
+        "idle_usd": _money(cost.idle_usd) if cost.idle_since is not None else None,
+        "idle_reason": cost.idle_reason if cost.idle_since is not None else None,
         "budget_usd": cost.budget_usd,
         "budget_level": cost.budget_level,
         "provider_error": cost.provider_error,
@@ -106,7 +113,8 @@ def status_document(boxes: list[BoxState], generated_at: float,
         fleet = {"usd_per_hr": _money(cost.usd_per_hr), "accrued_usd": _money(cost.accrued_usd),
                  "today_usd": _money(cost.today_usd), "to_finish_usd": _money(cost.to_finish_usd),
                  "budget_usd": cost.budget_usd, "budget_level": cost.budget_level,
-                 "unpriced": list(cost.unpriced)}
+                 "maybe_usd_per_hr": _money(cost.maybe_usd_per_hr),
+                 "doubts": list(cost.doubts), "unpriced": list(cost.unpriced)}
     return {
         "schema": SCHEMA,
         "generated_at": iso(generated_at),
@@ -138,26 +146,47 @@ def _run_line(run: RunState) -> str:
 def _money_line(cost: BoxCost) -> str:
     rate = cost.rate_now
     if rate is None:
-        return "  $ no rate known (set [box.pricing] running_usd_per_hr)"
-    line = f"  $ {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
-    line += f", spent {usd(cost.accrued_usd)}"
-    if cost.rates.stopped is not None:
-        line += f", stopped {usd(cost.rates.stopped.usd_per_hr)}/hr"
+        if cost.maybe_usd_per_hr is None:
+            return "  $ no rate known (set [box.pricing] running_usd_per_hr)"
+        line = f"  $ nothing metered yet (not observed), {usd(cost.maybe_usd_per_hr)}/hr if running"
+    else:
+        line = f"  $ {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
+        line += f", spent {usd(cost.accrued_usd)}"
+    stopped = cost.rates.stopped
+    if stopped is not None and cost.rates.state not in ("stopped", "destroyed"):
+        line += f", stopped {usd(stopped.usd_per_hr)}/hr"
+        if cost.rates.saving_pct is not None:
+            line += f" ({percent_words(cost.rates.saving_pct)} less)"
     if cost.rates.break_even_hours is not None and math.isfinite(cost.rates.break_even_hours):
         line += f", stop pays if back within {cost.rates.break_even_hours:.1f} h"
     if cost.idle_alarm:
-        line += f", IDLE: burned {usd(cost.idle_usd)}"
-    if cost.budget_level:
-        line += f", budget {cost.budget_level}"
+        line += f"\n  ! IDLE: billed as running, {cost.idle_reason}: burned {usd(cost.idle_usd)}"
+    if cost.budget_level and cost.budget_usd is not None:
+        line += (f"\n  ! budget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
+                 f"{usd(cost.budget_usd)}")
+    if cost.doubt:
+        line += f"\n  ? {cost.doubt}"
     return line
+
+
+def fleet_money_line(cost: FleetCost) -> list[str]:
+    """The fleet's burn and spend, its budget alarm, and what may be going out unmetered."""
+    lines = [f"fleet: {usd(cost.usd_per_hr)}/hr now, spent {usd(cost.accrued_usd)} "
+             f"({usd(cost.today_usd)} today), {usd(cost.to_finish_usd)} to finish"]
+    if cost.maybe_usd_per_hr:
+        lines[0] += f", +{usd(cost.maybe_usd_per_hr)}/hr if the boxes not observed yet run"
+    if cost.budget_level is not None and cost.budget_usd is not None:
+        lines.append(f"! fleet budget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
+                     f"{usd(cost.budget_usd)} "
+                     f"({percent_words(100 * cost.accrued_usd / cost.budget_usd)})")
+    return lines
 
 
 def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = None) -> str:
     """The readable form of `status`: the fleet's burn, a block per box, a line per run."""
     out: list[str] = []
     if cost is not None:
-        out.append(f"fleet: {usd(cost.usd_per_hr)}/hr now, spent {usd(cost.accrued_usd)} "
-                   f"({usd(cost.today_usd)} today), {usd(cost.to_finish_usd)} to finish")
+        out.extend(fleet_money_line(cost))
     for box in boxes:
         head = f"{box.name}  [{box.connection}]"
         if box.gpus:

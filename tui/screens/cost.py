@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
-from tui.model.cost import Event, spend_series, usd
+from tui.model.cost import Event, percent_words, spend_series, usd
 from tui.model.meter import FleetCost
 
 
@@ -39,7 +39,7 @@ def cost_table(cost: FleetCost) -> Table:
             usd(box.accrued_usd), usd(box.today_usd),
             usd(rates.stopped.usd_per_hr) if rates.stopped else ("n/a" if not rates.can_stop
                                                                  else "?"),
-            f"{rates.saving_pct:.0f}%" if rates.saving_pct is not None else "-",
+            percent_words(rates.saving_pct) if rates.saving_pct is not None else "-",
             even, budget,
             style="bold red" if box.idle_alarm or box.budget_level == "alarm" else None)
     table.add_row("fleet", "", usd(cost.usd_per_hr), "", usd(cost.accrued_usd),
@@ -60,6 +60,8 @@ def notes(cost: FleetCost) -> str:
         if stopped is not None:
             lines.append(f"{name}: stopped rate {stopped.note or stopped.source}; "
                          f"{box.rates.hours_per_month_source}")
+    for name in cost.doubts:
+        lines.append(f"{name}: {cost.boxes[name].doubt}")
     if cost.unpriced:
         lines.append("no rate known for " + ", ".join(cost.unpriced)
                      + ": set [box.pricing] running_usd_per_hr")

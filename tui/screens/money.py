@@ -6,18 +6,20 @@ import math
 
 from rich.text import Text
 
-from tui.model.cost import RunCost, usd
+from tui.model.cost import RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
 
 
 def fleet_money(cost: FleetCost | None) -> Text:
     """`│ $5.48/hr · today $12.30 · to finish $3.10`, or nothing before any rate is known."""
-    if cost is None or not any(c.rate_now for c in cost.boxes.values()):
+    if cost is None or not any(c.rate_now or c.maybe_usd_per_hr for c in cost.boxes.values()):
         return Text()
     text = Text(" │ ", style="dim")
     text.append(f"{usd(cost.usd_per_hr)}/hr", style="bold")
     text.append(f" · today {usd(cost.today_usd)} · to finish {usd(cost.to_finish_usd)}")
+    if cost.maybe_usd_per_hr:
+        text.append(f" · +{usd(cost.maybe_usd_per_hr)}/hr not observed", style="yellow")
     if cost.budget_level is not None and cost.budget_usd is not None:
         style = "bold red" if cost.budget_level == "alarm" else "bold yellow"
         text.append(f" · budget {usd(cost.accrued_usd)}/{usd(cost.budget_usd)}", style=style)
@@ -31,7 +33,10 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
     rates = cost.rates
     rate = cost.rate_now
     text = Text()
-    if rate is None:
+    if rate is None and cost.maybe_usd_per_hr is not None:
+        text.append(f"{usd(cost.maybe_usd_per_hr)}/hr if running", style="bold")
+        text.append(" · nothing metered until it is observed", style="dim")
+    elif rate is None:
         text.append("no rate known: set [box.pricing] running_usd_per_hr", style="dim")
     else:
         text.append(f"{usd(rate.usd_per_hr)}/hr", style="bold")
@@ -40,19 +45,21 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
     if rates.stopped is not None and rates.state not in ("stopped", "destroyed"):
         text.append(f" · stopped {usd(rates.stopped.usd_per_hr)}/hr", style="dim")
         if rates.saving_pct is not None:
-            text.append(f" ({rates.saving_pct:.0f}% less)", style="dim")
+            text.append(f" ({percent_words(rates.saving_pct)} less)", style="dim")
     hours = rates.break_even_hours
     if hours is not None and not math.isinf(hours):
         text.append(f" · stop pays if back within {hours:.1f} h", style="dim")
     elif not rates.can_stop:
         text.append(" · cannot stop: destroy only", style="dim")
     if cost.idle_alarm and cost.idle_since is not None:
-        text.append(f"\nIDLE {format_age(now - cost.idle_since)}: billed as running, no run "
-                    f"progressing, GPU < 5%: burned {usd(cost.idle_usd)} idle", style="bold red")
+        text.append(f"\nIDLE {format_age(now - cost.idle_since)}: billed as running, "
+                    f"{cost.idle_reason}: burned {usd(cost.idle_usd)} idle", style="bold red")
     if cost.budget_level is not None and cost.budget_usd is not None:
         style = "bold red" if cost.budget_level == "alarm" else "bold yellow"
         text.append(f"\nbudget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
                     f"{usd(cost.budget_usd)}", style=style)
+    if cost.doubt:
+        text.append(f"\n{cost.doubt}", style="yellow")
     if cost.provider_error:
         text.append(f"\n{cost.provider_error}", style="yellow")
     return text

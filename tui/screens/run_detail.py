@@ -52,8 +52,12 @@ def fields_table(run: RunState) -> Table:
     row("epoch", f"{run.current_epoch}/{run.total_epochs}")
     if run.eta_seconds is not None:
         row("ETA", format_age(run.eta_seconds))
+        row("ETA from", run.pace.method)
     if run.mean_epoch_seconds is not None:
-        row("epoch time", f"{run.mean_epoch_seconds:.2f} s (mean)")
+        recent = run.epoch_seconds
+        row("epoch time", f"{run.mean_epoch_seconds:.2f} s (mean)" if recent is None
+            or abs(recent - run.mean_epoch_seconds) < 0.005
+            else f"{recent:.2f} s recent, {run.mean_epoch_seconds:.2f} s mean")
     if run.train_loss is not None:
         row("train loss", f"{run.train_loss:.4f}")
     if run.best_metric is not None:
