@@ -542,7 +542,7 @@ def box_python_costs(root: Path, repeats: int) -> dict[str, Any]:
         state = fold_answer(state, answer, time.time(), 5)
         if not needs_more(answer):
             break
-    probe = cost([python3, "-"], probe_payload(probe_request(state, [str(root)])))
+    probe = cost([python3, "-"], probe_payload(probe_request(state, [str(root)]), "0" * 24))
     return {"python3": python3, "python3_bare_cpu_s": round(bare[0], 4),
             "python3_bare_wall_s": round(bare[1], 4), "probe_idle_cpu_s": round(probe[0], 4),
             "probe_idle_wall_s": round(probe[1], 4), "repeats": repeats}

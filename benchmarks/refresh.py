@@ -373,7 +373,7 @@ def advance_breakdown(watcher: BoxWatcher) -> dict[str, Any]:
             "per_run_compressed": parts, "per_run_raw_json": raw,
             "request_json_bytes": len(json.dumps(request, separators=(",", ":"))),
             "probe_only_payload_bytes": len(probe_payload(
-                probe_request(BoxState(name="x"), watcher.box.runs_roots)))}
+                probe_request(BoxState(name="x"), watcher.box.runs_roots), "0" * 24))}
 
 
 # --- the fleet -----------------------------------------------------------------

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
@@ -159,12 +160,13 @@ async def test_connection_dropped_mid_probe_is_unreachable_then_recovers(
 
 def slow_python(directory: Path) -> tuple[dict[str, str], Path, Path]:
     """A `python3` for an sshd box that sleeps 5 s while the `slow` flag file exists, and
-    touches `started` when a probe begins: a probe made slow, as a loaded box makes it."""
+    touches `started` when a probe begins: a probe made slow, as a loaded box makes it.
+    Each one's pid goes to `pids` (the kept probe must be killed for a new one to start)."""
     directory.mkdir()
     slow, started = directory / "slow", directory / "started"
     exe = directory / "python3"
-    exe.write_text(f"#!/bin/sh\ntouch '{started}'\n[ -e '{slow}' ] && sleep 5\n"
-                   f"exec /usr/bin/python3 \"$@\"\n")
+    exe.write_text(f"#!/bin/sh\necho $$ >> '{directory / 'pids'}'\ntouch '{started}'\n"
+                   f"[ -e '{slow}' ] && sleep 5\nexec /usr/bin/python3 \"$@\"\n")
     exe.chmod(0o755)
     return {"PATH": f"{directory}:/usr/bin:/bin"}, slow, started
 
@@ -183,6 +185,9 @@ async def test_sshd_killed_mid_probe_then_back_without_a_poke(
         first = await w["box"].until(is_ok)
         slow.touch()
         started.unlink()
+        for pid in (tmp_path / "bin" / "pids").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)  # the kept probe dies: the next one is slow
         async with asyncio.timeout(10):
             while not started.exists():
                 await asyncio.sleep(0.02)

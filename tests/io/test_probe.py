@@ -15,16 +15,18 @@ from support.fleets import DATA
 from tui.model.box import BoxState, fold_answer, probe_request
 from tui.model.runs import Health
 from tui.onbox import probe as probe_script
+from tui.remote.framing import new_nonce, unframe
 from tui.remote.session import decode_answer, probe_payload
 
 PYTHON3 = shutil.which("python3", path="/usr/bin:/bin") or "python3"
 
 
 def probe(request: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run([PYTHON3, "-"], input=probe_payload(request), capture_output=True,
-                          env=env, timeout=60)
+    nonce = new_nonce()
+    proc = subprocess.run([PYTHON3, "-"], input=probe_payload(request, nonce),
+                          capture_output=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr.decode()
-    return decode_answer(proc.stdout)
+    return decode_answer(unframe(nonce, proc.stdout, max_frame=1 << 30))
 
 
 def copy_run(src: str, dest: Path) -> Path:

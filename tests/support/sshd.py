@@ -226,6 +226,7 @@ class Sshd:
         port: int | None = None,
         home: Path | None = None,
         env: Mapping[str, str] | None = None,
+        sftp: bool = True,
     ) -> None:
         """Prepare (but do not start) a server.
 
@@ -235,13 +236,15 @@ class Sshd:
         slow down and change every remote command.  The working directory
         stays the user's passwd home.  ``env`` adds more session variables
         (e.g. ``PATH``); both become one ``SetEnv`` line, so ``extra_config``
-        must not contain its own ``SetEnv`` when either is used.
+        must not contain its own ``SetEnv`` when either is used.  ``sftp=False``
+        leaves out the ``Subsystem sftp`` line, as on boxes that offer none.
         """
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.authorized_keys = list(authorized_keys)
         self.allow_tcp_forwarding = allow_tcp_forwarding
         self.extra_config = extra_config
+        self.sftp = sftp
         self.port: int = port if port is not None else free_port()
         self.home = Path(home) if home is not None else None
         self.env: dict[str, str] = dict(env or {})
@@ -277,7 +280,7 @@ class Sshd:
             "UsePAM no",
             "PermitRootLogin prohibit-password",
             f"AllowTcpForwarding {forwarding}",
-            "Subsystem sftp internal-sftp",
+            *(["Subsystem sftp internal-sftp"] if self.sftp else []),
             # VERBOSE logs accepted keys and connection open/close: handy in failure reports.
             "LogLevel VERBOSE",
             # Tests open many connections at once; the default 10:30:100 drops some.

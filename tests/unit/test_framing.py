@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
-from tui.remote.framing import FrameError, FrameReader, frame, new_nonce, unframe
+from tui.remote.framing import FrameError, FrameReader, frame, inflate, new_nonce, unframe
 
 BANNER = b"Welcome to your vast.ai container! This session is tmux-managed...\r\n\x1b[0m"
 
@@ -53,3 +55,22 @@ def test_noise_is_not_kept_in_memory() -> None:
     for _ in range(100):
         reader.feed(b"z" * 100_000)
     assert len(reader._buf) < 64
+
+
+def test_inflate_is_bounded_before_it_allocates() -> None:
+    bomb = zlib.compress(b"\0" * (64 << 20), 9)  # 64 MiB from ~64 KB
+    with pytest.raises(FrameError, match="over the cap"):
+        inflate(bomb, 1 << 20)
+    assert inflate(zlib.compress(b"x" * 100), 100) == b"x" * 100
+    with pytest.raises(FrameError, match="not zlib"):
+        inflate(b"{not zlib}", 100)
+    with pytest.raises(FrameError, match="cut short"):
+        inflate(zlib.compress(b"y" * 1000)[:-4], 10_000)
+
+
+def test_what_follows_a_frame_is_kept_for_the_next_reader() -> None:
+    first, second = new_nonce(), new_nonce()
+    reader = FrameReader(first, max_frame=100)
+    assert reader.feed(frame(first, b"one") + b"noise" + frame(second, b"two")[:5]) == [b"one"]
+    nxt = FrameReader(second, max_frame=100)
+    assert nxt.feed(reader.take_rest() + frame(second, b"two")[5:]) == [b"two"]

@@ -26,6 +26,8 @@ class Connection(StrEnum):
     AUTH_FAILED = "auth_failed"
     HOST_KEY_UNKNOWN = "host_key_unknown"
     HOST_KEY_CHANGED = "host_key_changed"
+    HOST_KEY_REVOKED = "host_key_revoked"  # known_hosts marks the offered key @revoked
+    PTY_ONLY = "pty_only"  # the endpoint runs no commands, only interactive shells
     PROBE_FAILED = "probe_failed"
 
 

@@ -1,4 +1,4 @@
-"""The on-box probe: sent as the source of `python3 -`, answers one JSON document.
+"""The on-box probe: runs on the box, answers one JSON document per request.
 
 Runs on the rented box, so it uses only the standard library and stays
 compatible with old interpreters (Python 3.6+). It never runs a shell and
@@ -7,9 +7,21 @@ holds is left out of the answer (unchanged status.json, unchanged weights,
 metrics and log bytes before the client's offsets), so the bytes of one
 refresh grow with what changed, not with the length of a run's history.
 
-Request (a `REQUEST` string literal the client appends, with the call to main):
+Every answer is zlib-compressed JSON written as one frame (see
+tui/remote/framing.py) carrying the request's nonce, so whatever a box's
+shell prints around it (login banners, chatter) is ignored by the client.
+
+Two entry points (the client appends the call to this source):
+  main(request_text, nonce)  one-shot: one request, one framed answer, exit.
+  serve()                    long-lived: one request line at a time on stdin,
+                             one framed answer per line, until stdin closes.
+                             Each line is {"nonce", "set": {...}, "runs": {path:
+                             cursor}, "drop": [paths]}: only what changed since
+                             the line before, so an idle refresh sends a nonce.
+
+Request (what `set`/`runs` build up in serve(), or the whole of main's):
   {"roots": [...], "runs": {path: cursor}, "log_cap": int, "metrics_cap": int,
-   "max_runs": int, "gpu": bool, "gpu_timeout": seconds}
+   "max_runs": int, "gpu": bool, "gpu_timeout": seconds, "metrics_budget": int}
 where a cursor is what the client got back last time for that run:
   {"s_sig", "w_sig", "m_off", "m_id", "m_head", "l_off", "l_id", "l_head"}.
 """
@@ -29,6 +41,8 @@ SKIP_DIRS = ("weights", "val", "__pycache__", ".git")
 HEAD_BYTES = 256
 MAX_STATUS_DEPTH = 32
 PID_START_SLACK = 120  # seconds a run's process may start before its started_at says
+METRICS_BUDGET = 8 << 20  # metrics bytes per answer; the rest waits for the next round
+FRAME_PREFIX = b"--gpurent-"
 GPU_FIELDS = ("index,name,utilization.gpu,memory.used,memory.total,"
               "temperature.gpu,power.draw")
 
@@ -118,6 +132,15 @@ def read_increment(path, cursor, prefix, cap, tail_start):
         if new_off < st.st_size and (more or too_long):
             answer["more"] = True
         return answer
+
+
+def deferred(cursor, prefix):
+    """An increment that reads nothing now and keeps the client's cursor as it is."""
+    answer = {"text": "", "more": True}
+    for key in ("off", "id", "head"):
+        if cursor.get(prefix + key) is not None:
+            answer[key] = cursor[prefix + key]
+    return answer
 
 
 def _status_sig(st):
@@ -250,17 +273,28 @@ def pid_alive(pid, started_at, boot_time):
     return started_proc <= started + PID_START_SLACK
 
 
-def probe_run(run_dir, root, name, cursor, req, boot_time):
+def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None):
+    """One run's part of the answer. `budget` is a one-item list: the metrics bytes
+    this answer may still carry (shared by all runs, so one answer stays bounded)."""
     out = {"path": run_dir}
     if not cursor:
         out["root"] = root
         out["name"] = name
     try:
         read_status(run_dir, cursor, out)
-        metrics = read_increment(os.path.join(run_dir, "metrics.jsonl"), cursor, "m_",
-                                 req.get("metrics_cap", 1 << 20), False)
-        if metrics:
-            out["metrics"] = metrics
+        metrics_path = os.path.join(run_dir, "metrics.jsonl")
+        cap = req.get("metrics_cap", 1 << 20)
+        if budget is not None and budget[0] < cap:
+            # This answer already carries its share of history: say there is more and
+            # change nothing (the same cursor comes back), the next round reads it.
+            if os.path.exists(metrics_path):
+                out["metrics"] = deferred(cursor, "m_")
+        else:
+            metrics = read_increment(metrics_path, cursor, "m_", cap, False)
+            if metrics:
+                out["metrics"] = metrics
+                if budget is not None:
+                    budget[0] -= len(metrics.get("text", ""))
         log = read_increment(os.path.join(run_dir, "train.log"), cursor, "l_",
                              req.get("log_cap", 16384), True)
         if log:
@@ -403,12 +437,14 @@ def gpu_rows(timeout=10.0):
     return {"rows": [line for line in text.splitlines() if line.strip()]}
 
 
-def build_answer(req):
-    """The whole answer for one request, as a dict."""
-    boot = _boot_time()
+def build_answer(req, boot=None):
+    """The whole answer for one request, as a dict (`boot`: the boot time, if known)."""
+    if boot is None:
+        boot = _boot_time()
     cursors = req.get("runs") or {}
     found, root_rows, truncated = find_runs(req.get("roots") or [], req.get("max_runs", 1000))
-    runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot)
+    budget = [req.get("metrics_budget", METRICS_BUDGET)]
+    runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot, budget)
             for path, root, name in found]
     present = set(path for path, _, _ in found)
     answer = {
@@ -428,19 +464,78 @@ def build_answer(req):
     return answer
 
 
-def main(request_text):
-    """Entry point: the client appends `sys.exit(main(REQUEST))` to this source.
+def answer_payload(req, boot=None):
+    """The framed answer's payload: the answer as zlib-compressed JSON, and an exit code.
 
-    The answer goes out zlib-compressed: JSON of LibreYOLO's files shrinks
-    about fourfold, which is what a slow link to a jump host notices.
+    Compressed because JSON of LibreYOLO's files shrinks about fourfold, which
+    is what a slow link to a jump host notices.
     """
     code = 0
     try:
-        answer = build_answer(json.loads(request_text))
+        answer = build_answer(req, boot)
     except Exception as exc:
         answer = {"v": PROBE_VERSION, "fatal": _errstr(exc)}
         code = 3
     data = json.dumps(answer, separators=(",", ":")).encode("ascii")
-    sys.stdout.buffer.write(zlib.compress(data, 6))
-    sys.stdout.buffer.flush()
+    return zlib.compress(data, 6), code
+
+
+def write_frame(nonce, payload):
+    """One answer, framed with the request's nonce (tui/remote/framing.py's format)."""
+    out = sys.stdout.buffer
+    out.write(b"\n" + FRAME_PREFIX + nonce.encode("ascii") + b" "
+              + str(len(payload)).encode("ascii") + b"\n" + payload)
+    out.flush()
+
+
+def main(request_text, nonce):
+    """One-shot entry point: the client appends `sys.exit(main(sys.stdin.read(), NONCE))`."""
+    try:
+        req = json.loads(request_text)
+        if not isinstance(req, dict):
+            raise ValueError("the request is not a JSON object")
+    except ValueError as exc:
+        payload, code = zlib.compress(json.dumps(
+            {"v": PROBE_VERSION, "fatal": _errstr(exc)}).encode("ascii")), 3
+    else:
+        payload, code = answer_payload(req)
+    write_frame(nonce, payload)
     return code
+
+
+def apply_delta(req, delta):
+    """Bring the request this process holds up to date with one request line."""
+    req.update(delta.get("set") or {})
+    for key in delta.get("unset") or []:
+        req.pop(key, None)
+    runs = req.setdefault("runs", {})
+    runs.update(delta.get("runs") or {})
+    for path in delta.get("drop") or []:
+        runs.pop(path, None)
+
+
+def serve():
+    """Long-lived entry point: answer request lines until stdin closes.
+
+    The client keeps this process across refreshes, so a refresh costs one
+    request line and one answer, not a new interpreter and the probe's source.
+    A line that cannot be read ends the process: the client then starts a new
+    one and sends everything again, so the two sides never disagree.
+    """
+    req = {}
+    boot = _boot_time()
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            return 0
+        try:
+            delta = json.loads(line.decode("utf-8"))
+            nonce = delta["nonce"]
+            if not isinstance(nonce, str) or not nonce.isalnum():
+                raise ValueError("bad nonce")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return 2
+        apply_delta(req, delta)
+        payload, _ = answer_payload(req, boot)
+        write_frame(nonce, payload)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import zlib
 
 PREFIX = b"--gpurent-"
 MAX_LENGTH_DIGITS = 12
@@ -54,6 +55,13 @@ class FrameReader:
         self.noise = 0          # bytes seen that belong to no frame
         self._buf = bytearray()
         self._want: int | None = None  # payload bytes still to come for the open frame
+
+    def take_rest(self) -> bytes:
+        """What was fed after the last whole frame (for a reader of the next nonce)."""
+        if self._want is not None:
+            raise FrameError("the answer was cut short")
+        rest, self._buf = bytes(self._buf), bytearray()
+        return rest
 
     @property
     def in_frame(self) -> bool:
@@ -110,6 +118,24 @@ class FrameReader:
         if self.noise > self.max_noise:
             raise FrameError(f"more than {self.max_noise} bytes of output that is not an "
                              "answer (a shell printing without end?)")
+
+
+def inflate(data: bytes, limit: int) -> bytes:
+    """zlib-decompress `data`, refusing to produce more than `limit` bytes.
+
+    zlib packs up to ~1000:1, so a 1 MB answer could otherwise become a 1 GB
+    string in the client: the output is bounded before it is allocated.
+    """
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise FrameError(f"the answer is not zlib data ({exc})") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise FrameError(f"the answer decompresses to more than {limit} bytes, over the cap")
+    if not inflater.eof:
+        raise FrameError("the answer's zlib data is cut short")
+    return out
 
 
 def unframe(nonce: str, data: bytes, *, max_frame: int, max_noise: int = 1 << 20) -> bytes:

@@ -2,12 +2,23 @@
 
 A key that differs from a known one is always refused, whatever the policy:
 the message shows the offered fingerprint, the file and line that disagree,
-and the command that removes the stale entry once the user has checked why.
+and the commands that replace the stale entry once the user has checked why.
+A key that a known_hosts line marks `@revoked` is refused in both policies,
+for boxes and jump hosts alike, before anything is pinned.
+
+That "changed" alarm must never cry wolf: two connections may reach one host
+at once (a box, and the same machine as another box's jump host), each having
+read known_hosts before the other pinned. So the decision is taken again at
+the moment the key is offered, under a lock on the pin file: a key equal to
+one now pinned is accepted, and only a different key is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +30,18 @@ from tui.store import paths
 
 @dataclass(frozen=True)
 class KnownEntry:
+    """One known_hosts line that names a host."""
+
     file: Path
     line: int
+    key: asyncssh.SSHKey | None = None
+    marker: str | None = None  # None (a trusted key), "revoked" or "cert-authority"
+    with_port: bool = True     # matched as [host]:port (else as the bare host name)
+
+
+def known_name(host: str, port: int) -> str:
+    """How known_hosts (and ssh-keygen -R) spell a host at a port."""
+    return host if port == 22 else f"[{host}]:{port}"
 
 
 class HostKeyStore:
@@ -31,21 +52,20 @@ class HostKeyStore:
         self.pinned = pinned
         self.accept_new = accept_new
 
+    @property
+    def policy(self) -> tuple[str, str, bool]:
+        """What makes two stores the same (connections shared between boxes use it)."""
+        return str(self.known_hosts), str(self.pinned), self.accept_new
+
     def _files(self) -> list[Path]:
         return [p for p in (self.known_hosts, self.pinned) if p.is_file()]
 
-    def trusted(self) -> asyncssh.SSHKnownHosts:
-        """Re-read on every connect, so an entry the user fixes applies at the next retry."""
-        text = []
-        for path in self._files():
-            try:
-                text.append(path.read_text(errors="replace"))
-            except OSError:
-                continue
-        return asyncssh.import_known_hosts("\n".join(text))
-
     def entries_for(self, host: str, port: int) -> list[KnownEntry]:
-        """Where known_hosts already names this host (what a changed key contradicts)."""
+        """Every line naming this host, re-read now (an entry the user fixes counts at
+        once). A line that cannot be read is skipped, as ssh skips it."""
+        names = [(known_name(host, port), True)]
+        if port != 22:
+            names.append((host, False))
         found = []
         for path in self._files():
             try:
@@ -56,21 +76,76 @@ class HostKeyStore:
                 if not line.strip() or line.lstrip().startswith("#"):
                     continue
                 try:
-                    matches = asyncssh.import_known_hosts(line).match(host, "", port)
+                    parsed = asyncssh.import_known_hosts(line)
                 except (ValueError, asyncssh.KeyImportError):
                     continue
-                if matches[0]:
-                    found.append(KnownEntry(path, number))
+                for name, with_port in names:
+                    trusted, cas, revoked = parsed.match(name, "", None)[:3]
+                    for marker, keys in ((None, trusted), ("cert-authority", cas),
+                                         ("revoked", revoked)):
+                        found.extend(KnownEntry(path, number, k, marker, with_port)
+                                     for k in keys)
+                    if trusted or cas or revoked:
+                        break
         return found
 
-    def pin(self, host: str, port: int, key: asyncssh.SSHKey) -> None:
-        """Remember a first-seen key (accept-new) in the panel's own known_hosts."""
-        name = host if port == 22 else f"[{host}]:{port}"
+    def judge(self, host: str, port: int) -> tuple[list[asyncssh.SSHKey], list[asyncssh.SSHKey],
+                                                   list[asyncssh.SSHKey]]:
+        """Trusted keys, CA keys, revoked keys for this host, as ssh reads known_hosts.
+
+        A `[host]:port` entry wins over a bare host entry (the bare name counts only
+        when no entry names the port, as asyncssh does); a revoked key counts in
+        either spelling and is never trusted.
+        """
+        entries = self.entries_for(host, port)
+        revoked = [e.key for e in entries if e.marker == "revoked" and e.key is not None]
+
+        def pick(marker: str | None) -> list[asyncssh.SSHKey]:
+            exact = [e.key for e in entries if e.marker == marker and e.with_port and e.key]
+            bare = [e.key for e in entries if e.marker == marker and not e.with_port and e.key]
+            return exact or bare
+
+        trusted = [k for k in pick(None) if k not in revoked]
+        return trusted, pick("cert-authority"), revoked
+
+    def known_hosts_for(self, host: str, port: int):  # type: ignore[no-untyped-def]
+        """What asyncssh checks a hop's key against: the trusted and CA keys. Revoked
+        keys are left out of it on purpose, so that a revoked key reaches the
+        client's own check (which says why) instead of a bare refusal."""
+        def match(_host: str, _addr: str, _port: int | None) -> tuple[list, list, list]:
+            trusted, cas, _ = self.judge(host, port)
+            return trusted, cas, []
+        return match
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the pin file's lock: one pin decision at a time, across processes too."""
         self.pinned.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{name} {key.export_public_key('openssh').decode().strip()}\n"
         fd = os.open(self.pinned, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a") as f:
-            f.write(line)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def decide(self, host: str, port: int, key: asyncssh.SSHKey) -> str:
+        """The verdict on a key that was not trusted when the connection began:
+        "ok" (pinned meanwhile, or pinned now under accept-new), "revoked",
+        "changed" (another key is known) or "unknown" (none is, and strict)."""
+        with self._locked():
+            trusted, _, revoked = self.judge(host, port)
+            if key in revoked:
+                return "revoked"
+            if key in trusted:
+                return "ok"
+            if trusted:
+                return "changed"
+            if not self.accept_new:
+                return "unknown"
+            line = f"{known_name(host, port)} {key.export_public_key('openssh').decode().strip()}\n"
+            with open(self.pinned, "a", encoding="ascii") as f:
+                f.write(line)
+            return "ok"
 
 
 def host_key_store(fleet: FleetConfig) -> HostKeyStore:
@@ -85,18 +160,44 @@ def fingerprint(key: asyncssh.SSHKey | None) -> str:
     return f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"
 
 
-def unknown_message(hop_label: str, name: str, key: asyncssh.SSHKey | None,
-                    store: HostKeyStore) -> str:
-    return (f"host key of {hop_label} ({name}) is not in {store.known_hosts}: offered "
-            f"{fingerprint(key)}. Check it, then add it with "
-            f"`ssh-keyscan -p PORT HOST >> {store.known_hosts}` or set host_keys = \"accept-new\"")
+def keyscan(host: str, port: int, target: Path, via: str | None) -> str:
+    """The literal command that fetches a host's key into `target` (through the jump
+    host before it, if any: the panel's machine may not reach the host directly)."""
+    scan = f"ssh-keyscan -p {port} {host}"
+    return f"ssh {via} {scan} >> {target}" if via else f"{scan} >> {target}"
 
 
-def changed_message(hop_label: str, name: str, key: asyncssh.SSHKey | None,
-                    entries: list[KnownEntry]) -> str:
-    where = ", ".join(f"{e.file}:{e.line}" for e in entries)
-    files = sorted({str(e.file) for e in entries})
-    fix = "; ".join(f"ssh-keygen -R '{name}' -f {f}" for f in files)
+def unknown_message(hop_label: str, host: str, port: int, key: asyncssh.SSHKey | None,
+                    store: HostKeyStore, via: str | None = None) -> str:
+    return (f"host key of {hop_label} ({known_name(host, port)}) is not in "
+            f"{store.known_hosts}: offered {fingerprint(key)}. Check it, then add it with "
+            f"`{keyscan(host, port, store.known_hosts, via)}` (and compare the fingerprint "
+            f"with `ssh-keygen -lf`) or set host_keys = \"accept-new\"")
+
+
+def changed_message(hop_label: str, host: str, port: int, key: asyncssh.SSHKey | None,
+                    entries: list[KnownEntry], store: HostKeyStore,
+                    via: str | None = None) -> str:
+    name = known_name(host, port)
+    trusted = [e for e in entries if e.marker is None]
+    where = ", ".join(f"{e.file}:{e.line}" for e in trusted)
+    files = sorted({str(e.file) for e in trusted})
+    remove = "; ".join(f"ssh-keygen -R '{name}' -f {f}" for f in files)
+    if store.accept_new:
+        then = "then refresh (accept-new pins the new key)"
+    else:
+        then = (f"then add the new key, which host_keys = \"strict\" never does by itself: "
+                f"`{keyscan(host, port, store.known_hosts, via)}`")
     return (f"HOST KEY CHANGED for {hop_label} ({name}): offered {fingerprint(key)}, "
             f"which differs from {where}. Refused. If the box was rebuilt, remove the old "
-            f"entry ({fix}) and refresh; otherwise someone may be intercepting the connection")
+            f"entry (`{remove}`), {then}; otherwise someone may be intercepting the "
+            f"connection")
+
+
+def revoked_message(hop_label: str, host: str, port: int, key: asyncssh.SSHKey | None,
+                    entries: list[KnownEntry]) -> str:
+    where = ", ".join(f"{e.file}:{e.line}" for e in entries
+                      if e.marker == "revoked" and e.key == key) or "known_hosts"
+    return (f"HOST KEY REVOKED for {hop_label} ({known_name(host, port)}): it offered "
+            f"{fingerprint(key)}, which {where} marks @revoked. Refused, and nothing was "
+            f"pinned. Ask whoever runs the host why; a revoked key is never accepted")

@@ -1,16 +1,22 @@
 """From a box in the fleet config to the chain of SSH hops that reaches it.
 
-The user's ssh config is honoured the way `ssh` honours it (Host aliases with
-HostName, Port, User, IdentityFile, ProxyJump), but the hops are opened by us,
-one by one, so that every hop gets the panel's host-key policy, keys and
+The user's ssh config is honoured the way `ssh` honours it: `Include`, `Host`
+patterns with wildcards and negation, `Match host`/`Match user` (and the other
+criteria asyncssh's parser knows), first value wins; from it HostName, Port,
+User, IdentityFile, IdentitiesOnly, IdentityAgent, ProxyJump and
+ServerAliveInterval/ServerAliveCountMax (keepalives). The hops are opened by
+us, one by one, so that every hop gets the panel's host-key policy and
 timeouts rather than whatever defaults a library would pick.
+
+Left out on purpose: ForwardAgent (a rented box is a stranger's machine; the
+agent is used locally for every hop, never lent to a box) and ProxyCommand.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from asyncssh.config import SSHClientConfig
@@ -18,6 +24,9 @@ from asyncssh.config import SSHClientConfig
 from tui.model.config import BoxConfig, FleetConfig
 
 MAX_JUMPS = 8
+KEEPALIVE_SECONDS = 15  # when the ssh config sets no ServerAliveInterval
+KEEPALIVE_COUNT = 3
+_UNSET = object()
 
 
 class RouteError(ValueError):
@@ -28,11 +37,15 @@ class RouteError(ValueError):
 class Hop:
     """One SSH server on the way: the box itself is the last hop."""
 
-    label: str
+    label: str = field(compare=False)  # how the user wrote it: words only, not identity
     host: str
     port: int
     user: str
     identity_files: tuple[str, ...] = ()
+    identities_only: bool = False
+    identity_agent: str | None = None  # None: $SSH_AUTH_SOCK; "none": no agent
+    keepalive_interval: float = KEEPALIVE_SECONDS
+    keepalive_count: int = KEEPALIVE_COUNT
 
     @property
     def known_hosts_name(self) -> str:
@@ -52,16 +65,26 @@ def ssh_config_paths(fleet: FleetConfig) -> list[Path]:
     return [default] if default.is_file() else []
 
 
-def _lookup(alias: str, paths: list[Path]) -> dict[str, object]:
+OPTIONS = ("Hostname", "Port", "User", "IdentityFile", "ProxyJump", "IdentitiesOnly",
+           "IdentityAgent", "ServerAliveInterval", "ServerAliveCountMax")
+
+
+def _lookup(alias: str, paths: list[Path], user: str | None,
+            port: int | None) -> dict[str, object]:
+    """The options the ssh config gives `alias`. A user or port the fleet config sets
+    counts as given on the command line: it wins, and `Match user` sees it."""
     if not paths:
         return {}
     try:
-        config = SSHClientConfig.load(None, paths, False, False, False,
-                                      getpass.getuser(), (), alias, ())
+        config = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
+                                      user if user else (), alias, port if port else ())
+        if config.has_match_final():  # `Match final` blocks apply on a second pass
+            config = SSHClientConfig.load(None, paths, False, False, True, getpass.getuser(),
+                                          user if user else (), alias, port if port else ())
     except Exception as exc:  # asyncssh raises its own ConfigParseError and OSError
         raise RouteError(f"cannot read ssh config: {exc}") from exc
-    keys = ("Hostname", "Port", "User", "IdentityFile", "ProxyJump")
-    return {k: config.get(k) for k in keys if config.get(k) is not None}
+    found = {k: config.get(k, _UNSET) for k in OPTIONS}
+    return {k: v for k, v in found.items() if v is not _UNSET}
 
 
 def split_spec(spec: str) -> tuple[str | None, str, int | None]:
@@ -92,15 +115,23 @@ def _port(text: str, spec: str) -> int:
 
 def _hop(label: str, alias: str, user: str | None, port: int | None,
          identity: tuple[str, ...], paths: list[Path], depth: int) -> list[Hop]:
-    found = _lookup(alias, paths)
-    host = str(found.get("Hostname") or alias)
+    found = _lookup(alias, paths, user, port)
+    configured = tuple(os.path.expanduser(str(p))
+                       for p in found.get("IdentityFile") or ())  # type: ignore[attr-defined]
+    agent = found.get("IdentityAgent", _UNSET)
+    interval = found.get("ServerAliveInterval")
+    count = found.get("ServerAliveCountMax")
     hop = Hop(
         label=label,
-        host=host,
+        host=str(found.get("Hostname") or alias),
         port=port or int(found.get("Port") or 22),  # type: ignore[call-overload]
         user=user or str(found.get("User") or getpass.getuser()),
-        identity_files=identity or tuple(
-            os.path.expanduser(str(p)) for p in found.get("IdentityFile") or ()),  # type: ignore[attr-defined]
+        # Like `ssh -i`: the fleet's identity first, then the config's.
+        identity_files=tuple(dict.fromkeys((*identity, *configured))),
+        identities_only=found.get("IdentitiesOnly") is True,
+        identity_agent=None if agent is _UNSET else ("none" if agent is None else str(agent)),
+        keepalive_interval=float(interval) if isinstance(interval, int) else KEEPALIVE_SECONDS,
+        keepalive_count=count if isinstance(count, int) and count > 0 else KEEPALIVE_COUNT,
     )
     proxy = found.get("ProxyJump")
     chain = _jumps(str(proxy), paths, depth + 1) if proxy and str(proxy) != "none" else []

@@ -1,43 +1,75 @@
-"""One SSH session per box: open the hop chain once, reuse it, probe over it.
+"""One SSH session per box: open the hop chain once, reuse it, probe and run programs over it.
 
 Every failure becomes a BoxError carrying one of the Connection states and
 words a person can act on, naming the hop that failed. Every step has the
 box's timeout, so a hung box costs its own pane a timeout and nothing else.
+Every answer from the box is a frame (tui.remote.framing) with a fresh
+nonce, bounded in size before and after decompression: banners and chatter
+around it are ignored, a flood or a zlib bomb costs that box a
+`probe_failed`, never the panel's memory.
+
+Public API of BoxSession (the panel, the CLI, actions and preflight use it):
+
+- `await connection()`: the box's own asyncssh connection, logged in first
+  if needed (BoxError if it cannot be).
+- `await run_probe(request)`: one refresh; the probe's answer as a dict. A
+  long-lived probe is kept per connection (`python3 -c` reading request
+  lines, see tui.onbox.probe.serve): the probe keeps the request it was
+  last sent, so an idle refresh sends a nonce and little else. It is started
+  again when it dies, dropped when a request times out or its answer is
+  lost, and replaced by a one-shot `python3 -` per refresh where the box
+  cannot keep it. Both ways send the probe the same request and get the
+  same answer.
+- `await run_program(source, stdin, ...)`: run any on-box program (stdlib
+  Python 3.6+) once through `python3 -` and get its framed answer(s). The
+  program runs as `__main__` with a global `NONCE` (str) and `sys.stdin`
+  reading `stdin`; it answers by writing frames to stdout:
+  `sys.stdout.buffer.write(b"\\n--gpurent-" + NONCE.encode() + b" " +
+  str(len(payload)).encode() + b"\\n" + payload)` (then flush). Anything
+  else it or the box's shell prints is ignored. Returns a ProgramResult
+  (the frames, exit status, signal, stderr tail); raises BoxError when the
+  program could not run (timeout, lost connection, no python3, a PTY-only
+  endpoint) or wrote no frame, or a frame over `max_frame`.
+- `await close()`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import errno
 import functools
 import json
-import socket
-import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import asyncssh
 
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
-from tui.remote.hostkeys import HostKeyStore, changed_message, unknown_message
-from tui.remote.route import Hop, RouteError, resolve_route
+from tui.remote.channel import PTY_ONLY_FIX, Ending, OnboxProcess, no_answer
+from tui.remote.errors import BoxError, describe_os_error
+from tui.remote.framing import FrameError, inflate, new_nonce
+from tui.remote.hops import HopClient, JumpPool, close_quietly, jump_pool, open_hop
+from tui.remote.hostkeys import HostKeyStore
+from tui.remote.programs import (
+    ONE_SHOT_COMMAND,
+    SERVE_COMMAND,
+    one_shot_payload,
+    serve_loader,
+)
+from tui.remote.route import RouteError, resolve_route
 
-KEEPALIVE_SECONDS = 15
-KEEPALIVE_COUNT = 3
-PROBE_COMMAND = "python3 -"
+__all__ = ["BoxError", "BoxSession", "ProgramResult", "describe_os_error"]
 
-
-class BoxError(Exception):
-    """A refresh that got no answer, with the state it puts the box in."""
-
-    def __init__(self, connection: Connection, message: str) -> None:
-        super().__init__(message)
-        self.connection = connection
-        self.message = message
+PROBE_COMMAND = ONE_SHOT_COMMAND
+MAX_ANSWER_FRAME = 32 << 20  # compressed bytes of one probe answer
+MAX_ANSWER = 64 << 20        # the same answer decompressed
+MAX_PROGRAM_FRAME = 1 << 20
+_ONE_SHOT_ENTRY = "\nsys.exit(main(sys.stdin.read(), NONCE))\n"
+_SERVE_ENTRY = "\nsys.exit(serve())\n"
+_MISSING = object()
 
 
 def probe_source() -> str:
@@ -46,26 +78,20 @@ def probe_source() -> str:
 
 
 @functools.cache
-def _packed_probe() -> str:
-    """The probe, compressed once per process: ~5.8 KB on the wire instead of ~13 KB."""
-    return base64.b85encode(zlib.compress(probe_source().encode(), 9)).decode("ascii")
+def _probe_program(entry: str) -> str:
+    return probe_source() + entry
 
 
-def probe_payload(request: dict[str, Any]) -> bytes:
-    """What `python3 -` reads: a loader of the packed probe, then the call with the request.
-
-    The request rides along as a string literal, never in argv or on the
-    remote command line.
-    """
-    literal = repr(json.dumps(request, separators=(",", ":")))
-    return (f"import base64,zlib\nexec(zlib.decompress(base64.b85decode({_packed_probe()!r})))\n"
-            f"REQUEST = {literal}\nsys.exit(main(REQUEST))\n").encode()
+def probe_payload(request: dict[str, Any], nonce: str) -> bytes:
+    """What `python3 -` reads for a one-shot probe (the request rides in stdin, never
+    in argv or on the remote command line)."""
+    return one_shot_payload(_probe_program(_ONE_SHOT_ENTRY), nonce,
+                            json.dumps(request, separators=(",", ":")).encode())
 
 
-def decode_answer(data: bytes) -> dict[str, Any]:
-    """The probe answers zlib-compressed JSON (plain JSON is accepted too)."""
-    if data[:1] != b"{":
-        data = zlib.decompress(data)
+def decode_answer(payload: bytes, limit: int = MAX_ANSWER) -> dict[str, Any]:
+    """A frame's payload (zlib JSON) as a dict; FrameError or ValueError if it is not one."""
+    data = inflate(payload, limit)
     try:
         answer = json.loads(data)
     except RecursionError:  # the probe refuses deep documents; an older probe might not
@@ -75,219 +101,303 @@ def decode_answer(data: bytes) -> dict[str, Any]:
     return answer
 
 
-_ERRNO_WORDS = {
-    errno.ECONNREFUSED: "connection refused (is sshd running, is the port right?)",
-    errno.EHOSTUNREACH: "no route to host",
-    errno.ENETUNREACH: "network unreachable",
-    errno.ETIMEDOUT: "TCP connect timed out",
-    errno.ECONNRESET: "connection reset",
-}
+def request_delta(held: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """What a kept probe that holds `held` must be told to hold `request` (see
+    tui.onbox.probe.apply_delta): changed settings, changed or new cursors, runs
+    gone. Nothing at all when nothing changed: the idle refresh."""
+    delta: dict[str, Any] = {}
+    changed = {k: v for k, v in request.items()
+               if k != "runs" and held.get(k, _MISSING) != v}
+    unset = [k for k in held if k != "runs" and k not in request]
+    runs, held_runs = request.get("runs") or {}, held.get("runs") or {}
+    cursors = {p: c for p, c in runs.items() if held_runs.get(p, _MISSING) != c}
+    drop = [p for p in held_runs if p not in runs]
+    for key, value in (("set", changed), ("unset", unset), ("runs", cursors), ("drop", drop)):
+        if value:
+            delta[key] = value
+    return delta
 
 
-def describe_os_error(exc: OSError) -> str:
-    """Words for a failed TCP connect; asyncio's own text hides the errno's meaning."""
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve the host name ({exc.strerror})"
-    if exc.errno in _ERRNO_WORDS:
-        return _ERRNO_WORDS[exc.errno]
-    return exc.strerror or str(exc) or type(exc).__name__
+@dataclass(frozen=True)
+class ProgramResult:
+    """What an on-box program answered: its frames in order, and how it ended."""
+
+    frames: list[bytes]
+    exit_status: int | None
+    exit_signal: str | None
+    stderr: str
 
 
-class _Client(asyncssh.SSHClient):
-    """Sees the host key offered by one hop, pins it under accept-new, notes loss."""
-
-    def __init__(self, hop: Hop, store: HostKeyStore) -> None:
-        self.hop = hop
-        self.store = store
-        self.offered: asyncssh.SSHKey | None = None
-        self.lost = False
-
-    def validate_host_public_key(self, host: str, addr: str, port: int,
-                                 key: asyncssh.SSHKey) -> bool:
-        self.offered = key
-        if self.store.accept_new and not self.store.entries_for(self.hop.host, self.hop.port):
-            self.store.pin(self.hop.host, self.hop.port, key)
-            return True
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
+class _CannotKeep(Exception):
+    """A fresh long-lived probe ended without answering: this box runs one-shot."""
 
 
 class BoxSession:
     """The kept-open connection to one box (through its jump hosts, if any)."""
+
+    keep_probe = True  # a session may be told to probe one-shot (benchmarks compare both)
+    max_answer_frame = MAX_ANSWER_FRAME
+    max_answer = MAX_ANSWER
 
     def __init__(self, box: BoxConfig, fleet: FleetConfig, store: HostKeyStore) -> None:
         self.box = box
         self.timeout = fleet.timeout_for(box)
         self.store = store
         self._fleet = fleet
-        self._conns: list[asyncssh.SSHClientConnection] = []
-        self._clients: list[_Client] = []
+        self._conns: list[asyncssh.SSHClientConnection] = []  # jump hosts first, the box last
+        self._client: HopClient | None = None
+        self._leases: list[object] = []
+        self._pool: JumpPool | None = None
         self._lock = asyncio.Lock()
+        self._probe_lock = asyncio.Lock()
+        self._probe: OnboxProcess | None = None
+        self._probe_held: dict[str, Any] = {}
+        self._serve_refused = False
         self.bytes_out = 0
         self.bytes_in = 0
         self.last_bytes_out = 0
         self.last_bytes_in = 0
         self.connects = 0
+        self.probe_starts = 0  # long-lived probes started
 
     @property
     def connected(self) -> bool:
-        return bool(self._conns) and not any(c.lost for c in self._clients)
+        return bool(self._conns) and self._client is not None and not self._client.lost \
+            and not self._conns[-1].is_closed()
+
+    @property
+    def probe_mode(self) -> str:
+        """How this connection probes: "kept" (one long-lived probe) or "one-shot"."""
+        return "kept" if self.keep_probe and not self._serve_refused else "one-shot"
 
     async def close(self) -> None:
-        conns, self._conns, self._clients = self._conns, [], []
-        for conn in reversed(conns):
-            conn.close()
-        for conn in reversed(conns):
-            with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
-                await asyncio.wait_for(conn.wait_closed(), 2)
-
-    async def _connect_hop(self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None,
-                           is_target: bool) -> asyncssh.SSHClientConnection:
-        who = f"box {self.box.name}" if is_target else f"jump host {hop.label}"
-        keys = []
-        for key_file in hop.identity_files:
-            if not Path(key_file).exists():
-                raise BoxError(Connection.AUTH_FAILED,
-                               f"{who}: identity file {key_file} does not exist")
-            if not Path(key_file).is_file():
-                raise BoxError(Connection.AUTH_FAILED,
-                               f"{who}: identity file {key_file} is not a file")
-            # Loaded here, one by one, so an unreadable or garbled key is named and is
-            # auth_failed (asyncssh would report it as a network error or without a name).
-            try:
-                keys.extend(asyncssh.load_keypairs([key_file]))
-            except (asyncssh.KeyImportError, OSError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise BoxError(Connection.AUTH_FAILED,
-                               f"{who}: cannot load identity file {key_file}: {reason}") \
-                    from None
-        client = _Client(hop, self.store)
-        try:
-            conn = await asyncio.wait_for(asyncssh.connect(
-                hop.host, hop.port, tunnel=tunnel if tunnel is not None else (),
-                username=hop.user, client_keys=keys or (),
-                known_hosts=self.store.trusted(), config=None,
-                client_factory=lambda: client,
-                connect_timeout=self.timeout, login_timeout=self.timeout,
-                keepalive_interval=KEEPALIVE_SECONDS, keepalive_count_max=KEEPALIVE_COUNT,
-                agent_forwarding=False, x509_trusted_certs=None,
-            ), self.timeout)
-        except TimeoutError:
-            raise BoxError(Connection.TIMEOUT,
-                           f"{who} ({hop.host}:{hop.port}): no SSH login within "
-                           f"{self.timeout:g} s") from None
-        except asyncssh.HostKeyNotVerifiable:
-            entries = self.store.entries_for(hop.host, hop.port)
-            if entries:
-                raise BoxError(Connection.HOST_KEY_CHANGED, changed_message(
-                    who, hop.known_hosts_name, client.offered, entries)) from None
-            raise BoxError(Connection.HOST_KEY_UNKNOWN, unknown_message(
-                who, hop.known_hosts_name, client.offered, self.store)) from None
-        except asyncssh.PermissionDenied:
-            keys = ", ".join(hop.identity_files) or "the default keys and agent"
-            raise BoxError(Connection.AUTH_FAILED,
-                           f"{who}: {hop.user}@{hop.host}:{hop.port} refused the key "
-                           f"({keys})") from None
-        except asyncssh.ChannelOpenError as exc:
-            raise BoxError(Connection.UNREACHABLE,
-                           f"{who}: the jump host could not reach {hop.host}:{hop.port} "
-                           f"({exc.reason})") from None
-        except asyncssh.KeyImportError as exc:  # a default key (no identity_file given)
-            raise BoxError(Connection.AUTH_FAILED, f"{who}: cannot load identity file: {exc}") \
-                from None
-        except asyncssh.DisconnectError as exc:
-            raise BoxError(Connection.UNREACHABLE,
-                           f"{who} ({hop.host}:{hop.port}) disconnected: {exc.reason}") from None
-        except OSError as exc:
-            raise BoxError(Connection.UNREACHABLE,
-                           f"{who} ({hop.host}:{hop.port}): {describe_os_error(exc)}") from None
-        self._clients.append(client)
-        return conn
+        """Close the box's own connection and let go of the shared jump hosts."""
+        self._drop_probe()
+        conns, self._conns, self._client = self._conns, [], None
+        leases, self._leases = self._leases, []
+        if conns:
+            await close_quietly(conns[-1])
+        if self._pool is not None:
+            for key in leases:
+                self._pool.release(key)
 
     async def connect(self) -> None:
-        """Open every hop in turn (jump hosts first); closes what was opened on failure."""
+        """Open every hop in turn (jump hosts shared, the box its own); on failure, let go
+        of what was taken."""
         try:
             hops = resolve_route(self.box, self._fleet)
         except RouteError as exc:
             raise BoxError(Connection.UNREACHABLE, f"box {self.box.name}: {exc}") from None
         await self.close()
+        pool = self._pool = jump_pool()
         conns: list[asyncssh.SSHClientConnection] = []
+        leases: list[object] = []
         try:
-            for index, hop in enumerate(hops):
-                tunnel = conns[-1] if conns else None
-                conns.append(await self._connect_hop(hop, tunnel, index == len(hops) - 1))
+            for index, hop in enumerate(hops[:-1]):
+                key = (self.store.policy, tuple(hops[:index + 1]))
+                opener = functools.partial(
+                    open_hop, hop, conns[-1] if conns else None, store=self.store,
+                    timeout=self.timeout, who=f"jump host {hop.label}",
+                    via=hops[index - 1].label if index else None)
+                conns.append(await pool.acquire(key, opener))
+                leases.append(key)
+            conn, client = await open_hop(
+                hops[-1], conns[-1] if conns else None, store=self.store, timeout=self.timeout,
+                who=f"box {self.box.name}", via=hops[-2].label if len(hops) > 1 else None)
         except BaseException:
-            self._conns = conns
-            await self.close()
+            for key in leases:
+                pool.release(key)
             raise
-        self._conns = conns
+        self._conns, self._client, self._leases = [*conns, conn], client, leases
+        self._serve_refused = False
         self.connects += 1
 
     async def connection(self) -> asyncssh.SSHClientConnection:
-        """The box's own connection (the last hop), opened first if needed; BoxError if not.
-
-        For commands other than the probe (a manual box's stop_command), so they
-        ride the session already held instead of logging in again.
-        """
+        """The box's own connection (the last hop), opened first if needed; BoxError if not."""
         async with self._lock:
             if not self.connected:
                 await self.connect()
             return self._conns[-1]
 
+    # --- the probe ------------------------------------------------------------------
+
     async def run_probe(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One round trip: (re)connect if needed, run the probe, decode its answer."""
-        async with self._lock:
-            if not self.connected:
-                await self.connect()
-            payload = probe_payload(request)
+        """One refresh: (re)connect if needed, ask the probe, decode its answer."""
+        async with self._probe_lock:
+            conn = await self.connection()
+            sent = received = 0
             try:
-                result = await asyncio.wait_for(
-                    self._conns[-1].run(PROBE_COMMAND, input=payload, encoding=None,
-                                        check=False),
-                    self.timeout)
+                async with asyncio.timeout(self.timeout):
+                    if self.probe_mode == "kept":
+                        try:
+                            payload, sent, received = await self._ask_kept(conn, request)
+                        except _CannotKeep:
+                            self._serve_refused = True
+                            payload, sent, received = await self._ask_once(conn, request)
+                    else:
+                        payload, sent, received = await self._ask_once(conn, request)
             except TimeoutError:
                 await self.close()
                 raise BoxError(Connection.TIMEOUT,
                                f"box {self.box.name}: probe did not answer within "
                                f"{self.timeout:g} s") from None
-            except asyncssh.ChannelOpenError as exc:
-                await self.close()
-                raise BoxError(Connection.PROBE_FAILED,
-                               f"box {self.box.name}: the box refused a session: {exc.reason}") \
-                    from None
-            except (asyncssh.Error, OSError) as exc:
-                await self.close()
-                raise BoxError(Connection.UNREACHABLE,
-                               f"box {self.box.name}: connection lost during the probe "
-                               f"({exc})") from None
-            if result.exit_status is None and not result.exit_signal:
-                # asyncssh returns (not raises) when the connection drops mid-answer: a
-                # truncated answer is the network's fault, not the probe's.
-                await self.close()
-                raise BoxError(Connection.UNREACHABLE,
-                               f"box {self.box.name}: connection lost during the probe (the "
-                               f"session ended without an exit status)")
-        stdout = result.stdout if isinstance(result.stdout, bytes) else b""
-        stderr = result.stderr if isinstance(result.stderr, bytes) else b""
-        self.last_bytes_out, self.last_bytes_in = len(payload), len(stdout) + len(stderr)
-        self.bytes_out += self.last_bytes_out
-        self.bytes_in += self.last_bytes_in
-        err_text = stderr.decode("utf-8", "replace").strip()
-        if result.exit_status == 127 or (result.exit_status != 0 and "python3" in err_text
-                                         and "not found" in err_text):
-            raise BoxError(Connection.PROBE_FAILED,
-                           f"box {self.box.name}: python3 not found on the box "
-                           f"(install it, e.g. apt-get install python3-minimal)")
-        if result.exit_status is None and result.exit_signal:
-            raise BoxError(Connection.PROBE_FAILED,
-                           f"box {self.box.name}: probe killed by signal {result.exit_signal[0]}")
+            except BoxError as exc:
+                if exc.connection in (Connection.UNREACHABLE, Connection.TIMEOUT):
+                    await self.close()
+                raise
+            finally:
+                self.last_bytes_out, self.last_bytes_in = sent, received
+                self.bytes_out += sent
+                self.bytes_in += received
         try:
-            answer = decode_answer(stdout)
-        except (ValueError, zlib.error) as exc:
-            tail = err_text[-300:] or "no error output"
+            return decode_answer(payload, self.max_answer)
+        except (FrameError, ValueError) as exc:
             raise BoxError(Connection.PROBE_FAILED,
-                           f"box {self.box.name}: probe exited {result.exit_status} without "
-                           f"a readable answer ({exc}): {tail}") from None
-        return answer
+                           f"box {self.box.name}: the probe's answer cannot be used: {exc}") \
+                from None
+
+    def _drop_probe(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+        self._probe, self._probe_held = None, {}
+
+    def _lost(self) -> bool:
+        return self._client is None or self._client.lost
+
+    async def _ask_kept(self, conn: asyncssh.SSHClientConnection, request: dict[str, Any]
+                        ) -> tuple[bytes, int, int]:
+        """Ask the kept probe (starting one if there is none or it died)."""
+        request = json.loads(json.dumps(request))  # what the probe will hold, exactly
+        sent = received = 0
+        restarted = False
+        while True:
+            proc = self._probe
+            if proc is None or not proc.alive:
+                self._drop_probe()
+                try:
+                    proc = await OnboxProcess.start(conn, SERVE_COMMAND)
+                except asyncssh.ChannelOpenError:
+                    raise _CannotKeep from None
+                except (asyncssh.Error, OSError) as exc:
+                    raise self._lost_error(exc) from None
+                self.probe_starts += 1
+                self._probe = proc
+            nonce = new_nonce()
+            line = json.dumps({"nonce": nonce, **request_delta(self._probe_held, request)},
+                              separators=(",", ":")).encode() + b"\n"
+            got_before = proc.stdout_bytes + proc.stderr_bytes
+            try:
+                if proc.bytes_out == 0:
+                    proc.send(serve_loader(_probe_program(_SERVE_ENTRY)))
+                    sent += proc.bytes_out
+                proc.send(line)
+                sent += len(line)
+                self._probe_held = request  # the probe applies the line before it answers
+                payload = await proc.next_frame(nonce, max_frame=self.max_answer_frame)
+            except FrameError as exc:
+                self._drop_probe()
+                raise BoxError(Connection.PROBE_FAILED,
+                               f"box {self.box.name}: the probe's answer cannot be used: "
+                               f"{exc}") from None
+            except (asyncssh.Error, OSError):
+                payload = None
+            except BaseException:
+                self._drop_probe()  # a timeout: its answer, if any, is not for the next one
+                raise
+            received += proc.stdout_bytes + proc.stderr_bytes - got_before
+            if payload is not None:
+                return payload, sent, received
+            ending = await proc.ending(conn, self._lost())
+            answered = proc.frames > 0
+            self._drop_probe()
+            if ending.connection_lost:
+                raise no_answer(self.box.name, "probe", ending)
+            if answered and not restarted:
+                restarted = True  # it worked and died: start it again, once
+                continue
+            raise _CannotKeep
+
+    async def _ask_once(self, conn: asyncssh.SSHClientConnection, request: dict[str, Any]
+                        ) -> tuple[bytes, int, int]:
+        nonce = new_nonce()
+        frames, _, proc = await self._run_once(
+            conn, probe_payload(request, nonce), nonce, max_frame=self.max_answer_frame,
+            max_frames=1, what="probe", wait_ending=False)
+        return frames[0], proc.bytes_out, proc.stdout_bytes + proc.stderr_bytes
+
+    def _lost_error(self, exc: BaseException) -> BoxError:
+        return BoxError(Connection.UNREACHABLE,
+                        f"box {self.box.name}: connection lost during the probe "
+                        f"({exc or type(exc).__name__})")
+
+    # --- any program ------------------------------------------------------------------
+
+    async def _run_once(self, conn: asyncssh.SSHClientConnection, payload: bytes, nonce: str,
+                        *, max_frame: int, max_frames: int | None, what: str,
+                        wait_ending: bool, on_frame: Callable[[bytes], None] | None = None,
+                        ) -> tuple[list[bytes], Ending | None, OnboxProcess]:
+        """Start `python3 -` with `payload`, read its frames; BoxError if there are none."""
+        try:
+            proc = await OnboxProcess.start(conn, ONE_SHOT_COMMAND)
+        except asyncssh.ChannelOpenError as exc:
+            if exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED:  # the exec request refused
+                raise BoxError(Connection.PTY_ONLY,
+                               f"box {self.box.name}: the SSH server refused to run a command "
+                               f"({exc.reason}): {PTY_ONLY_FIX}") from None
+            raise BoxError(Connection.PROBE_FAILED,
+                           f"box {self.box.name}: the box refused a session: {exc.reason}") \
+                from None
+        except (asyncssh.Error, OSError) as exc:
+            raise BoxError(Connection.UNREACHABLE,
+                           f"box {self.box.name}: connection lost during the {what} "
+                           f"({exc or type(exc).__name__})") from None
+        frames: list[bytes] = []
+        try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.send(payload, eof=True)
+            while max_frames is None or len(frames) < max_frames:
+                try:
+                    got = await proc.next_frame(nonce, max_frame=max_frame)
+                except FrameError as exc:
+                    raise BoxError(Connection.PROBE_FAILED,
+                                   f"box {self.box.name}: the {what}'s answer cannot be used: "
+                                   f"{exc}") from None
+                except (asyncssh.Error, OSError):
+                    got = None
+                if got is None:
+                    break
+                frames.append(got)
+                if on_frame is not None:
+                    on_frame(got)
+            ending = None
+            if not frames or wait_ending:
+                ending = await proc.ending(conn, self._lost())
+            if not frames:
+                assert ending is not None
+                raise no_answer(self.box.name, what, ending, "it wrote no answer")
+            return frames, ending, proc
+        finally:
+            proc.close()
+
+    async def run_program(self, source: str, stdin: bytes = b"", *,
+                          timeout: float | None = None, max_frames: int | None = 1,
+                          max_frame: int = MAX_PROGRAM_FRAME,
+                          on_frame: Callable[[bytes], None] | None = None,
+                          what: str = "program") -> ProgramResult:
+        """Run an on-box program once and return its framed answer(s); see the module
+        docstring for the program's side. `max_frames=None` reads frames until the
+        program ends; `on_frame` sees each as it arrives (progress)."""
+        conn = await self.connection()
+        nonce = new_nonce()
+        limit = timeout if timeout is not None else self.timeout
+        try:
+            async with asyncio.timeout(limit):
+                frames, ending, _ = await self._run_once(
+                    conn, one_shot_payload(source, nonce, stdin), nonce, max_frame=max_frame,
+                    max_frames=max_frames, what=what, wait_ending=True, on_frame=on_frame)
+        except TimeoutError:
+            raise BoxError(Connection.TIMEOUT,
+                           f"box {self.box.name}: the {what} did not finish within "
+                           f"{limit:g} s") from None
+        assert ending is not None
+        return ProgramResult(frames, ending.exit_status, ending.exit_signal, ending.stderr)

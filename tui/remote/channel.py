@@ -1,0 +1,153 @@
+"""One program running on a box over one SSH channel: frames out of its stdout, bounded.
+
+Everything read from the box is bounded: frames by `max_frame` and noise by
+`max_noise` (tui.remote.framing), stderr by keeping only its tail. When the
+program ends without a frame, `no_answer` turns what is known (exit status,
+signal, output, whether the connection is gone) into the state and the words
+the box shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from dataclasses import dataclass
+
+import asyncssh
+
+from tui.model.box import Connection
+from tui.remote.errors import BoxError
+from tui.remote.framing import FrameError, FrameReader
+
+CHUNK = 1 << 16
+STDERR_TAIL = 2000
+MAX_NOISE = 1 << 20
+_ASKS_FOR_A_TERMINAL = re.compile(r"\bpty\b|pseudo-terminal", re.IGNORECASE)
+PTY_ONLY_FIX = ("this endpoint only offers interactive shells (RunPod's basic proxy); use the "
+                "pod's public IP and TCP port (SSH over exposed TCP)")
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a program's channel ended, when it ended without the answer we waited for."""
+
+    exit_status: int | None
+    exit_signal: str | None
+    stdout_bytes: int
+    stderr: str
+    connection_lost: bool
+
+
+class OnboxProcess:
+    """A started program: `send` to its stdin, `next_frame` from its stdout."""
+
+    def __init__(self, proc: asyncssh.SSHClientProcess[bytes]) -> None:
+        self.proc = proc
+        self.stdout_bytes = 0
+        self.stderr_bytes = 0
+        self.bytes_out = 0
+        self.frames = 0
+        self._stderr_tail = b""
+        self._rest = b""  # stdout after the last frame, for the next reader
+        self._eof = False
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    @classmethod
+    async def start(cls, conn: asyncssh.SSHClientConnection, command: str) -> OnboxProcess:
+        """Open a session channel running `command`. Raises asyncssh's errors as they come."""
+        proc = await conn.create_process(command, encoding=None)
+        return cls(proc)
+
+    @property
+    def alive(self) -> bool:
+        """False once stdout ended or the channel closed: the program can answer no more."""
+        return not self._eof and self.proc.exit_status is None \
+            and self.proc.exit_signal is None and not self.proc.is_closing()
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr_tail.decode("utf-8", "replace")
+
+    def send(self, data: bytes, *, eof: bool = False) -> None:
+        self.proc.stdin.write(data)
+        self.bytes_out += len(data)
+        if eof:
+            self.proc.stdin.write_eof()
+
+    async def _drain_stderr(self) -> None:
+        """Read stderr as it comes (an unread stream would stall the program), keep a tail."""
+        with contextlib.suppress(asyncssh.Error, OSError):
+            while data := await self.proc.stderr.read(CHUNK):
+                self.stderr_bytes += len(data)
+                self._stderr_tail = (self._stderr_tail + data)[-STDERR_TAIL:]
+
+    async def next_frame(self, nonce: str, *, max_frame: int,
+                         max_noise: int = MAX_NOISE) -> bytes | None:
+        """The next frame with `nonce`; None if stdout ends first. FrameError if the
+        output breaks a cap; asyncssh/OS errors if the connection fails under it."""
+        reader = FrameReader(nonce, max_frame=max_frame, max_noise=max_noise)
+        frames = reader.feed(self._rest) if self._rest else []
+        self._rest = b""
+        while not frames:
+            if self._eof:
+                return None
+            data = await self.proc.stdout.read(CHUNK)
+            if not data:
+                self._eof = True
+                if reader.in_frame:
+                    raise FrameError("the answer was cut short")
+                return None
+            self.stdout_bytes += len(data)
+            frames = reader.feed(data)
+        self._rest = reader.take_rest() if len(frames) == 1 else b""
+        self.frames += 1
+        return frames[0]
+
+    async def ending(self, conn: asyncssh.SSHClientConnection, lost: bool,
+                     wait: float = 2.0) -> Ending:
+        """Wait (briefly) for the channel to close, then say how the program ended."""
+        with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
+            await asyncio.wait_for(self.proc.wait_closed(), wait)
+        with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+        signal = self.proc.exit_signal[0] if self.proc.exit_signal else None
+        return Ending(self.proc.exit_status, signal, self.stdout_bytes, self.stderr.strip(),
+                      lost or conn.is_closed())
+
+    def close(self) -> None:
+        """End the channel (the program gets EOF and SIGPIPE); nothing more is read."""
+        self._eof = True
+        with contextlib.suppress(Exception):
+            self.proc.close()
+        self._stderr_task.cancel()
+
+
+def no_answer(box: str, what: str, ending: Ending, reason: str | None = None) -> BoxError:
+    """The error for a program that ended without its answer, from how it ended."""
+    text = ending.stderr
+    if ending.connection_lost:
+        return BoxError(Connection.UNREACHABLE,
+                        f"box {box}: connection lost during the {what}")
+    if ending.exit_status == 127 or ("python3" in text and "not found" in text):
+        return BoxError(Connection.PROBE_FAILED,
+                        f"box {box}: python3 not found on the box "
+                        f"(install it, e.g. apt-get install python3-minimal)")
+    if ending.exit_signal:
+        return BoxError(Connection.PROBE_FAILED,
+                        f"box {box}: {what} killed by signal {ending.exit_signal}")
+    silent = ending.stdout_bytes == 0 and not text
+    if (silent and ending.exit_status in (None, 0)) or _ASKS_FOR_A_TERMINAL.search(text):
+        return BoxError(Connection.PTY_ONLY,
+                        f"box {box}: the SSH server ran no command (the session closed "
+                        f"{'with no output' if silent else 'asking for a terminal'}): "
+                        f"{PTY_ONLY_FIX}")
+    if ending.exit_status is None:
+        return BoxError(Connection.UNREACHABLE,
+                        f"box {box}: connection lost during the {what} (the session ended "
+                        f"without an exit status)")
+    tail = text[-300:] or "no error output"
+    why = f" ({reason})" if reason else ""
+    return BoxError(Connection.PROBE_FAILED,
+                    f"box {box}: {what} exited {ending.exit_status} without a readable "
+                    f"answer{why}: {tail}")
