@@ -335,10 +335,11 @@ class BoxSession:
     async def _run_once(self, conn: asyncssh.SSHClientConnection, payload: bytes, nonce: str,
                         *, max_frame: int, max_frames: int | None, what: str,
                         wait_ending: bool, on_frame: Callable[[bytes], None] | None = None,
+                        command: str = ONE_SHOT_COMMAND,
                         ) -> tuple[list[bytes], Ending | None, OnboxProcess]:
-        """Start `python3 -` with `payload`, read its frames; BoxError if there are none."""
+        """Start `command` (`python3 -`) with `payload`, read its frames; BoxError if none."""
         try:
-            proc = await OnboxProcess.start(conn, ONE_SHOT_COMMAND)
+            proc = await OnboxProcess.start(conn, command)
         except asyncssh.ChannelOpenError as exc:
             if exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED:  # the exec request refused
                 raise BoxError(Connection.PTY_ONLY,
@@ -383,10 +384,13 @@ class BoxSession:
                           timeout: float | None = None, max_frames: int | None = 1,
                           max_frame: int = MAX_PROGRAM_FRAME,
                           on_frame: Callable[[bytes], None] | None = None,
-                          what: str = "program") -> ProgramResult:
+                          what: str = "program",
+                          command: str = ONE_SHOT_COMMAND) -> ProgramResult:
         """Run an on-box program once and return its framed answer(s); see the module
         docstring for the program's side. `max_frames=None` reads frames until the
-        program ends; `on_frame` sees each as it arrives (progress)."""
+        program ends; `on_frame` sees each as it arrives (progress); `command` is the
+        remote command of a Python that reads its program from stdin (another
+        interpreter than `python3 -`, already shell-quoted)."""
         conn = await self.connection()
         nonce = new_nonce()
         limit = timeout if timeout is not None else self.timeout
@@ -394,7 +398,8 @@ class BoxSession:
             async with asyncio.timeout(limit):
                 frames, ending, _ = await self._run_once(
                     conn, one_shot_payload(source, nonce, stdin), nonce, max_frame=max_frame,
-                    max_frames=max_frames, what=what, wait_ending=True, on_frame=on_frame)
+                    max_frames=max_frames, what=what, wait_ending=True, on_frame=on_frame,
+                    command=command)
         except TimeoutError:
             raise BoxError(Connection.TIMEOUT,
                            f"box {self.box.name}: the {what} did not finish within "
