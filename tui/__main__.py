@@ -75,6 +75,40 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_BOX_FAILED
 
 
+def parse_since(text: str) -> float:
+    """`--since`: a date (local midnight) or an ISO date and time (local unless it says)."""
+    from datetime import datetime
+
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--since {text!r} is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    return stamp.timestamp()  # a naive time is taken as local, as a person means it
+
+
+def cmd_costs(args: argparse.Namespace) -> int:
+    """Per box and for the fleet: running, stopped and idle hours and dollars, from the ledger."""
+    from tui.model.bill import costs_report
+    from tui.model.costs_doc import costs_document, costs_table
+    from tui.store.ledger import Ledger
+
+    fleet = load_fleet(args.config)
+    ledger = Ledger()
+    if ledger.problem:
+        print(ledger.problem, file=sys.stderr)
+    if ledger.skipped:
+        print(f"cost ledger {ledger.path}: {ledger.skipped} unreadable line(s) skipped",
+              file=sys.stderr)
+    report = costs_report(ledger.book, [b.name for b in fleet.boxes], args.since, time.time())
+    if args.json:
+        json.dump(costs_document(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(costs_table(report))
+    return EXIT_OK
+
+
 def _box(fleet: FleetConfig, name: str) -> BoxConfig:
     try:
         return fleet.box(name)
@@ -281,6 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true",
                         help="print the gpurent.status/1 JSON document")
     status.set_defaults(func=cmd_status)
+    costs = sub.add_parser("costs", parents=[common],
+                           help="what each box and the fleet cost: running, stopped and idle "
+                                "hours and dollars, and what was billed after the last run "
+                                "ended (from the ledger)")
+    costs.add_argument("--since", type=parse_since, metavar="DATE",
+                       help="count from this date (YYYY-MM-DD, local midnight) or time")
+    costs.add_argument("--json", action="store_true",
+                       help="print the gpurent.costs/1 JSON document")
+    costs.set_defaults(func=cmd_costs)
     check = sub.add_parser("check-config", parents=[common],
                            help="validate the fleet config (exit 0 if good, 2 if not)")
     check.set_defaults(func=cmd_check_config)

@@ -7,6 +7,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,44 @@ async def test_idle_alarm_from_a_box_whose_runs_stopped(tmp_path: Path, sshd_fac
             await pilot.pause(0.05)
         assert "IDLE" in str(section.query_one("#money").render())
         assert "burned $" in str(section.query_one("#money").render())
+
+
+def test_costs_command_per_box_fleet_and_since(tmp_path: Path, isolated_dirs: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.model.bill import Event, Mark
+
+    h = 3600.0
+    t0 = datetime(2026, 11, 30, 12, 0).timestamp()  # local noon
+    ledger = Ledger(isolated_dirs / "state" / "gpurent-tui" / "ledger.jsonl")
+    for record in (Event(t0, "a", "running", 2.0, "api"), Mark(t0, "a", "training"),
+                   Mark(t0 + 10 * h, "a", "idle"),            # the run ended at 22:00
+                   Event(t0 + 14 * h, "a", "stopped", 0.1, "computed"),
+                   Event(t0 + 20 * h, "a", "destroyed", 0.0, "computed"),
+                   Event(t0, "gone", "running", 5.0, "config"),  # a box no longer configured
+                   Event(t0 + 2 * h, "gone", "destroyed", 0.0, "computed")):
+        (ledger.record if isinstance(record, Event) else ledger.mark)(record)  # type: ignore[operator]
+    fleet = make_fleet(tmp_path, [{"name": "a", "host": "h", "provider": "vast",
+                                   "instance_id": "1"}])
+    assert main(["costs", "--json", "--config", fleet.source]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (a,) = doc["boxes"]
+    assert a["running"] == {"hours": 14.0, "usd": 28.0}
+    assert a["stopped"] == {"hours": 6.0, "usd": pytest.approx(0.6)}
+    assert a["idle"] == {"hours": 4.0, "usd": 8.0}
+    assert a["after_last_run"]["usd"] == pytest.approx(8.6)  # idle 4 h, then the disk 6 h
+    assert doc["fleet"]["total_usd"] == pytest.approx(28.6)
+    assert [b["name"] for b in doc["not_in_config"]] == ["gone"]
+    assert doc["not_in_config"][0]["total_usd"] == 10.0
+
+    assert main(["costs", "--since", "2026-12-01", "--config", fleet.source]) == 0
+    text = capsys.readouterr().out
+    # From local midnight (t0 + 12 h): 2 h running at $2, both idle; then 6 h of disk.
+    row = next(line for line in text.splitlines() if line.startswith("a "))
+    assert row.split() == ["a", "2.0", "h", "$4.00", "6.0", "h", "$0.6000", "2.0", "h",
+                           "$4.00", "8.0", "h", "$4.60", "$4.60"]
+    assert "gone" not in text  # its history ended before that day
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["costs", "--since", "yesterday", "--config", fleet.source])
+    assert exit_.value.code == 2
+    assert "--since 'yesterday' is not a date" in capsys.readouterr().err

@@ -288,3 +288,47 @@ def box_bill(history: BoxHistory, box: str, start: float, end: float) -> BoxBill
     state_now = history.at(end)
     return BoxBill(box, start, end, running, stopped, idle, unseen, after, ended,
                    state_now.state if state_now else None)
+
+
+@dataclass(frozen=True)
+class CostsReport:
+    """Per box and for the fleet (the configured boxes), over [since, until]."""
+
+    since: float | None
+    until: float
+    boxes: tuple[BoxBill, ...]
+    removed: tuple[BoxBill, ...]  # in the ledger, not in the config: history up to its last word
+
+    def total(self, part: str) -> Spend:
+        spends = [getattr(b, part) for b in self.boxes]
+        return sum(spends, Spend())
+
+    @property
+    def usd(self) -> float:
+        return sum(b.usd for b in self.boxes)
+
+
+def costs_report(book: Book, configured: Iterable[str], since: float | None,
+                 until: float) -> CostsReport:
+    """The `costs` command's figures: each configured box billed up to `until`; a box that
+    left the config only up to its last segment (its meter stopped with the config)."""
+    names = list(configured)
+    bills = []
+    for name in names:
+        history = book.boxes.get(name)
+        if history is None or not history.events:
+            bills.append(BoxBill(name, since or until, until, Spend(), Spend(), Spend(), Spend(),
+                                 Spend(), None, None))
+            continue
+        start = history.times[0] if since is None else since
+        bills.append(box_bill(history, name, start, max(until, start)))
+    removed = []
+    for name in sorted(set(book.boxes) - set(names)):
+        history = book.boxes[name]
+        if not history.events:
+            continue
+        start = history.times[0] if since is None else since
+        end = history.times[-1]
+        if end > start:
+            removed.append(box_bill(history, name, start, end))
+    return CostsReport(since, until, tuple(bills), tuple(removed))

@@ -1,0 +1,75 @@
+"""The `costs` command's output: the JSON document (schema gpurent.costs/1) and a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tui.model.bill import BoxBill, CostsReport, Spend
+from tui.model.cost import usd
+from tui.model.status_doc import iso
+
+SCHEMA = "gpurent.costs/1"
+PARTS = ("running", "stopped", "idle", "unseen", "after_last_run")
+
+
+def _spend(spend: Spend) -> dict[str, float]:
+    return {"hours": round(spend.hours, 4), "usd": round(spend.usd, 6)}
+
+
+def bill_document(bill: BoxBill) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": bill.box, "state": bill.state, "from": iso(bill.start),
+                           "until": iso(bill.end)}
+    for part in PARTS:
+        doc[part] = _spend(getattr(bill, part))
+    doc["last_run_ended_at"] = iso(bill.last_run_ended_at)
+    doc["total_usd"] = round(bill.usd, 6)
+    return doc
+
+
+def costs_document(report: CostsReport) -> dict[str, Any]:
+    fleet: dict[str, Any] = {part: _spend(report.total(part)) for part in PARTS}
+    fleet["total_usd"] = round(report.usd, 6)
+    return {
+        "schema": SCHEMA,
+        "since": iso(report.since),
+        "until": iso(report.until),
+        "boxes": [bill_document(b) for b in report.boxes],
+        "fleet": fleet,
+        "not_in_config": [bill_document(b) for b in report.removed],
+    }
+
+
+def _cell(spend: Spend) -> str:
+    return f"{spend.hours:7.1f} h {usd(spend.usd):>9}"
+
+
+def costs_table(report: CostsReport) -> str:
+    """Per box: running, stopped, idle and after-last-run hours and dollars; the fleet's sum."""
+    since = iso(report.since) or "the first entry"
+    out = [f"costs from {since} until {iso(report.until)} (UTC), from the ledger",
+           f"{'box':<20} {'running':>19} {'stopped':>19} {'of it idle':>19} "
+           f"{'after last run':>19} {'total':>10}"]
+
+    def row(name: str, running: Spend, stopped: Spend, idle: Spend, after: Spend,
+            total: float) -> str:
+        return (f"{name[:20]:<20} {_cell(running)} {_cell(stopped)} {_cell(idle)} "
+                f"{_cell(after)} {usd(total):>10}")
+
+    for bill in report.boxes:
+        out.append(row(bill.box, bill.running, bill.stopped, bill.idle, bill.after_last_run,
+                       bill.usd))
+    out.append(row("fleet", report.total("running"), report.total("stopped"),
+                   report.total("idle"), report.total("after_last_run"), report.usd))
+    unseen = report.total("unseen")
+    notes = ["idle: billed as running while no run progressed; after last run: everything "
+             "billed after a box's last run ended (money a stop or destroy would have saved)"]
+    if unseen.hours:
+        notes.append(f"{unseen.hours:.1f} h ({usd(unseen.usd)}) billed as running while the "
+                     "box could not be looked at: neither idle nor busy for sure")
+    notes.append("a box still billing is counted up to now at its last observed rate; "
+                 "`gpurent-tui status` looks again")
+    for bill in report.removed:
+        notes.append(f"{bill.box}: not in the config; its history until {iso(bill.end)}: "
+                     f"{usd(bill.usd)} (counted in no total)")
+    out.extend(notes)
+    return "\n".join(out)
