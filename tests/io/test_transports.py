@@ -148,6 +148,14 @@ sys.exit(4)
 """
 
 
+TWO_IN_ONE_WRITE = """
+import sys
+def frame(payload):
+    return b"\\n--gpurent-" + NONCE.encode() + b" " + str(len(payload)).encode() + b"\\n" + payload
+sys.stdout.buffer.write(frame(b"a") + frame(b"bb"))
+"""
+
+
 async def test_run_program_returns_the_frames_of_an_on_box_program(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
     server = sshd_factory("vast", extra_config=BANNER_COMMAND)
@@ -162,6 +170,8 @@ async def test_run_program_returns_the_frames_of_an_on_box_program(
         assert result.exit_status == 4 and result.stderr.endswith("bye")
         one = await session.run_program(ECHO_PROGRAM, b"x")
         assert one.frames == [b"X"]
+        both = await session.run_program(TWO_IN_ONE_WRITE, max_frames=None)
+        assert both.frames == [b"a", b"bb"] and both.exit_status == 0
         with pytest.raises(BoxError) as silent:
             await session.run_program("import sys\nsys.exit(2)\n")
         assert silent.value.connection is Connection.PROBE_FAILED

@@ -49,7 +49,9 @@ class OnboxProcess:
         self.bytes_out = 0
         self.frames = 0
         self._stderr_tail = b""
-        self._rest = b""  # stdout after the last frame, for the next reader
+        self._reader: FrameReader | None = None  # frames of the nonce asked for last
+        self._nonce = ""
+        self._queued: list[bytes] = []
         self._eof = False
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
@@ -86,23 +88,24 @@ class OnboxProcess:
                          max_noise: int = MAX_NOISE) -> bytes | None:
         """The next frame with `nonce`; None if stdout ends first. FrameError if the
         output breaks a cap; asyncssh/OS errors if the connection fails under it."""
-        reader = FrameReader(nonce, max_frame=max_frame, max_noise=max_noise)
-        frames = reader.feed(self._rest) if self._rest else []
-        self._rest = b""
-        while not frames:
+        if self._reader is None or self._nonce != nonce:
+            rest = self._reader.take_rest() if self._reader is not None else b""
+            self._reader, self._nonce, self._queued = (
+                FrameReader(nonce, max_frame=max_frame, max_noise=max_noise), nonce, [])
+            self._queued.extend(self._reader.feed(rest))
+        while not self._queued:
             if self._eof:
                 return None
             data = await self.proc.stdout.read(CHUNK)
             if not data:
                 self._eof = True
-                if reader.in_frame:
+                if self._reader.in_frame:
                     raise FrameError("the answer was cut short")
                 return None
             self.stdout_bytes += len(data)
-            frames = reader.feed(data)
-        self._rest = reader.take_rest() if len(frames) == 1 else b""
+            self._queued.extend(self._reader.feed(data))
         self.frames += 1
-        return frames[0]
+        return self._queued.pop(0)
 
     async def ending(self, conn: asyncssh.SSHClientConnection, lost: bool,
                      wait: float = 2.0) -> Ending:
