@@ -86,7 +86,8 @@ async def test_panel_shows_boxes_runs_and_moves_between_runs(
 
 async def test_remapped_keys(tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
     server = sshd_factory()
-    _, config = fleet(tmp_path, server, client_key, keys={"next": "n", "previous": "p"})
+    # "u" is free; "p" would take push's key, which check-config refuses.
+    _, config = fleet(tmp_path, server, client_key, keys={"next": "n", "previous": "u"})
     app = GpurentApp(config)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: len(app.query(RunRow)) == 3)
@@ -95,7 +96,7 @@ async def test_remapped_keys(tmp_path: Path, sshd_factory: Factory, client_key: 
         assert app.focused is rows[1]
         await pilot.press("j")  # no longer bound
         assert app.focused is rows[1]
-        await pilot.press("p")
+        await pilot.press("u")
         assert app.focused is rows[0]
 
 

@@ -2,7 +2,9 @@
 
 Each says what will happen to the bill and to the weights before it asks.
 Destroy with unpushed checkpoints offers "push, verify, then destroy", or an
-override that needs the box's name typed out.
+override that needs the box's name typed out. However long the list of what
+is lost, the dialog fits the screen: the list scrolls, and the keys and the
+name field stay in view below it (typing blind is how boxes get destroyed).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -24,8 +26,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical { width: 76; height: auto; border: thick $warning;
-                               background: $surface; padding: 1 2; }
+    ConfirmScreen > Vertical { width: 76; max-width: 100%; height: auto; max-height: 100%;
+                               border: thick $warning; background: $surface; padding: 0 2; }
+    ConfirmScreen #body { height: auto; max-height: 60vh; }
     ConfirmScreen #keys { margin-top: 1; color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -41,7 +44,8 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(self.title_text, style="bold"))
-            yield Static(Text(self.body))
+            with VerticalScroll(id="body"):
+                yield Static(Text(self.body))
             yield Static(Text("y: go ahead    n / escape: cancel"), id="keys")
 
     def action_answer(self, yes: bool) -> None:
@@ -53,8 +57,9 @@ class DestroyScreen(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     DestroyScreen { align: center middle; }
-    DestroyScreen > Vertical { width: 80; height: auto; max-height: 90%; border: thick $error;
-                               background: $surface; padding: 1 2; }
+    DestroyScreen > Vertical { width: 80; max-width: 100%; height: auto; max-height: 100%;
+                               border: thick $error; background: $surface; padding: 0 2; }
+    DestroyScreen #body { height: auto; max-height: 40vh; }
     DestroyScreen #keys { margin-top: 1; color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -73,13 +78,15 @@ class DestroyScreen(ModalScreen[str | None]):
         with Vertical():
             yield Static(Text(f"Destroy {self.box}? Nothing on it survives; billing stops.",
                               style="bold"))
-            lost = "\n".join(f"  - {line}" for line in self.losses) or "  (no runs seen)"
-            yield Static(Text(f"Lost with it:\n{lost}"))
+            with VerticalScroll(id="body"):
+                lost = "\n".join(f"  - {line}" for line in self.losses) or "  (no runs seen)"
+                yield Static(Text(f"Lost with it:\n{lost}"))
+                if self.unpushed:
+                    files = "\n".join(f"  ! {u.run}: {', '.join(u.files)} ({u.reason})"
+                                      for u in self.unpushed)
+                    yield Static(Text("REFUSED: checkpoints newer than their last verified "
+                                      f"push:\n{files}", style="bold red"))
             if self.unpushed:
-                files = "\n".join(f"  ! {u.run}: {', '.join(u.files)} ({u.reason})"
-                                  for u in self.unpushed)
-                yield Static(Text(f"REFUSED: checkpoints newer than their last verified push:\n"
-                                  f"{files}", style="bold red"))
                 yield Static(Text("p: push, verify, then destroy (one action)\n"
                                   f"t: type {self.box!r} and press enter to destroy anyway\n"
                                   "escape: cancel"), id="keys")

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 from textual_plotext import PlotextPlot
@@ -33,6 +33,18 @@ def format_bytes(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
+
+
+_DIGITS = re.compile(r"(\d+)")
+_FIRST = ("last.pt", "best.pt")
+
+
+def weight_order(name: str) -> tuple[int, tuple[tuple[int, int | str], ...]]:
+    """Sort key: last.pt, best.pt, then natural order (epoch_2 before epoch_10)."""
+    rank = _FIRST.index(name) if name in _FIRST else len(_FIRST)
+    parts = tuple((0, int(p)) if p.isdigit() else (1, p)
+                  for p in _DIGITS.split(name) if p)
+    return rank, parts
 
 
 def fields_table(run: RunState) -> Table:
@@ -67,8 +79,11 @@ def fields_table(run: RunState) -> Table:
     row("started", status.get("started_at"))
     row("updated", run.updated_at)
     if run.pid is not None:
-        alive = {True: "alive", False: "gone", None: "unknown"}[run.pid_alive]
-        row("pid", f"{run.pid} ({alive})")
+        if run.state == "running":  # whether it lives is the point (dead, stalled)
+            alive = {True: "alive", False: "gone", None: "unknown"}[run.pid_alive]
+            row("pid", f"{run.pid} ({alive})")
+        else:  # the run ended: its pid is history, and may belong to anything now
+            row("pid", f"{run.pid} (while it ran)")
     row("path", run.path)
     if run.restarts:
         row("restarts", run.restarts)
@@ -77,7 +92,7 @@ def fields_table(run: RunState) -> Table:
     if run.weights:
         table.add_row("", "")
         table.add_row(Text("weights", style="bold underline"), "")
-        for weight in run.weights:
+        for weight in sorted(run.weights, key=lambda w: weight_order(w.name)):
             age = ""
             if run.box_time is not None:
                 age = f"{format_age(run.box_time - weight.mtime)} ago"
@@ -92,7 +107,7 @@ class RunDetail(Screen[None]):
     RunDetail #title { height: auto; background: $panel; }
     RunDetail PlotextPlot { height: 1fr; min-height: 8; }
     RunDetail #lower { height: 1fr; }
-    RunDetail #fields { width: 44; height: 1fr; overflow-y: auto; }
+    RunDetail #fields { width: 44; height: 1fr; }
     RunDetail Log { width: 1fr; height: 1fr; border-left: solid $panel-lighten-2; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -112,13 +127,16 @@ class RunDetail(Screen[None]):
         yield Static(id="title")
         yield PlotextPlot()
         with Horizontal(id="lower"):
-            with Vertical(id="fields"):
+            # Focused from the start, so up/down, page keys and home/end scroll the
+            # status and the weights list; tab moves to the log.
+            with VerticalScroll(id="fields"):
                 yield Static(id="field-table")
             yield Log(max_lines=2000, auto_scroll=True)
         yield Footer()
 
     def on_mount(self) -> None:
         self.show(self.run)
+        self.query_one("#fields", VerticalScroll).focus()
 
     def show(self, run: RunState) -> None:
         """Redraw from a new snapshot: the chart only when history or series changed."""
