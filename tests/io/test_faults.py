@@ -31,6 +31,7 @@ from tui.app import GpurentApp
 from tui.model.box import BoxState, Connection, fold_answer, probe_request
 from tui.model.config import FleetConfig
 from tui.model.runs import HISTORY_LIMIT, Health
+from tui.model.text import clean
 from tui.onbox import probe as probe_script
 from tui.remote.watch import BoxWatcher, snapshot_fleet
 from tui.screens.confirm import ConfirmScreen
@@ -391,7 +392,7 @@ def bad_runs_root(tmp_path: Path) -> tuple[Path, dict[str, str]]:
                 path.write_bytes(content)
             else:
                 path.write_text(content)
-        expect[name] = health
+        expect[clean(name)] = health  # the name as shown: control characters replaced
         return run_dir
 
     completed = (DATA / "yolox_completed" / "status.json").read_text()
@@ -687,7 +688,7 @@ async def test_panel_keeps_every_worker_through_faults_and_shows_hostile_runs(
         paths = {r.name: r.path for r in good.box.runs}
         for name in ("huge", "[/] [bold]markup", "new\nline", "log-bad", "metrics-deep",
                      hostile_names(tmp_path)[3]):
-            app.open_run("good", paths[name])
+            app.open_run("good", paths[clean(name)])
             await until(pilot, lambda: isinstance(app.screen, RunDetail))
             await pilot.pause()
             await pilot.press("m", "escape")

@@ -1,28 +1,40 @@
-"""The unpushed-weights guard and the journal it reads."""
+"""The destroy guard (fails closed, on exact file identity) and the journal it reads."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from tui.model.guard import last_verified_pushes, push_note, unpushed_weights
-from tui.model.runs import RunState, WeightFile
+from tui.model.box import BoxState, Connection
+from tui.model.guard import (
+    PICTURE,
+    last_verified_pushes,
+    push_note,
+    unpushed_weights,
+    verdict,
+)
+from tui.model.runs import Health, RunState, WeightFile
 from tui.store.journal import Journal
 from tui.store.jsonl import read_jsonl
 
 
-def run_with(*weights: WeightFile, path: str = "/root/runs/r1") -> RunState:
+def run_with(*weights: WeightFile, path: str = "/root/runs/r1", **fields: object) -> RunState:
     return RunState(path=path, name=path.rsplit("/", 1)[-1], root="/root/runs",
-                    weights=tuple(weights))
+                    weights=tuple(weights), **fields)  # type: ignore[arg-type]
 
 
-BEST = WeightFile("best.pt", 1000, 500.0)
-LAST = WeightFile("last.pt", 1000, 600.0)
-EPOCH = WeightFile("epoch_10.pt", 1000, 400.0)
+BEST = WeightFile("best.pt", 1000, 500.0, 500_000_000_123, 11)
+LAST = WeightFile("last.pt", 1000, 600.0, 600_000_000_456, 12)
+EPOCH = WeightFile("epoch_10.pt", 1000, 400.0, 400_000_000_000, 13)
 
 
 def push_files(*weights: WeightFile) -> list[dict[str, object]]:
-    return [{"name": f"weights/{w.name}", "size": w.size, "mtime": w.mtime, "sha256": "ab"}
-            for w in weights]
+    return [{"name": f"weights/{w.name}", "size": w.size, "mtime": w.mtime,
+             "mtime_ns": w.mtime_ns, "inode": w.inode, "sha256": "ab"} for w in weights]
+
+
+def box(*runs: RunState, **fields: object) -> BoxState:
+    return BoxState(name="box", connection=Connection.OK, runs=runs, **fields)  # type: ignore
 
 
 def test_never_pushed_and_then_pushed_and_then_changed(tmp_path: Path) -> None:
@@ -37,10 +49,36 @@ def test_never_pushed_and_then_pushed_and_then_changed(tmp_path: Path) -> None:
     pushes = last_verified_pushes(Journal(tmp_path / "journal.jsonl").entries, "box")
     assert unpushed_weights([run], pushes) == []
     assert push_note(run, pushes, 880.0) == "pushed 3m ago, verified"
-    newer = run_with(WeightFile("best.pt", 1000, 900.0), LAST)
+    newer = run_with(replace(BEST, mtime=900.0, mtime_ns=900_000_000_000), LAST)
     (stale,) = unpushed_weights([newer], pushes)
     assert stale.files == ("weights/best.pt",)
     assert push_note(newer, pushes, 900.0) == "best.pt changed since the last verified push"
+
+
+def test_a_checkpoint_rewritten_at_the_same_size_within_a_second_is_unpushed() -> None:
+    """The old guard allowed 1 s of mtime slack and ignored the inode: a torch.save
+    that lands in the same second at the same size read as already pushed."""
+    entries = [{"box": "box", "action": "push", "outcome": "done", "verified": True,
+                "run_path": "/root/runs/r1", "time": 700.0, "files": push_files(BEST)}]
+    pushes = last_verified_pushes(entries, "box")
+    same_second = replace(BEST, mtime=BEST.mtime + 0.4, mtime_ns=BEST.mtime_ns + 400_000_000)
+    assert unpushed_weights([run_with(same_second)], pushes)[0].files == ("weights/best.pt",)
+    one_ns = replace(BEST, mtime_ns=BEST.mtime_ns + 1)
+    assert unpushed_weights([run_with(one_ns)], pushes)
+    replaced = replace(BEST, inode=99)  # written elsewhere and renamed over it
+    assert unpushed_weights([run_with(replaced)], pushes)
+    assert unpushed_weights([run_with(BEST)], pushes) == []
+
+
+def test_a_push_or_listing_without_exact_identity_vouches_for_nothing() -> None:
+    old = [{"box": "box", "action": "push", "outcome": "done", "verified": True,
+            "run_path": "/root/runs/r1", "time": 700.0,
+            "files": [{"name": "weights/best.pt", "size": 1000, "mtime": 500.0}]}]
+    (stale,) = unpushed_weights([run_with(BEST)], last_verified_pushes(old, "box"))
+    assert "exact identity" in stale.reason and "push again" in stale.reason
+    exact = last_verified_pushes([{**old[0], "files": push_files(BEST)}], "box")
+    vague = WeightFile("best.pt", 1000, 500.0)  # a box that sent no mtime_ns / inode
+    assert unpushed_weights([run_with(vague)], exact)
 
 
 def test_only_done_and_verified_pushes_of_that_box_count(tmp_path: Path) -> None:
@@ -56,6 +94,40 @@ def test_only_done_and_verified_pushes_of_that_box_count(tmp_path: Path) -> None
     assert unpushed_weights([run_with()], {}) == []  # no weights: nothing to lose
 
 
+def test_a_live_training_process_is_said() -> None:
+    run = run_with(BEST, health=Health.RUNNING, pid_alive=True)
+    (stale,) = unpushed_weights([run], {})
+    assert "process is alive" in stale.reason and "will change" in stale.reason
+    judged = verdict(box(run), {})
+    assert judged.live == ("r1",) and judged.refused
+
+
+def test_an_incomplete_picture_refuses_with_why() -> None:
+    clean = verdict(box(run_with()), {})
+    assert not clean.refused and clean.blockers == []
+    cases = {
+        "unmounted": box(root_problems=("runs root /workspace/runs: FileNotFoundError: x",)),
+        "cut short": box(truncated=True),
+        "hidden": box(hidden=("/root/runs/exp/sub: a run below another run's directory",)),
+        "weights": box(run_with(weights_error="PermissionError: denied")),
+        "unseen": BoxState(name="box", connection=Connection.TIMEOUT, error="no answer"),
+    }
+    for what, state in cases.items():
+        judged = verdict(state, {})
+        assert judged.refused and judged.gaps, what
+        assert all(g.run == PICTURE and g.reason for g in judged.gaps), what
+    assert "unmounted volume" in verdict(cases["unmounted"], {}).gaps[0].reason
+    assert verdict(cases["weights"], {}).gaps[0].files == ("r1/weights",)
+
+
+def test_an_override_covers_exactly_what_was_shown() -> None:
+    shown = verdict(box(run_with(BEST)), {}).blockers
+    later = verdict(box(run_with(BEST), run_with(LAST, path="/root/runs/r2")), {})
+    (beyond,) = later.beyond(shown)
+    assert beyond.run == "r2"
+    assert verdict(box(run_with(replace(BEST, size=5))), {}).beyond(shown) == []
+
+
 def test_journal_survives_a_torn_line_and_keeps_no_token(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     journal = Journal(path)
@@ -67,6 +139,23 @@ def test_journal_survives_a_torn_line_and_keeps_no_token(tmp_path: Path) -> None
     again.record(box="b", action="start", outcome="unknown", error="timeout")
     records, skipped = read_jsonl(path)
     assert [r["action"] for r in records] == ["stop", "start"] and skipped == 1
+
+
+def test_a_journal_sees_what_another_process_appended(tmp_path: Path) -> None:
+    """A long-running panel's journal read the file once: a push made meanwhile by the
+    CLI (another Journal on the same file) never reached its guard or dialog."""
+    path = tmp_path / "journal.jsonl"
+    panel, cli = Journal(path), Journal(path)
+    assert panel.entries == []
+    seen = panel.version
+    cli.record(box="box", action="push", outcome="done", run_path="/root/runs/r1",
+               files=push_files(BEST), verified=True, at=700.0)
+    assert panel.version != seen
+    assert [e["action"] for e in panel.entries] == ["push"]
+    assert unpushed_weights([run_with(BEST)], last_verified_pushes(panel.entries, "box")) == []
+    panel.record(box="box", action="destroy", outcome="refused")
+    assert [e["action"] for e in cli.entries] == ["push", "destroy"]
+    assert [e["action"] for e in panel.entries] == ["push", "destroy"]  # once each
 
 
 def test_a_journal_line_with_a_bad_time_is_not_a_push() -> None:

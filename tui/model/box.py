@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from tui.model.runs import Cursor, Health, RunState, finite, fold_run, whole
+from tui.model.text import clean, clean_block
 
 PROBE_VERSION = 1
 
@@ -113,7 +114,7 @@ def parse_gpu_rows(lines: list[str]) -> tuple[tuple[GpuRow, ...], str | None]:
         if len(parts) < 7 or not parts[0].isdigit():
             bad += 1
             continue
-        name = ", ".join(parts[1:-5])
+        name = clean(", ".join(parts[1:-5]))
         util, used, total, temp, power = (_gpu_value(p) for p in parts[-5:])
         rows.append(GpuRow(int(parts[0]), name, util, used, total, temp, power))
     note = f"{bad} nvidia-smi line(s) could not be read" if bad else None
@@ -140,6 +141,7 @@ class BoxState:
     root_problems: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
     truncated: bool = False
+    hidden: tuple[str, ...] = ()  # what the search saw but could not look into, and why
     python: str | None = None
     refresh_seconds: float | None = None
 
@@ -160,26 +162,152 @@ class BoxState:
         return counts
 
 
+MAX_TIME = 1e11  # epoch seconds past the year 5000: not a clock
+
+
+class _Shape:
+    """Checks one field of an answer after another; the first that is off is the box's
+    BadAnswer, named by where it sits (`runs[3].metrics.off`)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def bad(self, key: str, what: str) -> BadAnswer:
+        return BadAnswer(f"malformed probe answer: {self.where}{key} {what}")
+
+    def opt(self, obj: Mapping[str, Any], key: str, kind: str) -> None:
+        if key not in obj:
+            return
+        value = obj[key]
+        ok = {
+            "str": isinstance(value, str),
+            "bool": isinstance(value, bool),
+            "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            "number": isinstance(value, int | float) and not isinstance(value, bool)
+            and finite(value) is not None,
+            "time": isinstance(value, int | float) and not isinstance(value, bool)
+            and finite(value) is not None and 0 <= value < MAX_TIME,
+            "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
+            "list": isinstance(value, list),
+            "object": isinstance(value, Mapping),
+        }[kind]
+        if not ok and not (value is None and kind in ("number", "time")):
+            words = {"str": "text", "bool": "true or false", "count": "a whole number >= 0",
+                     "number": "a finite number", "time": "a time in range",
+                     "strs": "a list of texts", "list": "a list", "object": "an object"}
+            raise self.bad(key, f"is not {words[kind]} (got {type(value).__name__})")
+
+
+def check_increment(shape: _Shape, inc: object) -> None:
+    if not isinstance(inc, Mapping):
+        raise shape.bad("", "is not an object")
+    for key in ("off", "size", "skipped"):
+        shape.opt(inc, key, "count")
+    for key in ("id", "head", "text", "error"):
+        shape.opt(inc, key, "str")
+    for key in ("reset", "more"):
+        shape.opt(inc, key, "bool")
+
+
+def check_run(index: int, raw: object) -> None:
+    """Every field of one run as the probe sends it: the right type, in range."""
+    shape = _Shape(f"runs[{index}].")
+    if not isinstance(raw, Mapping):
+        raise shape.bad("", "is not an object")
+    if not isinstance(raw.get("path"), str) or not raw["path"]:
+        raise shape.bad("path", "is missing or not text")
+    for key in ("name", "root", "s_sig", "status_error", "w_sig", "w_error"):
+        shape.opt(raw, key, "str")
+    for key in ("status_missing", "vanished", "pid_alive"):
+        shape.opt(raw, key, "bool")
+    shape.opt(raw, "errors", "strs")
+    for key in ("metrics", "log"):
+        if key in raw:
+            check_increment(_Shape(f"runs[{index}].{key}."), raw[key])
+    if "weights" in raw:
+        rows = raw["weights"]
+        if not isinstance(rows, list):
+            raise shape.bad("weights", "is not a list")
+        for n, row in enumerate(rows):
+            ok = (isinstance(row, list) and len(row) in (3, 5) and isinstance(row[0], str)
+                  and isinstance(row[1], int) and not isinstance(row[1], bool) and row[1] >= 0
+                  and isinstance(row[2], int | float) and not isinstance(row[2], bool)
+                  and finite(row[2]) is not None
+                  and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                          for v in row[3:]))
+            if not ok:
+                raise shape.bad(f"weights[{n}]", "is not [name, size, mtime(, mtime_ns, inode)]")
+
+
+def check_answer(answer: Mapping[str, Any]) -> None:
+    """The whole answer's shape: a box that sends something else is probe_failed, with why,
+    never a traceback in `status` or a dead watcher in the panel."""
+    top = _Shape("")
+    top.opt(answer, "time", "time")
+    top.opt(answer, "boot", "time")
+    top.opt(answer, "python", "str")
+    top.opt(answer, "truncated", "bool")
+    top.opt(answer, "gone", "strs")
+    for key in ("roots", "disks", "hidden"):
+        top.opt(answer, key, "list")
+    for n, raw in enumerate(answer["runs"]):
+        check_run(n, raw)
+    for n, row in enumerate(answer.get("roots") or []):
+        shape = _Shape(f"roots[{n}].")
+        if not isinstance(row, Mapping):
+            raise shape.bad("", "is not an object")
+        for key in ("root", "path", "error"):
+            shape.opt(row, key, "str")
+        shape.opt(row, "warnings", "count")
+    for n, row in enumerate(answer.get("disks") or []):
+        shape = _Shape(f"disks[{n}].")
+        if not isinstance(row, Mapping):
+            raise shape.bad("", "is not an object")
+        shape.opt(row, "root", "str")
+        for key in ("total", "used", "free"):
+            shape.opt(row, key, "count")
+    for n, row in enumerate(answer.get("hidden") or []):
+        shape = _Shape(f"hidden[{n}].")
+        if not isinstance(row, Mapping) or not isinstance(row.get("path"), str):
+            raise shape.bad("", "is not an object with a path")
+        shape.opt(row, "why", "str")
+    if "gpus" in answer:
+        shape = _Shape("gpus.")
+        gpus = answer["gpus"]
+        if not isinstance(gpus, Mapping):
+            raise shape.bad("", "is not an object")
+        shape.opt(gpus, "absent", "bool")
+        shape.opt(gpus, "error", "str")
+        shape.opt(gpus, "rows", "strs")
+
+
 def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
                 refresh_seconds: float | None = None) -> BoxState:
     """The box after one good probe answer. Raises BadAnswer if it is not one."""
     if not isinstance(answer, Mapping):
         raise BadAnswer("probe answer is not a JSON object")
     if "fatal" in answer:
-        raise BadAnswer(f"probe crashed on the box: {answer['fatal']}")
+        raise BadAnswer(f"probe crashed on the box: {clean(str(answer['fatal']))}")
     if answer.get("v") != PROBE_VERSION:
         raise BadAnswer(f"probe answer has version {answer.get('v')!r}, expected {PROBE_VERSION}")
     box_time = finite(answer.get("time"))
     if box_time is None or not isinstance(answer.get("runs"), list):
         raise BadAnswer("probe answer lacks the box clock or the run list")
+    check_answer(answer)
+    try:
+        return _fold(prev, answer, box_time, now, refresh_seconds)
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError,
+            OverflowError) as exc:
+        # The shape check should have caught it; if not, it is still this box's bad answer.
+        raise BadAnswer(f"malformed probe answer ({type(exc).__name__}: {exc})") from None
 
+
+def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float,
+          refresh_seconds: float | None) -> BoxState:
     notices: list[str] = []
     by_path = {run.path: run for run in prev.runs}
     runs: dict[str, RunState] = {}
     for raw in answer["runs"]:
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("path"), str):
-            notices.append("probe sent a run without a path")
-            continue
         path = raw["path"]
         runs[path] = fold_run(by_path.get(path), raw, box_time)
     for path in answer.get("gone") or []:
@@ -192,32 +320,38 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
         if raw_gpus.get("absent"):
             gpus, gpu_note = (), "no nvidia-smi on this box"
         elif raw_gpus.get("error"):
-            gpus, gpu_note = (), str(raw_gpus["error"])
+            gpus, gpu_note = (), clean(str(raw_gpus["error"]))
         else:
             gpus, gpu_note = parse_gpu_rows([str(r) for r in raw_gpus.get("rows") or []])
 
     disks: list[DiskRow] = []
     filesystems: set[object] = set()
     for d in answer.get("disks") or []:
-        if not isinstance(d, Mapping) or d.get("fs") in filesystems:
+        if d.get("fs") in filesystems:
             continue  # two roots on one filesystem: its use is shown once
         filesystems.add(d.get("fs"))
-        disks.append(DiskRow(str(d.get("root")), whole(d.get("total")) or 0,
+        disks.append(DiskRow(clean(str(d.get("root"))), whole(d.get("total")) or 0,
                              whole(d.get("used")) or 0, whole(d.get("free")) or 0,
                              _label(d.get("mount")), _label(d.get("device")),
                              _label(d.get("fstype"))))
-    root_problems = tuple(
-        f"runs root {r.get('root')}: {r['error']}"
-        for r in answer.get("roots") or [] if isinstance(r, Mapping) and r.get("error"))
+    root_problems = []
+    for r in answer.get("roots") or []:
+        if r.get("error"):
+            root_problems.append(clean(f"runs root {r.get('root')}: {r['error']}"))
+        elif r.get("warnings"):
+            root_problems.append(clean(f"runs root {r.get('root')}: {r['warnings']} folder(s) "
+                                       "below it could not be read"))
+    hidden = tuple(clean(f"{h['path']}: {h.get('why') or 'not searched'}")
+                   for h in answer.get("hidden") or [])
 
     return replace(
         prev,
         connection=Connection.OK, error=None, box_time=box_time, last_ok_at=now,
         failed_since=None, failures=0, retry_at=None,
         runs=tuple(sorted(runs.values(), key=lambda r: r.name)),
-        gpus=gpus, gpu_note=gpu_note, disks=tuple(disks), root_problems=root_problems,
-        notices=tuple(notices), truncated=bool(answer.get("truncated")),
-        python=str(answer.get("python")) if answer.get("python") else prev.python,
+        gpus=gpus, gpu_note=gpu_note, disks=tuple(disks), root_problems=tuple(root_problems),
+        notices=tuple(notices), truncated=bool(answer.get("truncated")), hidden=hidden,
+        python=clean(str(answer.get("python"))) if answer.get("python") else prev.python,
         refresh_seconds=refresh_seconds if refresh_seconds is not None else prev.refresh_seconds,
     )
 
@@ -226,7 +360,7 @@ def fold_failure(prev: BoxState, connection: Connection, error: str, now: float,
                  retry_at: float | None = None) -> BoxState:
     """The box after a refresh that did not get an answer: only the connection changes."""
     return replace(
-        prev, connection=connection, error=error, failures=prev.failures + 1,
+        prev, connection=connection, error=clean_block(error), failures=prev.failures + 1,
         failed_since=prev.failed_since if prev.failed_since is not None else now,
         retry_at=retry_at)
 

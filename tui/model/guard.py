@@ -1,28 +1,44 @@
-"""The unpushed-weights guard: which checkpoints on a box a destroy would lose. Pure.
+"""The destroy guard: what a destroy would lose, and whether the panel can even tell. Pure.
 
-A checkpoint counts as safe only when the journal holds a verified push of
-that very file (same size and mtime as on the box now); anything written
-since, or never pushed, blocks a destroy until the user pushes or overrides.
+It fails closed. A checkpoint counts as safe only when the journal holds a
+verified push of that very version of the file: the same size, mtime to the
+nanosecond and inode as on the box now (a checkpoint rewritten at the same
+size is a new one). And the guard refuses when its picture of the box is
+incomplete: a runs root missing or unreadable (an unmounted volume), a search
+cut short, a weights folder that could not be listed, runs or checkpoints the
+search saw but could not look into. Each refusal says why; only a typed
+override goes past it, and a forced destroy journals exactly what was lost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tui.model.runs import RunState
+from tui.model.box import BoxState, Connection
+from tui.model.runs import Health, RunState, format_age
 
 GUARDED = ("best.pt", "last.pt")
-MTIME_SLACK = 1.0
+PICTURE = "picture incomplete"
+
+FileId = tuple[int, int, int]  # size, mtime_ns, inode
 
 
 @dataclass(frozen=True)
 class Unpushed:
+    """One reason a destroy is refused: a run's unpushed files, or a gap in the picture
+    (then `run` is PICTURE and `files` names the place the panel could not see)."""
+
     run: str
     run_path: str
-    files: tuple[str, ...]   # weights/<name>
+    files: tuple[str, ...]   # weights/<name>, or the unseen place
     reason: str
+
+    @property
+    def keys(self) -> frozenset[tuple[str, str]]:
+        """What this refusal is about, so a typed override covers exactly what was shown."""
+        return frozenset((self.run_path, f) for f in self.files)
 
 
 @dataclass(frozen=True)
@@ -30,7 +46,38 @@ class PushRecord:
     """The files of the last verified push of one run, as the journal has them."""
 
     at: float
-    files: Mapping[str, tuple[int, float]]  # "weights/best.pt" -> (size, mtime)
+    files: Mapping[str, FileId | None]  # "weights/best.pt" -> identity (None: not exact)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a destroy of one box, looked at now, would lose."""
+
+    unpushed: tuple[Unpushed, ...]
+    gaps: tuple[Unpushed, ...]
+    live: tuple[str, ...]  # runs whose process lives: their weights will change
+
+    @property
+    def blockers(self) -> list[Unpushed]:
+        return [*self.gaps, *self.unpushed]
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.unpushed or self.gaps)
+
+    def beyond(self, accepted: Iterable[Unpushed]) -> list[Unpushed]:
+        """The blockers the user was not shown (and so did not accept losing)."""
+        seen: set[tuple[str, str]] = set()
+        for item in accepted:
+            seen |= item.keys
+        return [b for b in self.blockers if not b.keys <= seen]
+
+
+def _identity(row: Mapping[str, Any]) -> FileId | None:
+    values = (row.get("size"), row.get("mtime_ns"), row.get("inode"))
+    if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        return values  # type: ignore[return-value]
+    return None
 
 
 def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str
@@ -39,54 +86,108 @@ def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str
     found: dict[str, PushRecord] = {}
     for entry in entries:
         if (entry.get("box") != box or entry.get("action") != "push"
-                or entry.get("outcome") != "done" or not entry.get("verified")):
+                or entry.get("outcome") != "done" or entry.get("verified") is not True):
             continue
-        files = {}
-        for f in entry.get("files") or []:
-            try:
-                files[str(f["name"])] = (int(f["size"]), float(f["mtime"]))
-            except (KeyError, TypeError, ValueError):
-                continue
-        run_path = str(entry.get("run_path") or "")
-        try:
-            at = float(entry.get("time") or 0.0)
-        except (TypeError, ValueError):
+        files: dict[str, FileId | None] = {}
+        rows = entry.get("files")
+        for f in rows if isinstance(rows, list) else ():
+            if isinstance(f, Mapping) and isinstance(f.get("name"), str):
+                files[f["name"]] = _identity(f)
+        run_path = entry.get("run_path")
+        at = entry.get("time")
+        if isinstance(at, bool) or not isinstance(at, int | float):
             continue  # a hand-edited or foreign line: not a push we can vouch for
-        if run_path and (run_path not in found or found[run_path].at <= at):
-            found[run_path] = PushRecord(at, files)
+        if isinstance(run_path, str) and run_path and \
+                (run_path not in found or found[run_path].at <= at):
+            found[run_path] = PushRecord(float(at), files)
     return found
+
+
+def _alive(run: RunState) -> bool:
+    return run.pid_alive is True and run.health in (Health.RUNNING, Health.STALLED)
 
 
 def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]
                      ) -> list[Unpushed]:
-    """Every run whose best.pt/last.pt on the box is newer than its last verified push."""
+    """Every run whose best.pt/last.pt on the box is not the very file last pushed, verified."""
     out = []
     for run in runs:
         weights = [w for w in run.weights if w.name in GUARDED]
         if not weights:
             continue
+        live = (": its training process is alive, so they will change again"
+                if _alive(run) else "")
         record = pushes.get(run.path)
         if record is None:
             out.append(Unpushed(run.name, run.path,
-                                tuple(f"weights/{w.name}" for w in weights), "never pushed"))
+                                tuple(f"weights/{w.name}" for w in weights),
+                                f"never pushed{live}"))
             continue
-        changed = []
+        changed, inexact = [], []
         for weight in weights:
-            pushed = record.files.get(f"weights/{weight.name}")
-            if pushed is None or pushed[0] != weight.size or \
-                    abs(pushed[1] - weight.mtime) > MTIME_SLACK:
-                changed.append(f"weights/{weight.name}")
-        if changed:
-            names = ", ".join(c.removeprefix("weights/") for c in changed)
-            out.append(Unpushed(run.name, run.path, tuple(changed),
-                                f"{names} changed since the last verified push"))
+            name = f"weights/{weight.name}"
+            if name not in record.files:
+                changed.append(name)
+                continue
+            pushed = record.files[name]
+            now = (weight.size, weight.mtime_ns, weight.inode)
+            if pushed is None or weight.mtime_ns is None or weight.inode is None:
+                inexact.append(name)
+            elif pushed != now:
+                changed.append(name)
+        if changed or inexact:
+            words = []
+            if changed:
+                names = ", ".join(c.removeprefix("weights/") for c in changed)
+                words.append(f"{names} changed since the last verified push")
+            if inexact:
+                names = ", ".join(c.removeprefix("weights/") for c in inexact)
+                words.append(f"{names}: the push on record or the box's listing lacks the "
+                             "file's exact identity (size, mtime_ns, inode): push again")
+            out.append(Unpushed(run.name, run.path, tuple(changed + inexact),
+                                "; ".join(words) + live))
     return out
+
+
+def picture_gaps(state: BoxState) -> list[Unpushed]:
+    """Why the panel's look at the box cannot be trusted to show every checkpoint."""
+    gaps: list[Unpushed] = []
+
+    def gap(place: str, why: str, run_path: str = "") -> None:
+        gaps.append(Unpushed(PICTURE, run_path, (place,), why))
+
+    if state.connection is not Connection.OK:
+        gap("the box", f"the box cannot be seen now ({state.connection}: {state.error})")
+        return gaps
+    for problem in state.root_problems:
+        root, _, why = problem.partition(": ")
+        gap(root, f"{why or problem} (an unmounted volume? runs there would be lost unseen)")
+    if state.truncated:
+        gap("the search", "the search for runs was cut short (more runs or folders than the "
+                          "probe visits): runs past the cut are not seen")
+    for hidden in state.hidden:
+        place, _, why = hidden.partition(": ")
+        gap(place, why or "not searched")
+    for run in state.runs:
+        if run.weights_error:
+            gap(f"{run.name}/weights", f"the weights folder could not be listed "
+                                       f"({run.weights_error})", run.path)
+    return gaps
+
+
+def verdict(state: BoxState, pushes: Mapping[str, PushRecord]) -> Verdict:
+    """The guard's answer for one fresh look at a box."""
+    return Verdict(tuple(unpushed_weights(state.runs, pushes)), tuple(picture_gaps(state)),
+                   tuple(run.name for run in state.runs if _alive(run)))
+
+
+def describe(blockers: Sequence[Unpushed]) -> str:
+    """The refusals on one line each, for a report or the journal."""
+    return "; ".join(f"{b.run}: {', '.join(b.files)} ({b.reason})" for b in blockers)
 
 
 def push_note(run: RunState, pushes: Mapping[str, PushRecord], now: float) -> str | None:
     """`pushed 3m ago, verified` or `best.pt changed since last push`, for the run's row."""
-    from tui.model.runs import format_age
-
     record = pushes.get(run.path)
     if record is None:
         return None

@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from tui.model.text import clean, clean_data
+
 HISTORY_LIMIT = 5000
 LOG_TAIL_LINES = 400
 STALL_FLOOR_SECONDS = 600.0
@@ -49,9 +51,14 @@ class EpochPoint:
 
 @dataclass(frozen=True, slots=True)
 class WeightFile:
+    """A checkpoint as the box lists it; `mtime_ns` and `inode` identify this very version
+    (None from a box that did not say: then no push can vouch for it)."""
+
     name: str
     size: int
     mtime: float
+    mtime_ns: int | None = None
+    inode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -192,13 +199,22 @@ def parse_metrics(chunk: str) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
+    name = text(record.get("current_metric_name"))
     return EpochPoint(
         epoch=whole(record.get("epoch")) or 0,
         loss=finite(record.get("train/loss")),
         metric=finite(record.get("current_metric")),
-        metric_name=text(record.get("current_metric_name")),
+        metric_name=clean(name) if name is not None else None,
         seconds=finite(record.get("time")),
     )
+
+
+def weight_file(row: list[Any]) -> WeightFile:
+    """[name, size, mtime] or [name, size, mtime, mtime_ns, inode] from the probe."""
+    exact = len(row) == 5 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                  for v in row[3:])
+    return WeightFile(clean(str(row[0])), whole(row[1]) or 0, finite(row[2]) or 0.0,
+                      row[3] if exact else None, row[4] if exact else None)
 
 
 def short_metric_name(name: str | None) -> str | None:
@@ -226,6 +242,7 @@ class RunState:
     history: tuple[EpochPoint, ...] = ()
     log_tail: tuple[str, ...] = ()
     weights: tuple[WeightFile, ...] = ()
+    weights_error: str | None = None  # the weights folder could not be listed (whole)
     pid_alive: bool | None = None
     problems: tuple[str, ...] = ()
     restarts: int = 0
@@ -372,10 +389,12 @@ def format_age(seconds: float) -> str:
 def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> RunState:
     """Fold the probe's answer for one run into the next immutable RunState."""
     path = str(raw.get("path"))
-    run = prev or RunState(path=path, name=str(raw.get("name") or path),
-                           root=str(raw.get("root") or ""))
+    # The path stays as the box spelled it (it is sent back to the box); every text
+    # shown to a person is cleaned of control sequences here, where it enters.
+    run = prev or RunState(path=path, name=clean(str(raw.get("name") or path)),
+                           root=clean(str(raw.get("root") or "")))
     cursor = run.cursor
-    problems: list[str] = [str(p) for p in raw.get("errors") or []]
+    problems: list[str] = [clean(str(p)) for p in raw.get("errors") or []]
     status, status_problem, last_record = run.status, run.status_problem, run.last_record
     history, log_tail, restarts = run.history, run.log_tail, run.restarts
 
@@ -383,11 +402,13 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         cursor = replace(cursor, s_sig=str(raw["s_sig"]))
     if "status" in raw:
         status, status_problem = check_status(raw["status"])
-        if status is None:
+        if status is not None:
+            status = clean_data(status)
+        else:
             status = run.status  # keep the last good one on screen, marked unreadable
             cursor = replace(cursor, s_sig=None)
     elif "status_error" in raw:
-        status_problem = f"status.json could not be read: {raw['status_error']}"
+        status_problem = f"status.json could not be read: {clean(str(raw['status_error']))}"
         cursor = replace(cursor, s_sig=None)
     elif raw.get("status_missing") and not raw.get("vanished"):
         status, status_problem = None, None  # (a vanished run keeps its last status)
@@ -404,11 +425,11 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         records, bad = parse_metrics(str(metrics.get("text") or ""))
         problems.extend(bad)
         if metrics.get("error"):
-            problems.append(f"metrics.jsonl: {metrics['error']}")
+            problems.append(f"metrics.jsonl: {clean(str(metrics['error']))}")
         if records:
             points = [epoch_point(r) for r in records]
             history = (history + tuple(points))[-HISTORY_LIMIT:]
-            last_record = records[-1]
+            last_record = clean_data(records[-1])
         cursor = replace(cursor, m_off=whole(metrics.get("off")), m_id=text(metrics.get("id")),
                          m_head=text(metrics.get("head")))
 
@@ -416,20 +437,20 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     if isinstance(log, Mapping):
         if log.get("reset"):
             log_tail = ()
-        lines = str(log.get("text") or "").splitlines()
+        lines = [clean(line) for line in str(log.get("text") or "").splitlines()]
         if log.get("skipped"):
             lines.insert(0, f"[... {log['skipped']} bytes of train.log not shown ...]")
         log_tail = (log_tail + tuple(lines))[-LOG_TAIL_LINES:]
         cursor = replace(cursor, l_off=whole(log.get("off")), l_id=text(log.get("id")),
                          l_head=text(log.get("head")))
 
-    weights = run.weights
+    weights, weights_error = run.weights, run.weights_error
     if "w_sig" in raw:
         cursor = replace(cursor, w_sig=str(raw["w_sig"]))
+        weights_error = clean(str(raw["w_error"])) if raw.get("w_error") else None
     if isinstance(raw.get("weights"), list):
-        weights = tuple(
-            WeightFile(str(w[0]), whole(w[1]) or 0, finite(w[2]) or 0.0)
-            for w in raw["weights"] if isinstance(w, list) and len(w) == 3)
+        weights = tuple(weight_file(w) for w in raw["weights"]
+                        if isinstance(w, list) and len(w) in (3, 5))
 
     alive = raw.get("pid_alive")
     pid_alive = alive if isinstance(alive, bool) else None
@@ -438,7 +459,8 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
 
     folded = replace(
         run, status=status, status_problem=status_problem, last_record=last_record,
-        history=history, log_tail=log_tail, weights=weights, pid_alive=pid_alive,
+        history=history, log_tail=log_tail, weights=weights, weights_error=weights_error,
+        pid_alive=pid_alive,
         problems=tuple(problems), restarts=restarts, box_time=box_time, cursor=cursor)
     health, reason = judge(folded)
     return replace(folded, health=health, reason=reason)

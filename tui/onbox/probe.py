@@ -195,23 +195,34 @@ def _nested_deeper(value, limit):
 
 
 def list_weights(run_dir, cursor, out):
+    """The checkpoints as [name, size, mtime, mtime_ns, inode]: the destroy guard compares
+    the exact mtime_ns, size and inode with its last verified push (a checkpoint rewritten
+    at the same size is a new one). A weights folder that cannot be listed is said so
+    (`w_error`): the guard must not read it as "no checkpoints"."""
     wdir = os.path.join(run_dir, "weights")
     rows = []
+    problem = None
     try:
         with os.scandir(wdir) as it:
             for entry in it:
                 try:
                     if entry.is_file():
                         st = entry.stat()
-                        rows.append([entry.name, st.st_size, round(st.st_mtime, 3)])
-                except OSError:
-                    continue
-    except (FileNotFoundError, NotADirectoryError):
+                        rows.append([entry.name, st.st_size, round(st.st_mtime, 3),
+                                     st.st_mtime_ns, st.st_ino])
+                except OSError as exc:
+                    problem = "%s: %s" % (entry.name, _errstr(exc))
+    except FileNotFoundError:
         pass
+    except NotADirectoryError:
+        problem = "weights is not a directory"
     except OSError as exc:
-        out.setdefault("errors", []).append("weights: " + _errstr(exc))
+        problem = _errstr(exc)
+    if problem is not None:
+        out["w_error"] = problem
+        out.setdefault("errors", []).append("weights: " + problem)
     rows.sort()
-    sig = hashlib.sha1(json.dumps(rows).encode()).hexdigest()[:16]
+    sig = hashlib.sha1(json.dumps([rows, problem]).encode()).hexdigest()[:16]
     out["w_sig"] = sig
     if cursor.get("w_sig") != sig:
         out["weights"] = rows
@@ -318,15 +329,55 @@ def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None):
     return out
 
 
+MAX_BELOW_RUN_DIRS = 100  # folders searched below one run directory for runs it hides
+MAX_HIDDEN = 50
+
+
+def _hide(hidden, path, why):
+    if len(hidden) < MAX_HIDDEN:
+        hidden.append({"path": path, "why": why})
+    else:
+        hidden[-1] = {"path": path, "why": "and more places the search does not see"}
+
+
+def _has_checkpoints(path):
+    try:
+        return any(name.endswith(".pt") for name in os.listdir(path))
+    except OSError:
+        return False
+
+
+def _hidden_below(path):
+    """Why the folder `path`, below a run directory, holds what the search misses, or None.
+
+    The search stops at a run directory (it holds status.json, metrics.jsonl or
+    results.csv); a run-like folder with real runs or checkpoints beneath it
+    would otherwise be destroyed unseen.
+    """
+    for visited, (dirpath, _, filenames) in enumerate(os.walk(path), 1):
+        if visited > MAX_BELOW_RUN_DIRS:
+            return "more than %d folders below a run directory, not searched" % \
+                MAX_BELOW_RUN_DIRS
+        if any(m in filenames for m in RUN_MARKERS):
+            return "a run below another run's directory: " + dirpath
+        if any(name.endswith(".pt") for name in filenames):
+            return "checkpoints below a run directory, outside its weights/: " + dirpath
+    return None
+
+
 def find_runs(roots, max_runs, max_dirs=50000):
     """Every run directory below the roots, like `libreyolo monitor` (any depth).
 
     Symlinks are not followed below a root, so a link loop cannot trap the
-    walk; a run directory's own subfolders are not searched.
+    walk; a run directory's own subfolders are not searched for more runs, but
+    looked into: what the search cannot see is reported in `hidden` (a run or
+    checkpoints below a run, checkpoints in a skipped folder, a linked folder),
+    so the destroy guard knows its picture is incomplete.
     """
     found = []
     seen = set()
     root_rows = []
+    hidden = []
     truncated = False
     visited = 0
     for root in roots:
@@ -347,6 +398,7 @@ def find_runs(roots, max_runs, max_dirs=50000):
                 truncated = True
                 break
             if any(m in filenames for m in RUN_MARKERS):
+                below = [d for d in dirnames if d != "weights"]
                 dirnames[:] = []
                 if dirpath in seen:
                     continue
@@ -354,15 +406,28 @@ def find_runs(roots, max_runs, max_dirs=50000):
                 rel = os.path.relpath(dirpath, path)
                 name = os.path.basename(path) if rel == "." else rel
                 found.append((dirpath, root, name))
+                for sub in below:
+                    why = _hidden_below(os.path.join(dirpath, sub))
+                    if why:
+                        _hide(hidden, os.path.join(dirpath, sub), why)
             else:
-                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+                keep = []
+                for sub in dirnames:
+                    full = os.path.join(dirpath, sub)
+                    if os.path.islink(full):
+                        _hide(hidden, full, "a linked folder, not followed by the search")
+                    elif sub not in SKIP_DIRS:
+                        keep.append(sub)
+                    elif sub == "weights" and _has_checkpoints(full):
+                        _hide(hidden, full, "checkpoints in a weights folder outside any run")
+                dirnames[:] = sorted(keep)
         if errors:
             first = errors[0]
             if getattr(first, "filename", None) in (path, None):
                 row["error"] = _errstr(first)
             else:
                 row["warnings"] = len(errors)
-    return found, root_rows, truncated
+    return found, root_rows, truncated, hidden
 
 
 def _unescape_mount(field):
@@ -442,7 +507,8 @@ def build_answer(req, boot=None):
     if boot is None:
         boot = _boot_time()
     cursors = req.get("runs") or {}
-    found, root_rows, truncated = find_runs(req.get("roots") or [], req.get("max_runs", 1000))
+    found, root_rows, truncated, hidden = find_runs(req.get("roots") or [],
+                                                    req.get("max_runs", 1000))
     budget = [req.get("metrics_budget", METRICS_BUDGET)]
     runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot, budget)
             for path, root, name in found]
@@ -459,6 +525,8 @@ def build_answer(req, boot=None):
     }
     if truncated:
         answer["truncated"] = True
+    if hidden:
+        answer["hidden"] = hidden
     if req.get("gpu", True):
         answer["gpus"] = gpu_rows(req.get("gpu_timeout", 10.0))
     return answer

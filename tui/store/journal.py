@@ -1,14 +1,24 @@
-"""The action journal: every push, stop, start and destroy, and how it ended, on disk."""
+"""The action journal: every push, stop, start and destroy, and how it ended, on disk.
+
+Several writers share one file: the panel, `gpurent-tui push` in another
+terminal, a second panel. So `entries` is read from the file each time it is
+asked for (the new lines only, after a stat), and the record of verified
+pushes that the destroy dialog, the guard and the unpushed notes rely on is
+never a copy taken when the panel started.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tui.store import paths
-from tui.store.jsonl import append_jsonl, read_jsonl
+from tui.store.jsonl import append_jsonl
 
 
 class Journal:
@@ -18,27 +28,92 @@ class Journal:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.state_dir() / "journal.jsonl"
         self.problem: str | None = None
+        self.skipped = 0
+        self._read: list[dict[str, Any]] = []     # from the file, in order
+        self._memory: list[dict[str, Any]] = []   # recorded but not written (file unusable)
+        self._offset = 0                          # bytes of the file already read
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file read
+        self._refresh()
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        """Every action on record, including those other processes appended since."""
+        self._refresh()
+        return self._read + self._memory if self._memory else self._read
+
+    @property
+    def version(self) -> int:
+        """Changes whenever an entry was added, here or by another process (cheap: a stat)."""
+        self._refresh()
+        return len(self._read) + len(self._memory) + self._offset
+
+    def _refresh(self) -> None:
         try:
-            self.entries, self.skipped = read_jsonl(self.path)
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
         except OSError as exc:
-            self.entries, self.skipped = [], 0
-            self.problem = f"journal {self.path} cannot be read ({exc.strerror or exc})"
+            self._cannot_read(exc.strerror or str(exc))
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self._cannot_read("not a regular file")  # what was read so far is kept
+            return
+        if (st.st_dev, st.st_ino) != self._file or st.st_size < self._offset:
+            self._read, self._offset, self.skipped = [], 0, 0  # new or rewritten file
+            self._file = (st.st_dev, st.st_ino)
+        if st.st_size == self._offset:
+            return
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read(st.st_size - self._offset)
+        except OSError as exc:
+            self._cannot_read(exc.strerror or str(exc))
+            return
+        self._offset += len(data)
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):  # a torn write, or "[[[[..." past the stack
+                self.skipped += 1
+                continue
+            if isinstance(record, dict):
+                self._read.append(record)
+            else:
+                self.skipped += 1
+
+    def _cannot_read(self, why: str) -> None:
+        if self.problem is None or "cannot be written" not in self.problem:
+            self.problem = f"journal {self.path} cannot be read ({why})"
 
     def record(self, *, box: str, action: str, outcome: str, run: str | None = None,
                run_path: str | None = None, files: Sequence[Mapping[str, Any]] = (),
                destination: str | None = None, verified: bool | None = None,
                message: str = "", error: str | None = None,
+               runs: Sequence[Mapping[str, Any]] = (),
                at: float | None = None) -> dict[str, Any]:
-        entry = {
+        """Append one action. `runs`: the runs a destroy took with it (a forced one lists
+        exactly what was lost, in `files` too)."""
+        entry: dict[str, Any] = {
             "v": 1, "time": round(at if at is not None else time.time(), 3), "box": box,
             "run": run, "run_path": run_path, "action": action, "outcome": outcome,
             "files": [dict(f) for f in files], "destination": destination,
             "verified": verified, "message": message, "error": error,
         }
-        self.entries.append(entry)
+        if runs:
+            entry["runs"] = [dict(r) for r in runs]
+        self._refresh()  # what others wrote comes before this line, as in the file
         try:
             append_jsonl(self.path, entry)
         except OSError as exc:
             self.problem = (f"journal {self.path} cannot be written ({exc.strerror or exc}); "
                             "this session's actions are kept in memory only")
+            self._memory.append(entry)
+            return entry
+        before = len(self._read)
+        self._refresh()
+        if len(self._read) == before:  # written but not read back: keep it anyway
+            self._memory.append(entry)
         return entry
