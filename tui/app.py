@@ -24,7 +24,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.capability import refusal
 from tui.model.config import FleetConfig
 from tui.model.cost import usd
-from tui.model.guard import PushRecord, last_verified_pushes, unpushed_weights
+from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
 from tui.model.meter import FleetCost
 from tui.model.runs import format_age
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
@@ -110,6 +110,7 @@ class GpurentApp(App[None]):
         self._over_budget: set[str] = set()
         self._budget_acted: set[str] = set()
         self._said: set[str] = set()  # storage problems already notified
+        self._journal_seen = -1  # the journal's version the push notes were drawn from
 
     def compose(self) -> ComposeResult:
         field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
@@ -218,6 +219,7 @@ class GpurentApp(App[None]):
         return last_verified_pushes(self.journal.entries, box)
 
     def _show_pushes(self) -> None:
+        self._journal_seen = self.journal.version
         self._fleet_view().show_pushes({b.name: self.pushes(b.name) for b in self.fleet.boxes})
 
     def on_box_updated(self, message: BoxUpdated) -> None:
@@ -243,6 +245,8 @@ class GpurentApp(App[None]):
 
     def _tick(self) -> None:
         if self.screen_stack:
+            if self.journal.version != self._journal_seen:  # a push by the CLI, another panel
+                self._show_pushes()
             self._fleet_view().tick()
 
     # --- actions -------------------------------------------------------------
@@ -328,9 +332,15 @@ class GpurentApp(App[None]):
         """The meter's own ledger, so an action's outcome is billed at the next refresh."""
         return self.meter.ledger if self.meter is not None else None
 
-    def _push(self, box: str, runs: list[str] | None) -> None:
+    def _push(self, box: str, runs: list[str] | None, confirmed: bool = False) -> None:
         from tui.actions.flows import push_runs
+        from tui.actions.push import token_notice
 
+        notice = token_notice(self.fleet.box(box), self.journal.entries)
+        if notice is not None and not confirmed:  # the first push that sends a token to a box
+            self.push_screen(ConfirmScreen(f"Send your Hub token to {box}?", notice),
+                             lambda yes: self._push(box, runs, True) if yes else None)
+            return
         if not self._start_action(box, "push"):
             return
         watcher = self._watcher(box)
@@ -444,25 +454,26 @@ class GpurentApp(App[None]):
             age = state.data_age(self._clock())
             losses.append(f"(the box is {state.connection}; this is what it held "
                           f"{format_age(age) if age is not None else '?'} ago)")
-        unpushed = unpushed_weights(state.runs, self.pushes(box))
+        from tui.actions.flows import destroy_blockers
+
+        # What this look shows as refused; the destroy itself decides on a fresh look.
+        unpushed = destroy_blockers(state, self.journal)
 
         def chosen(answer: str | None) -> None:
             if answer is not None:
-                self._destroy(box, push_first=answer == "push-then-destroy",
-                              force=answer == "destroy")
+                self._destroy(box, answer, unpushed)
 
         self.push_screen(DestroyScreen(box, losses, unpushed), chosen)
 
-    def _destroy(self, box: str, *, push_first: bool, force: bool) -> None:
-        from tui.actions.flows import destroy
+    def _destroy(self, box: str, answer: str, shown: list[Unpushed]) -> None:
+        from tui.actions.flows import destroy_from_dialog
 
         if not self._start_action(box, "destroy"):
             return
 
         async def work() -> None:
-            report = await destroy(self.fleet, self.fleet.box(box), self.journal,
-                                   force_unpushed=force, push_first=push_first,
-                                   ledger=self._ledger())
+            report = await destroy_from_dialog(self.fleet, self.fleet.box(box), self.journal,
+                                               answer, shown, ledger=self._ledger())
             self._end_action(box, report.lines, report.code)
 
         self.run_worker(work(), group=f"action:{box}", exit_on_error=False)

@@ -39,6 +39,7 @@ def make_run(root: Path, name: str, *, results: bool = False) -> tuple[Path, dic
     """A finished run with checkpoints of a few hundred KB (random bytes, so no two alike)."""
     run = root / name
     (run / "weights").mkdir(parents=True)
+    (run / "val").mkdir()
     files = {
         "weights/best.pt": os.urandom(300_000),
         "weights/last.pt": os.urandom(200_000),
@@ -46,8 +47,9 @@ def make_run(root: Path, name: str, *, results: bool = False) -> tuple[Path, dic
         "weights/epoch_2.pt": os.urandom(40_000),
         "summary.json": b'{"best_metric": 0.41}\n',
         "status.json": b'{"schema_version": 1, "state": "completed"}\n',
-        "train.log": b"not pushed\n",
+        "train.log": b"the run's history goes with it\n",
         "metrics.jsonl": b'{"epoch": 1}\n',
+        "val/not-pushed.txt": b"only the files a push selects travel\n",
     }
     if results:
         files["results.csv"] = b"epoch,loss\n1,2.0\n"
@@ -95,7 +97,8 @@ async def push(fleet: FleetConfig, run: Path, name: str, **kwargs: object) -> li
 def test_files_to_push_picks_the_documented_files_in_order() -> None:
     names = ["weights/epoch_10.pt", "train.log", "weights/last.pt", "status.json",
              "weights/epoch_2.pt", "weights/best.pt", "metrics.jsonl", "weights/epoch_x.pt"]
-    assert files_to_push(names, False) == ["weights/best.pt", "weights/last.pt", "status.json"]
+    assert files_to_push(names, False) == ["weights/best.pt", "weights/last.pt", "status.json",
+                                           "metrics.jsonl", "train.log"]
     assert files_to_push(names, True)[-2:] == ["weights/epoch_2.pt", "weights/epoch_10.pt"]
     assert safe_run_path("a\nb/../c d $(x)") == "a_b/_../c d $(x)"
 
@@ -122,14 +125,16 @@ async def test_local_push_with_a_hostile_name_arrives_verified(
     assert str(dest) in result.message
     pushed = [f.name for f in result.files]
     assert pushed == ["weights/best.pt", "weights/last.pt", "summary.json", "status.json",
-                      "weights/epoch_2.pt", "weights/epoch_10.pt"]  # no results.csv: skipped
+                      "metrics.jsonl", "train.log", "weights/epoch_2.pt",
+                      "weights/epoch_10.pt"]  # no results.csv: skipped
     for f in result.files:
         assert f.sha256 == sha(files[f.name])
         assert f.size == len(files[f.name])
         assert (dest / f.name).read_bytes() == files[f.name]
         assert (dest / f.name).stat().st_mtime == pytest.approx(f.mtime, abs=1e-3)
     assert not list(dest.rglob("*.part"))
-    assert not (dest / "train.log").exists()
+    assert not (dest / "val").exists()
+    assert result.how == "over SFTP" and "over SFTP" in result.message
     assert counter.moved == {f.name: f.size for f in result.files}
     for place in (tmp_path, Path.home(), server.home, Path.cwd()):
         assert place is not None
@@ -156,7 +161,8 @@ async def test_interrupted_and_corrupted_parts(
     (result,) = await push(fleet, run, "r1", progress=counter)
     assert result.outcome == "done", result.message
     assert [f.name for f in result.files] == ["weights/best.pt", "weights/last.pt",
-                                              "summary.json", "results.csv", "status.json"]
+                                              "summary.json", "results.csv", "status.json",
+                                              "metrics.jsonl", "train.log"]
     for f in result.files:
         assert (dest / f.name).read_bytes() == files[f.name]
     assert not list(dest.rglob("*.part"))
@@ -255,7 +261,7 @@ async def test_hub_push_from_the_box_is_verified_and_keeps_the_token_off_argv(
     assert result.destination == f"hf://{REPO}/{HOSTILE}/"
     stored = hub.state.repos[REPO]
     expected = ["weights/best.pt", "weights/last.pt", "summary.json", "results.csv",
-                "status.json"]
+                "status.json", "metrics.jsonl", "train.log"]
     assert sorted(stored) == sorted(f"{HOSTILE}/{name}" for name in expected)
     for name in expected:
         assert stored[f"{HOSTILE}/{name}"].sha256 == sha(files[name])
@@ -297,11 +303,12 @@ async def test_box_without_huggingface_hub_fails_clearly(
     run, files = make_run(tmp_path / "runs", "r1")
     local = tmp_path / "ckpt"
     fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO, local_dir=str(local))
-    hub_result, local_result = await push(fleet, run, "r1", token=TOKEN,
+    local_result, hub_result = await push(fleet, run, "r1", token=TOKEN,
                                           hub_endpoint="http://127.0.0.1:9")
     assert hub_result.outcome == "failed" and not hub_result.verified
     assert hub_result.message.startswith(
-        "huggingface_hub is not installed on box gpu-1: pip install huggingface_hub there")
+        "huggingface_hub is not installed on box gpu-1: pip install huggingface_hub there "
+        "(or set upload_from = \"panel\")")
     assert "untouched" in hub_result.message
     # The other destination is not held back by it.
     assert local_result.outcome == "done" and local_result.verified

@@ -1,22 +1,40 @@
 """Whole actions as a user asks for them: push a run, stop/start a box, destroy it safely.
 
 Shared by the panel's keys and the headless commands, so both journal the
-same way and refuse the same things. Each flow returns words for a person and
-never raises for a box's own troubles.
+same way and refuse the same things. Each flow returns words for a person
+(cleaned of any control sequence a box put in them) and never raises: a box's
+trouble, and even a bug of ours, ends as a failed report, so the panel's
+per-box action lock is always given back.
+
+Destroy decides on a fresh look at the box taken when it runs, never on a
+snapshot cached when the key was pressed, and fails closed: unpushed
+checkpoints or an incomplete picture refuse it, unless the user overrides by
+typing (the CLI's --force-unpushed, the dialog's typed name after `t`). A
+plain confirmation is never an override.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ParamSpec
 
 from tui.actions.power import PowerOutcome, destroy_box, start_box, stop_box
-from tui.actions.push import Progress, PushResult, push_run
+from tui.actions.push import Progress, PushResult, push_run, token_notice
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
-from tui.model.guard import Unpushed, last_verified_pushes, unpushed_weights
+from tui.model.guard import (
+    PICTURE,
+    Unpushed,
+    Verdict,
+    describe,
+    last_verified_pushes,
+    verdict,
+)
+from tui.model.text import clean_block
 from tui.providers.meter import record_outcome
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
@@ -28,6 +46,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_UNPUSHED = 3
 
+# What the destroy dialog answers (tui.screens.confirm.DestroyScreen).
+DIALOG_DESTROY = "destroy"
+DIALOG_PUSH_FIRST = "push-then-destroy"
+
 
 @dataclass
 class Report:
@@ -37,14 +59,38 @@ class Report:
     lines: list[str] = field(default_factory=list)
     unpushed: list[Unpushed] = field(default_factory=list)
 
+    def say(self, line: str) -> Report:
+        self.lines.append(clean_block(line))
+        return self
+
     def fail(self, line: str, code: int = EXIT_FAILED) -> Report:
-        self.lines.append(line)
+        self.say(line)
         self.code = max(self.code, code)
         return self
 
 
+P = ParamSpec("P")
+
+
+def never_raises(what: str) -> Callable[[Callable[P, Awaitable[Report]]],
+                                        Callable[P, Awaitable[Report]]]:
+    """A flow that fails with words instead of an exception (whatever went wrong)."""
+
+    def wrap(flow: Callable[P, Awaitable[Report]]) -> Callable[P, Awaitable[Report]]:
+        @functools.wraps(flow)
+        async def safe(*args: P.args, **kwargs: P.kwargs) -> Report:
+            try:
+                return await flow(*args, **kwargs)
+            except Exception as exc:  # a bug of ours must not strand the box's action lock
+                return Report().fail(f"{what} failed unexpectedly ({type(exc).__name__}: "
+                                     f"{exc}); nothing more was done: check the journal (J)")
+        return safe
+
+    return wrap
+
+
 async def look(box: BoxConfig, fleet: FleetConfig) -> tuple[BoxWatcher, BoxState]:
-    """One probe of the box: its runs and their weights, as the guard needs them."""
+    """One fresh probe of the box: its runs and their weights, as the guard needs them."""
     watcher = BoxWatcher(box, fleet)
     return watcher, await watcher.refresh()
 
@@ -57,6 +103,7 @@ def journal_push(journal: Journal, result: PushResult) -> None:
                    message=result.message)
 
 
+@never_raises("push")
 async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                     run_names: list[str] | None = None, include_epochs: bool = False,
                     progress: Progress | None = None, session: BoxSession | None = None,
@@ -66,6 +113,9 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
     if box.push is None or not (box.push.hf_repo or box.push.local_dir):
         return report.fail(f"box {box.name} has no push destination: set hf_repo or local_dir "
                            "under [box.push]")
+    notice = token_notice(box, journal.entries)
+    if notice is not None:
+        report.say(notice)
     watcher = None
     if session is None or state is None:
         watcher, state = await look(box, fleet)
@@ -86,20 +136,22 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                 mark = "verified" if result.verified else "NOT verified"
                 line = f"{box.name}/{run.name} -> {result.destination}: {result.outcome}, {mark}"
                 if result.outcome == "done" and result.verified:
-                    report.lines.append(f"{line} ({len(result.files)} files)")
+                    report.say(f"{line} ({len(result.files)} files, {result.how})")
                 else:
                     report.fail(f"{line}: {result.message}")
         if not runs:
-            report.lines.append(f"box {box.name} has no runs to push")
+            report.say(f"box {box.name} has no runs to push")
         return report
     finally:
         if watcher is not None:
             await watcher.close()
 
 
-def _journal_power(journal: Journal, outcome: PowerOutcome) -> None:
+def _journal_power(journal: Journal, outcome: PowerOutcome, *,
+                   files: Sequence[dict[str, Any]] = (),
+                   runs: Sequence[dict[str, Any]] = ()) -> None:
     journal.record(box=outcome.box, action=outcome.action, outcome=outcome.outcome,
-                   message=outcome.message,
+                   message=outcome.message, files=files, runs=runs,
                    error=None if outcome.outcome == "done" else outcome.message)
 
 
@@ -110,13 +162,14 @@ def _bill(ledger: Ledger | None, box: BoxConfig, outcome: PowerOutcome, sent_at:
 
 
 def _power_report(outcome: PowerOutcome) -> Report:
-    report = Report(lines=[f"{outcome.action} {outcome.box}: {outcome.outcome}: "
-                           f"{outcome.message}"])
+    report = Report().say(f"{outcome.action} {outcome.box}: {outcome.outcome}: "
+                          f"{outcome.message}")
     if outcome.outcome != "done":
         report.code = EXIT_FAILED
     return report
 
 
+@never_raises("the power action")
 async def power(fleet: FleetConfig, box: BoxConfig, action: str, journal: Journal, *,
                 session: BoxSession | None = None, ledger: Ledger | None = None,
                 clock: Callable[[], float] = time.time) -> Report:
@@ -137,45 +190,75 @@ async def power(fleet: FleetConfig, box: BoxConfig, action: str, journal: Journa
     return _power_report(outcome)
 
 
+def destroy_blockers(state: BoxState, journal: Journal) -> list[Unpushed]:
+    """What the destroy dialog must show as refused, from the panel's latest look and the
+    journal as it is now (pushes made by the CLI or another panel count)."""
+    return verdict(state, last_verified_pushes(journal.entries, state.name)).blockers
+
+
+def _lost_files(state: BoxState, blockers: Sequence[Unpushed]) -> list[dict[str, Any]]:
+    """Exactly what an overridden destroy loses: each unpushed file, each unseen place."""
+    lost: list[dict[str, Any]] = []
+    for b in blockers:
+        run = state.run(b.run_path) if b.run != PICTURE else None
+        for name in b.files:
+            row: dict[str, Any] = {"run": b.run, "run_path": b.run_path, "name": name,
+                                   "why": b.reason}
+            weight = next((w for w in run.weights if f"weights/{w.name}" == name), None) \
+                if run is not None else None
+            if weight is not None:
+                row.update(size=weight.size, mtime_ns=weight.mtime_ns, inode=weight.inode)
+            lost.append(row)
+    return lost
+
+
+def _runs_of(state: BoxState) -> list[dict[str, Any]]:
+    return [{"name": r.name, "path": r.path, "health": str(r.health),
+             "weights": [w.name for w in r.weights]} for r in state.runs]
+
+
+@never_raises("destroy")
 async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                   force_unpushed: bool = False, push_first: bool = False,
-                  ledger: Ledger | None = None, clock: Callable[[], float] = time.time) -> Report:
-    """Destroy a box, never losing weights: refused while checkpoints are unpushed,
-    unless `push_first` pushes and verifies them, or `force_unpushed` overrides."""
+                  accepted: Sequence[Unpushed] | None = None, ledger: Ledger | None = None,
+                  clock: Callable[[], float] = time.time) -> Report:
+    """Destroy a box, never losing weights, on a fresh look at it.
+
+    Refused while checkpoints are unpushed or the picture of the box is
+    incomplete, unless `push_first` pushes and verifies them, `force_unpushed`
+    overrides everything (typed on the command line), or `accepted` lists what
+    the user saw and typed the box's name to lose (the panel's override: what
+    the fresh look finds beyond it is still refused).
+    """
     watcher, state = await look(box, fleet)
     try:
-        if state.connection is not Connection.OK and not force_unpushed:
-            report = Report().fail(
-                f"destroy {box.name} refused: cannot see the box to check its weights "
-                f"({state.error}); pass --force-unpushed if you accept losing them",
-                EXIT_UNPUSHED)
-            journal.record(box=box.name, action="destroy", outcome="refused",
-                           message=report.lines[-1])
-            return report
-        unpushed = unpushed_weights(state.runs, last_verified_pushes(journal.entries, box.name))
         report = Report()
-        if unpushed and push_first:
-            pushed = await push_runs(fleet, box, journal, run_names=[u.run for u in unpushed],
+        judged = verdict(state, last_verified_pushes(journal.entries, box.name))
+        if judged.unpushed and push_first and state.connection is Connection.OK:
+            pushed = await push_runs(fleet, box, journal,
+                                     run_names=sorted({u.run for u in judged.unpushed}),
                                      session=watcher.session, state=state)
             report.lines.extend(pushed.lines)
             state = await watcher.refresh()
-            unpushed = unpushed_weights(state.runs,
-                                        last_verified_pushes(journal.entries, box.name))
-        if unpushed and not force_unpushed:
-            report.unpushed = unpushed
-            files = "; ".join(f"{u.run}: {', '.join(u.files)} ({u.reason})" for u in unpushed)
-            report.fail(f"destroy {box.name} refused: weights newer than their last verified "
-                        f"push: {files}. Push them first (P in the panel, `gpurent-tui push "
-                        f"{box.name}`), or override with --force-unpushed", EXIT_UNPUSHED)
+            judged = verdict(state, last_verified_pushes(journal.entries, box.name))
+        refusal = _refusal(box.name, judged, force_unpushed, accepted, push_first)
+        if refusal is not None:
+            report.unpushed = judged.blockers
+            report.fail(refusal, EXIT_UNPUSHED)
             journal.record(box=box.name, action="destroy", outcome="refused",
-                           message=report.lines[-1])
+                           message=report.lines[-1], runs=_runs_of(state))
             return report
-        if unpushed:
-            report.lines.append(f"overriding the guard: {sum(len(u.files) for u in unpushed)} "
-                                "unpushed checkpoint file(s) will be lost")
+        lost: list[dict[str, Any]] = []
+        if judged.refused:
+            lost = _lost_files(state, judged.blockers)
+            report.say(f"overriding the guard: {describe(judged.blockers)}; this is lost "
+                       "with the box and journalled")
+        for name in judged.live:
+            report.say(f"run {name} is still training on box {box.name}: destroying stops it "
+                       "mid-run")
         sent_at = clock()
         outcome = await destroy_box(box, fleet, ssh=watcher.session)
-        _journal_power(journal, outcome)
+        _journal_power(journal, outcome, files=lost, runs=_runs_of(state))
         _bill(ledger, box, outcome, sent_at, clock())
         done = _power_report(outcome)
         report.lines.extend(done.lines)
@@ -183,3 +266,40 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         return report
     finally:
         await watcher.close()
+
+
+def _refusal(box: str, judged: Verdict, force: bool, accepted: Sequence[Unpushed] | None,
+             push_first: bool) -> str | None:
+    """Why the destroy must not go ahead, or None."""
+    if not judged.refused or force:
+        return None
+    if accepted is not None:
+        beyond = judged.beyond(accepted)
+        if not beyond:
+            return None
+        return (f"destroy {box} refused: the box changed since the dialog showed it: "
+                f"{describe(beyond)}. Look again (D) before overriding")
+    override = "override with --force-unpushed (in the panel: t, then type the box's name)"
+    if judged.gaps:
+        head = "the panel cannot see everything on the box"
+        how = f"Make it visible (mount the volume, fix the folder), or {override}"
+    else:
+        head = "weights newer than their last verified push"
+        how = f"Push them first (p/P in the panel, `gpurent-tui push {box}`), or {override}"
+    return f"destroy {box} refused: {head}: {describe(judged.blockers)}. {how}"
+
+
+async def destroy_from_dialog(fleet: FleetConfig, box: BoxConfig, journal: Journal,
+                              answer: str, shown: Sequence[Unpushed], *,
+                              ledger: Ledger | None = None) -> Report:
+    """The panel's destroy, from the dialog's answer and the refusals it showed.
+
+    A plain confirmation (typed name with nothing refused on screen) lets the
+    guard decide on its fresh look; the typed override after `t` accepts what
+    was shown, and nothing else; `p` pushes, verifies, then destroys.
+    """
+    if answer == DIALOG_PUSH_FIRST:
+        return await destroy(fleet, box, journal, push_first=True, ledger=ledger)
+    if answer == DIALOG_DESTROY and shown:
+        return await destroy(fleet, box, journal, accepted=list(shown), ledger=ledger)
+    return await destroy(fleet, box, journal, ledger=ledger)

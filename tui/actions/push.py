@@ -1,14 +1,23 @@
-"""Push a run's checkpoints to its box's destinations; a push counts only when verified.
+"""Push a run to its box's destinations; a push counts only when verified at the destination.
 
-One round trip first: the box lists the run's files with size, mtime and
-sha256 (hashed on the box, streamed). Then, per destination in `[box.push]`:
+One round trip first: the box lists the run's files with size, mtime (and
+the exact mtime_ns and inode the destroy guard compares) and sha256, hashed
+on the box. The listing is a stranger's word: every name must be one the
+push itself selects (weights/best.pt, weights/last.pt, weights/epoch_<N>.pt,
+summary.json, results.csv, status.json, train_config.yaml, metrics.jsonl,
+train.log), every field of the right type, or nothing is pushed. Then, per
+destination in `[box.push]`:
 
-- `local_dir`: the files come over SFTP into `<local_dir>/<box>/<run>/`, each
-  written as `.<name>.part` and renamed only once its sha256 equals the box's;
-  a `.part` left by an interrupted push is continued from its size.
+- `local_dir`: the files come into `<local_dir>/<box>/<run>/` (tui.actions.localdir:
+  never through a link, 0600 files in 0700 folders), each written as
+  `.<name>.part` and renamed only once its sha256 equals the box's; a `.part`
+  left by an interrupted push is continued from its size. Over SFTP, or, where
+  the box refuses the SFTP subsystem (RunPod's basic proxy), streamed over an
+  exec channel by the push program, resumable the same way; the result says which.
 - `hf_repo`: the box uploads with its own huggingface_hub (the bytes never
-  cross the jump host), then asks the Hub for each file's sha256 and we
-  compare it with the box's.
+  cross the jump host), or with `upload_from = "panel"` the files are pulled
+  and uploaded from the panel's machine; either way the panel then asks the
+  Hub itself for each file's sha256 at the new commit (tui.actions.hub).
 
 The Hub token travels only inside the program text sent on the SSH channel's
 stdin (`python3 -`): never in argv, the remote command line, the environment,
@@ -18,28 +27,45 @@ a message or an exception. Nothing on the box is changed by a push.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
-import json
 import os
 import posixpath
 import re
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
+from tui.actions.boxprog import PushError, box_payload, run_box_program, scrub
+from tui.actions.hub import (
+    HubError,
+    box_token,
+    hub_sha256s,
+    resolve_token,
+    token_notice,
+    upload_from_panel,
+)
+from tui.actions.localdir import RunFolder, UnsafeDestination
 from tui.model.config import BoxConfig
+from tui.model.text import clean, clean_block
 from tui.onbox import push as push_box
 from tui.remote.session import BoxError, BoxSession
+from tui.store import paths
 
-PUSH_COMMAND = "python3 -"
+__all__ = ["PushError", "PushResult", "PushedFile", "box_payload", "files_to_push",
+           "push_run", "resolve_token", "safe_run_path", "token_notice"]
+
 CHUNK = 1 << 20
 MIN_IDLE_SECONDS = 10.0
+MAX_FILE_BYTES = 1 << 42  # 4 TiB: past this a size is a lie, not a checkpoint
 UNTOUCHED = "the run's files on the box are untouched"
+VIA_SFTP = "over SFTP"
+VIA_EXEC = "over an exec channel (the box offers no SFTP)"
+FROM_BOX = "uploaded from the box"
+FROM_PANEL = "pulled to this machine and uploaded from here"
 
 Progress = Callable[[str, int, int], None]  # (file name, bytes done, bytes total)
 
@@ -52,6 +78,8 @@ class PushedFile:
     size: int
     sha256: str  # on the box
     mtime: float  # on the box, at the time of the push
+    mtime_ns: int | None = None  # exact: the destroy guard compares these two and the size
+    inode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -66,14 +94,7 @@ class PushResult:
     verified: bool
     outcome: str  # "done" | "failed"
     message: str
-
-
-class PushError(Exception):
-    """A push step that failed, in words a person can act on (never holding a secret)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    how: str = ""  # which way the bytes went (VIA_SFTP, VIA_EXEC, FROM_BOX, FROM_PANEL)
 
 
 # -- pure helpers ---------------------------------------------------------------------
@@ -87,8 +108,9 @@ def files_to_push(run_dir_listing: Iterable[str], include_epochs: bool) -> list[
     return push_box.select_files(run_dir_listing, include_epochs)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _RESERVED = frozenset({".", "..", ".git", ".cache"})
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def safe_component(name: str) -> str:
@@ -97,7 +119,7 @@ def safe_component(name: str) -> str:
     `.`, `..` (and `.git`, `.cache`, which the Hub refuses) get a leading `_`
     so a run name can never climb out of, or hide inside, its destination.
     """
-    text = _CONTROL.sub("_", name)
+    text = _CONTROL.sub("_", clean(name).replace("\ufffd", "_"))
     return f"_{text}" if text in _RESERVED or not text else text
 
 
@@ -116,103 +138,43 @@ def human_bytes(size: int) -> str:
     return f"{size} B"
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """The text with the secret blanked out: box errors end up in messages."""
-    return text.replace(secret, "***") if secret else text
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_FILE_BYTES
 
 
-def resolve_token(token: str | None) -> str | None:
-    """The Hub token: the argument, else `HF_TOKEN`, else huggingface_hub's saved one."""
-    if token:
-        return token
-    if os.environ.get("HF_TOKEN"):
-        return os.environ["HF_TOKEN"]
-    try:
-        from huggingface_hub import get_token
-    except ImportError:
-        return None
-    return get_token()
+def check_listing(rows: object, include_epochs: bool, box: str) -> list[PushedFile]:
+    """The box's listing, refused whole unless every row is a file this push selected.
 
-
-# -- the on-box program ---------------------------------------------------------------
-
-@functools.cache
-def _box_source() -> str:
-    return resources.files("tui.onbox").joinpath("push.py").read_text()
-
-
-def box_payload(params: dict[str, Any]) -> bytes:
-    """What `python3 -` reads: the on-box program, its parameters as a literal, the call."""
-    literal = repr(json.dumps(params, separators=(",", ":")))
-    return f"{_box_source()}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
-
-
-async def box_connection(session: BoxSession) -> asyncssh.SSHClientConnection:
-    """The box's own SSH connection, from the session already held (opened if needed)."""
-    public = getattr(session, "connection", None)
-    if callable(public):
-        return await public()
-    async with session._lock:  # until BoxSession.connection() exists everywhere
-        if not session.connected:
-            await session.connect()
-        return session._conns[-1]
-
-
-async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, Any], *,
-                          box: str, idle_seconds: float, secret: str | None = None,
-                          on_event: Callable[[dict[str, Any]], None] | None = None
-                          ) -> dict[str, Any]:
-    """Run push_box on the box and return its last word (`done` or `error`).
-
-    Timed by silence, not by length: the program beats every few seconds, so a
-    long hash or upload is fine and a hung box is caught after `idle_seconds`.
+    A name the push did not ask for (`../../.bashrc`, `/etc/passwd`, `weights/x`),
+    a repeated name, a size or hash of the wrong shape: the box is not believed.
     """
-    try:
-        proc = await conn.create_process(PUSH_COMMAND, encoding=None)
-    except asyncssh.ChannelOpenError as exc:
-        raise PushError(f"box {box}: the box refused a session: {exc.reason}") from None
-    except (asyncssh.Error, OSError) as exc:
-        raise PushError(f"box {box}: connection lost ({exc})") from None
-    stderr_task = asyncio.ensure_future(proc.stderr.read())
-    final: dict[str, Any] | None = None
-    err = b""
-    try:
-        proc.stdin.write(box_payload(params))
-        proc.stdin.write_eof()
-        while line := await asyncio.wait_for(proc.stdout.readline(), idle_seconds):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            if "done" in event or "error" in event:
-                final = event
-            elif on_event is not None:
-                on_event(event)
-        await asyncio.wait_for(proc.wait(), idle_seconds)
-        err = await asyncio.wait_for(stderr_task, idle_seconds)
-    except TimeoutError:
-        if final is None:
-            raise PushError(f"box {box}: the push program went silent for {idle_seconds:g} s")\
-                from None
-    except (asyncssh.Error, OSError) as exc:
-        if final is None:
-            raise PushError(f"box {box}: connection lost during the push "
-                            f"({scrub(str(exc), secret)})") from None
-    finally:
-        proc.close()
-        if not stderr_task.done():
-            stderr_task.cancel()
-    if final is not None:
-        return final
-    err_text = scrub(err.decode("utf-8", "replace").strip(), secret)
-    if proc.exit_status == 127 or ("python3" in err_text and "not found" in err_text):
-        raise PushError(f"box {box}: python3 not found on the box "
-                        f"(install it, e.g. apt-get install python3-minimal)")
-    raise PushError(f"box {box}: the push program exited {proc.exit_status} without an "
-                    f"answer: {err_text[-300:] or 'no error output'}")
+    if not isinstance(rows, list):
+        raise PushError(f"box {box}: the listing is not a list of files; nothing was pushed")
+    files: list[PushedFile] = []
+    seen: set[str] = set()
+    for row in rows:
+        name = row.get("name") if isinstance(row, dict) else None
+        if not isinstance(name, str) or files_to_push([name], include_epochs) != [name] \
+                or name in seen:
+            shown = clean(repr(name))[:120]
+            raise PushError(f"box {box} listed a file this push did not ask for ({shown}): "
+                            f"refused, nothing was written; {UNTOUCHED}")
+        seen.add(name)
+        sha, mtime = row.get("sha256"), row.get("mtime")
+        if not _count(row.get("size")) or not isinstance(sha, str) \
+                or not _SHA256.fullmatch(sha) or isinstance(mtime, bool) \
+                or not isinstance(mtime, int | float) or not -1e11 < mtime < 1e11:
+            raise PushError(f"box {box} listed {name} with a size, sha256 or mtime of the "
+                            f"wrong shape: refused, nothing was written; {UNTOUCHED}")
+        exact = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
+                    for v in (row.get("mtime_ns"), row.get("inode")))
+        files.append(PushedFile(name, row["size"], sha, float(mtime),
+                                row["mtime_ns"] if exact else None,
+                                row["inode"] if exact else None))
+    return files
 
+
+# -- the listing ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Listing:
@@ -232,41 +194,86 @@ async def list_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     if "error" in answer:
         if answer.get("kind") == "no_run":
             raise PushError(f"box {box} has no run directory {run_path!r} (moved or deleted?)")
-        raise PushError(f"box {box}: listing the run failed: {answer['error']}")
+        raise PushError(f"box {box}: listing the run failed: {scrub(str(answer['error']), None)}")
     done = answer["done"]
-    files = tuple(PushedFile(row["name"], int(row["size"]), row["sha256"], float(row["mtime"]))
-                  for row in done["files"])
-    unsteady = tuple(row["name"] for row in done["files"] if not row.get("steady", True))
-    return Listing(files, unsteady, bool(done.get("hub")))
+    if not isinstance(done, dict):
+        raise PushError(f"box {box}: the listing is not an object; nothing was pushed")
+    rows = done.get("files")
+    files = check_listing(rows, include_epochs, box)
+    unsteady = tuple(row["name"] for row in rows  # type: ignore[union-attr]
+                     if row.get("steady", True) is not True)
+    return Listing(tuple(files), unsteady, done.get("hub") is True)
 
 
-# -- local folder over SFTP -----------------------------------------------------------
+# -- local folder: over SFTP, else over an exec channel ---------------------------------
 
-def _sha256_file(path: Path, limit: int | None = None) -> str:
-    digest = hashlib.sha256()
-    left = limit
-    with path.open("rb") as f:
-        while left is None or left > 0:
-            block = f.read(CHUNK if left is None else min(CHUNK, left))
-            if not block:
-                break
-            digest.update(block)
-            if left is not None:
-                left -= len(block)
-    return digest.hexdigest()
+class _Source:
+    """Where a file's bytes come from: SFTP, or the push program streaming over exec."""
+
+    how = ""
+
+    async def fetch(self, file: PushedFile, start: int, sink: Callable[[bytes], None]) -> None:
+        raise NotImplementedError
+
+    async def changed(self, file: PushedFile) -> str:
+        """Words on why a file's sha256 never matched (is it still being written?)."""
+        return ""
 
 
-def _hasher_of_prefix(path: Path, length: int) -> Any:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        left = length
-        while left > 0:
-            block = f.read(min(CHUNK, left))
-            if not block:
-                break
-            digest.update(block)
-            left -= len(block)
-    return digest
+class _Sftp(_Source):
+    how = VIA_SFTP
+
+    def __init__(self, sftp: asyncssh.SFTPClient, run_path: str) -> None:
+        self.sftp = sftp
+        self.run_path = run_path
+
+    async def fetch(self, file: PushedFile, start: int, sink: Callable[[bytes], None]) -> None:
+        done = start
+        async with self.sftp.open(posixpath.join(self.run_path, file.name), "rb") as src:
+            while done < file.size:
+                block = await src.read(min(CHUNK, file.size - done), done)
+                if not block:
+                    break
+                sink(block)
+                done += len(block)
+
+    async def changed(self, file: PushedFile) -> str:
+        try:
+            st = await self.sftp.stat(posixpath.join(self.run_path, file.name))
+        except asyncssh.SFTPError:
+            return " (it is gone from the box now)"
+        if st.size != file.size or (st.mtime is not None and abs(st.mtime - file.mtime) > 1):
+            return " (it changed on the box during the push: is training still writing it?)"
+        return ""
+
+
+class _Exec(_Source):
+    how = VIA_EXEC
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, box: str, run_path: str,
+                 idle_seconds: float) -> None:
+        self.conn = conn
+        self.box = box
+        self.run_path = run_path
+        self.idle = idle_seconds
+
+    async def fetch(self, file: PushedFile, start: int, sink: Callable[[bytes], None]) -> None:
+        got = [start]
+
+        def on_data(block: bytes) -> None:
+            if got[0] + len(block) > file.size:
+                raise PushError(f"box {self.box} sent more of {file.name} than it listed: "
+                                "refused")
+            got[0] += len(block)
+            sink(block)
+
+        answer = await run_box_program(
+            self.conn, {"mode": "read", "run_path": self.run_path, "name": file.name,
+                        "offset": start, "size": file.size},
+            box=self.box, idle_seconds=self.idle, on_data=on_data)
+        if "error" in answer:
+            raise PushError(f"box {self.box}: reading {file.name} failed: "
+                            f"{scrub(str(answer['error']), None)}")
 
 
 @dataclass
@@ -275,93 +282,128 @@ class _Pulled:
     note: str = ""  # "resumed at N", "already there", or why it failed
 
 
-async def _download(sftp: asyncssh.SFTPClient, remote: str, part: Path, start: int,
-                    file: PushedFile, progress: Progress | None) -> str:
-    """Fetch `remote` into `part` from byte `start` on; the sha256 of the whole part."""
-    digest = await asyncio.to_thread(_hasher_of_prefix, part, start) if start \
-        else hashlib.sha256()
-    done = start
-    with part.open("r+b" if start else "wb") as out:
-        out.seek(start)
-        out.truncate()
-        if progress is not None:
-            progress(file.name, done, file.size)
-        async with sftp.open(remote, "rb") as src:
-            while done < file.size:
-                block = await src.read(min(CHUNK, file.size - done), done)
-                if not block:
-                    break
-                out.write(block)
-                digest.update(block)
-                done += len(block)
-                if progress is not None:
-                    progress(file.name, done, file.size)
-        out.flush()
-        os.fsync(out.fileno())
-    return digest.hexdigest()
+def _hash_fd(fd: int, length: int | None) -> Any:
+    """sha256 of the first `length` bytes of an open file (all of it for None)."""
+    digest = hashlib.sha256()
+    left = length
+    offset = 0
+    while left is None or left > 0:
+        block = os.pread(fd, CHUNK if left is None else min(CHUNK, left), offset)
+        if not block:
+            break
+        digest.update(block)
+        offset += len(block)
+        if left is not None:
+            left -= len(block)
+    return digest
 
 
-async def _pull_file(sftp: asyncssh.SFTPClient, run_path: str, dest: Path, file: PushedFile,
+async def _pull_file(source: _Source, folder: RunFolder, file: PushedFile,
                      progress: Progress | None) -> _Pulled:
     """One file into place, verified; resumes a `.part`, redoes it once from 0 on a mismatch."""
-    final = dest / file.name
-    part = final.with_name(f".{final.name}.part")
-    remote = posixpath.join(run_path, file.name)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.is_file() and final.stat().st_size == file.size \
-            and await asyncio.to_thread(_sha256_file, final) == file.sha256:
-        if progress is not None:
-            progress(file.name, file.size, file.size)
-        return _Pulled(True, "already there")
-    start = part.stat().st_size if part.is_file() else 0
-    if start > file.size:
-        start = 0  # longer than the file: not a prefix of it
-    resumed_at = start
-    for attempt in range(2):
-        got = await _download(sftp, remote, part, start, file, progress)
-        if got == file.sha256:
-            os.utime(part, (file.mtime, file.mtime))
-            os.replace(part, final)
-            if attempt:
-                return _Pulled(True, "redone from 0 after a sha256 mismatch")
-            return _Pulled(True, f"resumed at {resumed_at} bytes" if resumed_at else "")
-        start = 0
-    part.unlink(missing_ok=True)
-    why = "its sha256 never matched the box's"
+    have = folder.open_regular(file.name)
+    if have is not None:
+        try:
+            same = os.fstat(have).st_size == file.size and \
+                (await asyncio.to_thread(_hash_fd, have, None)).hexdigest() == file.sha256
+            if same:
+                folder.fix_mode(have)
+        finally:
+            os.close(have)
+        if same:
+            if progress is not None:
+                progress(file.name, file.size, file.size)
+            return _Pulled(True, "already there")
+    fd, start = folder.open_part(file.name)
     try:
-        st = await sftp.stat(remote)
-        if st.size != file.size or (st.mtime is not None and abs(st.mtime - file.mtime) > 1):
-            why += " (it changed on the box during the push: is training still writing it?)"
-    except asyncssh.SFTPError:
-        why += " (it is gone from the box now)"
-    return _Pulled(False, why)
+        if start > file.size:
+            start = 0  # longer than the file: not a prefix of it
+        resumed_at = start
+        for attempt in range(2):
+            digest = await asyncio.to_thread(_hash_fd, fd, start) if start else hashlib.sha256()
+            os.ftruncate(fd, start)
+            if progress is not None:
+                progress(file.name, start, file.size)
+            await source.fetch(file, start, _Writer(fd, digest, start, file, progress))
+            os.fsync(fd)
+            if digest.hexdigest() == file.sha256:
+                folder.finish(file.name, file.mtime_ns if file.mtime_ns is not None
+                              else round(file.mtime * 1e9))
+                if attempt:
+                    return _Pulled(True, "redone from 0 after a sha256 mismatch")
+                return _Pulled(True, f"resumed at {resumed_at} bytes" if resumed_at else "")
+            start = 0
+    finally:
+        os.close(fd)
+    folder.discard_part(file.name)
+    return _Pulled(False, "its sha256 never matched the box's" + await source.changed(file))
 
 
-async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
-                     run_name: str, listing: Listing, local_dir: str,
-                     progress: Progress | None) -> PushResult:
-    """The run's files into `<local_dir>/<box>/<run>/` over SFTP, each verified."""
-    dest = Path(local_dir).expanduser() / safe_component(box) / safe_run_path(run_name)
+class _Writer:
+    """Appends what a source sends to the part file, hashing it, reporting progress."""
+
+    def __init__(self, fd: int, digest: Any, start: int, file: PushedFile,
+                 progress: Progress | None) -> None:
+        self.fd = fd
+        self.digest = digest
+        self.at = start
+        self.file = file
+        self.progress = progress
+
+    def __call__(self, block: bytes) -> None:
+        view = memoryview(block)
+        while view:
+            written = os.pwrite(self.fd, view, self.at)
+            self.at += written
+            view = view[written:]
+        self.digest.update(block)
+        if self.progress is not None:
+            self.progress(self.file.name, self.at, self.file.size)
+
+
+async def _open_source(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
+                       idle_seconds: float) -> tuple[_Source, asyncssh.SFTPClient | None]:
+    """SFTP when the box offers it, else the push program over an exec channel."""
+    try:
+        sftp = await asyncio.wait_for(conn.start_sftp_client(), idle_seconds)
+    except asyncssh.ChannelOpenError:
+        return _Exec(conn, box, run_path, idle_seconds), None  # no SFTP subsystem here
+    except (asyncssh.SFTPError, TimeoutError):
+        return _Exec(conn, box, run_path, idle_seconds), None  # something else answered
+    return _Sftp(sftp, run_path), sftp
+
+
+async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
+                   run_name: str, listing: Listing, base: Path, parts: list[str],
+                   progress: Progress | None, idle_seconds: float
+                   ) -> tuple[bool, str, str, Path]:
+    """The run's files into `base/parts/`, each verified: (all verified, words, how, folder)."""
+    dest = base.joinpath(*parts)
     destination = f"{dest}/"
-
-    def result(verified: bool, message: str) -> PushResult:
-        return PushResult(box, run_name, run_path, destination, listing.files, verified,
-                          "done" if verified else "failed", message)
-
     pulled: dict[str, _Pulled] = {}
+    how = ""
     try:
-        dest.mkdir(parents=True, exist_ok=True)
-        async with conn.start_sftp_client() as sftp:
-            for file in listing.files:
-                try:
-                    pulled[file.name] = await _pull_file(sftp, run_path, dest, file, progress)
-                except asyncssh.SFTPNoSuchFile:
-                    pulled[file.name] = _Pulled(False, "it disappeared from the box")
-    except (asyncssh.Error, OSError) as exc:
+        with RunFolder(base, parts) as folder:
+            source, sftp = await _open_source(conn, box, run_path, idle_seconds)
+            how = source.how
+            try:
+                for file in listing.files:
+                    try:
+                        pulled[file.name] = await _pull_file(source, folder, file, progress)
+                    except asyncssh.SFTPNoSuchFile:
+                        pulled[file.name] = _Pulled(False, "it disappeared from the box")
+            finally:
+                if sftp is not None:
+                    sftp.exit()
+    except UnsafeDestination as exc:
+        return False, (f"pulling run {run_name!r} from box {box} refused: {exc}; nothing was "
+                       f"written there; {UNTOUCHED}"), how, dest
+    except (asyncssh.Error, OSError, PushError) as exc:
+        words = exc.message if isinstance(exc, PushError) else str(exc) or type(exc).__name__
         done = sum(p.ok for p in pulled.values())
-        return result(False, f"pulling run {run_name!r} from box {box} into {destination} "
-                             f"stopped: {exc}; {done} of {len(listing.files)} files verified "
-                             f"there, unfinished ones kept as .part to resume; {UNTOUCHED}")
+        return False, (f"pulling run {run_name!r} from box {box} into {destination} {how} "
+                       f"stopped: {words}; {done} of {len(listing.files)} files verified "
+                       f"there, unfinished ones kept as .part to resume; {UNTOUCHED}"), how, dest
     failed = [f"{name}: {p.note}" for name, p in pulled.items() if not p.ok]
     present = [name for name, p in pulled.items() if p.ok and p.note == "already there"]
     notes = [f"{name} {p.note}" for name, p in pulled.items()
@@ -372,35 +414,84 @@ async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str
         " (the run's name made safe for a path)"
     if failed:
         ok = len(pulled) - len(failed)
-        return result(False, f"pulling run {run_name!r} from box {box} into {destination}"
-                             f"{renamed} failed for {'; '.join(failed)}; {ok} of "
-                             f"{len(pulled)} files verified there; {UNTOUCHED}")
+        return False, (f"pulling run {run_name!r} from box {box} into {destination}{renamed} "
+                       f"{how} failed for {'; '.join(failed)}; {ok} of {len(pulled)} files "
+                       f"verified there; {UNTOUCHED}"), how, dest
     total = human_bytes(sum(f.size for f in listing.files))
     text = (f"{len(pulled)} files ({total}) of run {run_name!r} from box {box} are in "
-            f"{destination}{renamed}, every sha256 matching the box's")
+            f"{destination}{renamed}, {how}, every sha256 matching the box's")
     if notes:
         text += "; " + "; ".join(notes)
-    return result(True, text)
+    return True, text, how, dest
 
 
-# -- Hugging Face repo, uploaded from the box ------------------------------------------
+async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
+                     run_name: str, listing: Listing, local_dir: str,
+                     progress: Progress | None, idle_seconds: float = MIN_IDLE_SECONDS
+                     ) -> PushResult:
+    """The run's files into `<local_dir>/<box>/<run>/`, each verified."""
+    base, parts = _local_parts(local_dir, box, run_name)
+    ok, words, how, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
+                                          progress, idle_seconds)
+    return PushResult(box, run_name, run_path, f"{dest}/", listing.files, ok,
+                      "done" if ok else "failed", clean_block(words), how)
+
+
+def _local_parts(local_dir: str, box: str, run_name: str) -> tuple[Path, list[str]]:
+    return Path(local_dir).expanduser(), [safe_component(box),
+                                          *safe_run_path(run_name).split("/")]
+
+
+# -- Hugging Face repo --------------------------------------------------------------------
 
 def _not_installed(box: str) -> str:
-    return (f"huggingface_hub is not installed on box {box}: pip install huggingface_hub there; "
-            f"nothing was uploaded and {UNTOUCHED}")
+    return (f"huggingface_hub is not installed on box {box}: pip install huggingface_hub there "
+            f"(or set upload_from = \"panel\"); nothing was uploaded and {UNTOUCHED}")
+
+
+async def _verify_at_hub(result: Callable[[bool, str], PushResult], listing: Listing,
+                         repo: str, prefix: str, commit: str, destination: str,
+                         token: str | None, endpoint: str | None, run_name: str, box: str,
+                         changed: Iterable[str], how: str) -> PushResult:
+    """Ask the Hub what the commit holds; verified only when every sha256 equals the box's."""
+    try:
+        found = await hub_sha256s(repo, [f"{prefix}/{f.name}" for f in listing.files],
+                                  commit, token=token, endpoint=endpoint)
+    except HubError as exc:
+        return result(False, f"{how} to {destination} but not verified: {exc.message}; push "
+                             f"again; {UNTOUCHED}")
+    missing = [f.name for f in listing.files if found.get(f"{prefix}/{f.name}") is None]
+    differ = [f.name for f in listing.files
+              if f.name not in missing and found[f"{prefix}/{f.name}"] != f.sha256]
+    if not missing and not differ:
+        total = human_bytes(sum(f.size for f in listing.files))
+        return result(True, f"{len(listing.files)} files ({total}) of run {run_name!r} from "
+                            f"box {box} are at {destination} (commit {commit[:12]}), {how}; "
+                            "the Hub's own sha256 of each matches the box's")
+    problems = []
+    if differ:
+        problems.append(f"sha256 on the Hub differs from the box's for {', '.join(differ)}")
+    if missing:
+        problems.append(f"the Hub does not list {', '.join(missing)} at commit {commit[:12]}")
+    moved = sorted(set(changed) | set(listing.unsteady))
+    if moved:
+        problems.append(f"changed on the box during the push (training still writing?): "
+                        f"{', '.join(moved)}")
+    return result(False, f"{how} to {destination} (commit {commit[:12]}) but not verified: "
+                         f"{'; '.join(problems)}; push again; {UNTOUCHED}")
 
 
 async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                    run_name: str, listing: Listing, repo: str, *, token: str | None,
                    endpoint: str | None, progress: Progress | None,
                    idle_seconds: float) -> PushResult:
-    """The box uploads the run's files into `<run>/` of the repo; we check the Hub's sha256."""
+    """The box uploads the run's files into `<run>/` of the repo; the panel asks the Hub."""
     prefix = safe_run_path(run_name)
     destination = f"hf://{repo}/{prefix}/"
 
     def result(verified: bool, message: str) -> PushResult:
         return PushResult(box, run_name, run_path, destination, listing.files, verified,
-                          "done" if verified else "failed", scrub(message, token))
+                          "done" if verified else "failed", scrub(message, token), FROM_BOX)
 
     if not listing.hub:
         return result(False, _not_installed(box))
@@ -408,10 +499,10 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     commits: list[str] = []
 
     def on_event(event: dict[str, Any]) -> None:
-        if event.get("committed"):
-            commits.append(str(event["committed"]))
+        if isinstance(event.get("committed"), str):
+            commits.append(event["committed"])
         name = event.get("sending") or event.get("sent")
-        if progress is not None and name in sizes:
+        if progress is not None and isinstance(name, str) and name in sizes:
             progress(name, sizes[name] if "sent" in event else 0, sizes[name])
 
     params = {"mode": "hub", "run_path": run_path, "repo": repo, "prefix": prefix,
@@ -425,29 +516,53 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     except PushError as exc:
         return result(False, f"{exc.message}; {_commit_note(commits)}; {UNTOUCHED}")
     if "error" in answer:
-        return result(False, _hub_error(answer, box, repo, destination, commits))
-    done = answer["done"]
-    found: dict[str, dict[str, Any]] = done.get("files") or {}
-    commit = str(done.get("commit") or "")[:12]
-    missing = [f.name for f in listing.files if found.get(f.name, {}).get("sha256") is None]
-    differ = [f.name for f in listing.files
-              if f.name not in missing and found[f.name]["sha256"] != f.sha256]
-    if not missing and not differ:
-        total = human_bytes(sum(f.size for f in listing.files))
-        return result(True, f"{len(listing.files)} files ({total}) of run {run_name!r} from "
-                            f"box {box} are at {destination} (commit {commit}), every sha256 "
-                            f"on the Hub matching the box's")
-    problems = []
-    if differ:
-        problems.append(f"sha256 on the Hub differs from the box's for {', '.join(differ)}")
-    if missing:
-        problems.append(f"the Hub does not list {', '.join(missing)}")
-    moved = sorted(set(done.get("changed") or ()) | set(listing.unsteady))
-    if moved:
-        problems.append(f"changed on the box during the push (training still writing?): "
-                        f"{', '.join(moved)}")
-    return result(False, f"uploaded to {destination} (commit {commit}) but not verified: "
-                         f"{'; '.join(problems)}; push again; {UNTOUCHED}")
+        return result(False, _hub_error(answer, box, repo, destination, commits, token))
+    done = answer["done"] if isinstance(answer["done"], dict) else {}
+    commit = done.get("commit") if isinstance(done.get("commit"), str) else ""
+    changed = [c for c in done.get("changed") or () if isinstance(c, str)]
+    return await _verify_at_hub(result, listing, repo, prefix, str(commit), destination,
+                                token, endpoint, run_name, box, changed, "uploaded from the box")
+
+
+async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
+                              run_name: str, listing: Listing, repo: str, *,
+                              local_dir: str | None, token: str | None, endpoint: str | None,
+                              progress: Progress | None, idle_seconds: float) -> PushResult:
+    """`upload_from = "panel"`: pull and verify here, upload from here, then ask the Hub.
+
+    The token never leaves this machine. The files are staged in the box's
+    local_dir folder when it has one (a second copy costs nothing there), else
+    in a staging folder that is removed once the Hub holds them.
+    """
+    prefix = safe_run_path(run_name)
+    destination = f"hf://{repo}/{prefix}/"
+
+    def result(verified: bool, message: str) -> PushResult:
+        return PushResult(box, run_name, run_path, destination, listing.files, verified,
+                          "done" if verified else "failed", scrub(message, token), FROM_PANEL)
+
+    if local_dir:
+        base, parts = _local_parts(local_dir, box, run_name)
+        staging = None
+    else:
+        base, parts = paths.state_dir() / "staging", [safe_component(box),
+                                                      *prefix.split("/")]
+        staging = base.joinpath(*parts)
+    ok, words, _, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
+                                        progress, idle_seconds)
+    if not ok:
+        return result(False, f"not uploaded: {words}")
+    try:
+        commit = await upload_from_panel(
+            repo, [(f"{prefix}/{f.name}", dest / f.name) for f in listing.files],
+            f"Push run {prefix} from box {box}", token=token, endpoint=endpoint)
+    except HubError as exc:
+        return result(False, f"{exc.message}; the files are verified in {dest}/; {UNTOUCHED}")
+    verdict = await _verify_at_hub(result, listing, repo, prefix, commit, destination, token,
+                                   endpoint, run_name, box, (), FROM_PANEL)
+    if verdict.verified and staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+    return verdict
 
 
 def _commit_note(commits: list[str]) -> str:
@@ -457,19 +572,21 @@ def _commit_note(commits: list[str]) -> str:
 
 
 def _hub_error(answer: dict[str, Any], box: str, repo: str, destination: str,
-               commits: list[str]) -> str:
-    kind, error = answer.get("kind"), str(answer.get("error"))
+               commits: list[str], token: str | None) -> str:
+    kind, error = answer.get("kind"), scrub(str(answer.get("error")), token)
     if kind == "no_hub":
         return (f"huggingface_hub is not installed on box {box} (import failed: {error}): "
-                f"pip install huggingface_hub there; nothing was uploaded and {UNTOUCHED}")
+                f"pip install huggingface_hub there (or set upload_from = \"panel\"); nothing "
+                f"was uploaded and {UNTOUCHED}")
     if kind == "not_found":
         return (f"the Hub has no repo {repo} this token can write to (create it, e.g. "
                 f"`hf repo create {repo}`); nothing was committed; {UNTOUCHED}")
     if kind == "auth":
-        return (f"the Hub refused the token for {repo} ({error}); set HF_TOKEN or log in on "
-                f"the panel's machine; {_commit_note(commits)}; {UNTOUCHED}")
-    stage = answer.get("stage") or "running"
-    return (f"pushing to {destination} from box {box} failed at {stage}: {error}; "
+        return (f"the Hub refused the token for {repo} ({error}); set HF_TOKEN (or the box's "
+                f"token_env) or log in on the panel's machine; {_commit_note(commits)}; "
+                f"{UNTOUCHED}")
+    stage = answer.get("stage") if isinstance(answer.get("stage"), str) else "running"
+    return (f"pushing to {destination} from box {box} failed at {clean(stage)}: {error}; "
             f"{_commit_note(commits)}; {UNTOUCHED}")
 
 
@@ -485,20 +602,24 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
     not exceptions; only a box with no destination at all raises ValueError,
     so an empty list can never be mistaken for "all verified".
     """
+    push = box.push
     targets: list[tuple[str, str]] = []
-    if box.push is not None and box.push.hf_repo:
-        targets.append(("hf", box.push.hf_repo))
-    if box.push is not None and box.push.local_dir:
-        targets.append(("local", box.push.local_dir))
-    if not targets:
+    if push is not None and push.local_dir:
+        targets.append(("local", push.local_dir))
+    if push is not None and push.hf_repo:
+        targets.append(("hf", push.hf_repo))
+    if push is None or not targets:
         raise ValueError(f"box {box.name} has no push destination: set hf_repo or local_dir "
                          f"under [box.push]")
-    idle = max(float(getattr(session, "timeout", MIN_IDLE_SECONDS)), MIN_IDLE_SECONDS)
+    idle = max(session.timeout, MIN_IDLE_SECONDS)
     problem: str | None = None
+    hub_token: str | None = None
     try:
-        conn = await box_connection(session)
+        if push.hf_repo:
+            hub_token, _ = box_token(box, token)
+        conn = await session.connection()
         listing = await list_run(conn, box.name, run_path, include_epochs, idle)
-    except (BoxError, PushError) as exc:
+    except (BoxError, PushError, HubError) as exc:
         problem = f"{exc.message}; {UNTOUCHED}"
     else:
         if not listing.files:
@@ -507,21 +628,26 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
     if problem is not None:
         return [PushResult(box.name, run_name, run_path, _destination(box.name, run_name, kind,
                                                                       where),
-                           (), False, "failed", problem) for kind, where in targets]
+                           (), False, "failed", clean_block(problem)) for kind, where in targets]
     results = []
+    endpoint = hub_endpoint or os.environ.get("HF_ENDPOINT")
     for kind, where in targets:
-        if kind == "hf":
-            results.append(await push_hub(
-                conn, box.name, run_path, run_name, listing, where,
-                token=resolve_token(token), endpoint=hub_endpoint or os.environ.get("HF_ENDPOINT"),
-                progress=progress, idle_seconds=idle))
-        else:
+        if kind == "local":
             results.append(await push_local(conn, box.name, run_path, run_name, listing, where,
-                                            progress))
+                                            progress, idle))
+        elif push.upload_from == "panel":
+            results.append(await push_hub_from_panel(
+                conn, box.name, run_path, run_name, listing, where, local_dir=push.local_dir,
+                token=hub_token, endpoint=endpoint, progress=progress, idle_seconds=idle))
+        else:
+            results.append(await push_hub(
+                conn, box.name, run_path, run_name, listing, where, token=hub_token,
+                endpoint=endpoint, progress=progress, idle_seconds=idle))
     return results
 
 
 def _destination(box: str, run_name: str, kind: str, where: str) -> str:
     if kind == "hf":
         return f"hf://{where}/{safe_run_path(run_name)}/"
-    return f"{Path(where).expanduser() / safe_component(box) / safe_run_path(run_name)}/"
+    base, parts = _local_parts(where, box, run_name)
+    return f"{base.joinpath(*parts)}/"

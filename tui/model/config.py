@@ -24,6 +24,8 @@ DEFAULT_TIMEOUT_SECONDS = 15.0
 DEFAULT_IDLE_MINUTES = 10.0
 DEFAULT_PYTHON = "python3"
 BUDGET_ACTIONS = ("warn", "push-and-stop")
+UPLOAD_FROM = ("box", "panel")
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
 KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
                "destroy", "journal", "next", "previous", "help", "back", "series",
@@ -44,10 +46,19 @@ class Pricing:
 
 @dataclass(frozen=True)
 class PushTarget:
-    """Where a run's checkpoints go: a Hugging Face repo and/or a local folder."""
+    """Where a run's checkpoints go: a Hugging Face repo and/or a local folder.
+
+    `upload_from = "box"` (the default) sends the Hub token to the box, which
+    uploads itself; `"panel"` pulls the files to the panel's machine and uploads
+    from there, so a box the user does not trust never sees a token.
+    `token_env` names the variable holding this box's token (a fine-grained
+    token scoped to one repo), instead of HF_TOKEN.
+    """
 
     hf_repo: str | None = None
     local_dir: str | None = None
+    token_env: str | None = None
+    upload_from: str = "box"
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,8 @@ class BoxConfig:
     # manual boxes: commands run over SSH on the box to stop or destroy it
     stop_command: str | None = None
     destroy_command: str | None = None
+    # run on the panel's machine after a manual box's stop/destroy: exit 0 = effect seen
+    observe_command: str | None = None
     pricing: Pricing | None = None
     push: PushTarget | None = None
     # The interpreter training runs with (rented images keep torch in a conda or
@@ -261,8 +274,30 @@ def _provider_urls(value: object) -> dict[str, str]:
         url = table.get("base_url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise _Bad(f"[providers.{name}] base_url must be an http:// or https:// URL")
+        if not plain_http_allowed(url):
+            raise _Bad(f"[providers.{name}] base_url {url!r}: plain http:// only for a "
+                       "loopback address (127.0.0.1, ::1, localhost); the API key would "
+                       "cross the network unencrypted: use https://")
         urls[name] = url.rstrip("/")
     return urls
+
+
+def plain_http_allowed(url: str) -> bool:
+    """An API key may travel over this URL: https://, or http:// to this machine only."""
+    if not url.lower().startswith("http://"):
+        return True
+    authority = re.split(r"[/?#]", url[len("http://"):], maxsplit=1)[0].rpartition("@")[2]
+    host = authority[1:].partition("]")[0] if authority.startswith("[") else \
+        authority.partition(":")[0]
+    host = host.lower()
+    return host in LOOPBACK_HOSTS or re.fullmatch(r"127(\.\d{1,3}){3}", host) is not None
+
+
+def _env_name(value: object) -> str:
+    name = _string(value)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise _Bad(f"{name!r} is not an environment variable name (letters, digits, _)")
+    return name
 
 
 _TOP_KEYS: dict[str, Callable[[object], Any]] = {
@@ -294,6 +329,7 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "destroy_command": _string,
     "python": _interpreter,
     "persistent": _box_path,
+    "observe_command": _string,
 }
 
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
@@ -307,6 +343,8 @@ _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
 _PUSH_KEYS: dict[str, Callable[[object], Any]] = {
     "hf_repo": _string,
     "local_dir": _string,
+    "token_env": _env_name,
+    "upload_from": _choice(UPLOAD_FROM),
 }
 
 

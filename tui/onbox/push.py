@@ -1,4 +1,4 @@
-"""The on-box half of a push: sent as the source of `python3 -`, answers JSON lines.
+"""The on-box half of a push: sent as the source of `python3 -`, answers in frames.
 
 Runs on the rented box's own python3 (3.6+), so it is standard library only;
 huggingface_hub is imported late, and only for a Hub push, so a box without it
@@ -7,17 +7,23 @@ shell and never hands a run's name to another program.
 
 The client appends `PARAMS = '<json>'` and `sys.exit(main(PARAMS))` to this
 source; the parameters (a Hub token among them) therefore reach the box only
-through the SSH channel's stdin. Every stdout line is one JSON object:
-`{"beat": n}` every few seconds while busy (the client's idle timeout),
-progress events, then exactly one `{"done": ...}` or `{"error": ..., "kind": ...}`.
+through the SSH channel's stdin. Everything it says goes out in frames
+(tui/remote/framing.py: a marker line with the request's nonce and the
+payload's length), so a login banner or a library's chatter around them is
+ignored. A frame's first byte says what it holds: `J` one JSON event, `D` a
+piece of a file's bytes. Events: `{"beat": n}` every few seconds while busy
+(the client's idle timeout), progress events, then exactly one
+`{"done": ...}` or `{"error": ..., "kind": ...}`.
 
 Modes:
-  list  {"run_path", "include_epochs"} -> done: {"files": [{name, size, mtime, sha256,
-        steady}], "hub": bool}  (hub: whether huggingface_hub is importable here)
-  hub   {"run_path", "files": [{name, size}], "repo", "prefix", "token", "endpoint",
-        "message"} -> events {"sending"|"sent": name}, {"committed": oid};
-        done: {"commit", "files": {name: {sha256, size, how} | {missing: true}},
-        "changed": [names whose size or mtime moved since the listing]}
+  list  {"run_path", "include_epochs"} -> done: {"files": [{name, size, mtime, mtime_ns,
+        inode, sha256, steady}], "hub": bool}  (hub: whether huggingface_hub imports here)
+  read  {"run_path", "name", "offset", "size"} -> D frames of the file's bytes from
+        `offset` up to `size`, then done: {"sent": n}  (a push without SFTP)
+  hub   {"run_path", "files": [{name, size, mtime}], "repo", "prefix", "token",
+        "endpoint", "message"} -> events {"sending"|"sent": name}, {"committed": oid};
+        done: {"commit", "changed": [names whose size or mtime moved since the listing]}
+        (the panel asks the Hub itself what the commit holds; the box's word is not proof)
 """
 
 import hashlib
@@ -28,16 +34,28 @@ import re
 import sys
 import threading
 
+# Everything a run is worth keeping: its weights and its whole history, so a
+# push-verify-destroy loses nothing but the box.
 FIXED_FILES = ("weights/best.pt", "weights/last.pt", "summary.json", "results.csv",
-               "status.json")
+               "status.json", "train_config.yaml", "metrics.jsonl", "train.log")
+# Appended while a run trains: a push sends (and the Hub gets) the bytes listed, no more.
+GROWING = ("metrics.jsonl", "train.log")
+SMALL_BYTES = 64 << 20
 EPOCH_FILE = re.compile(r"^weights/epoch_(\d+)\.pt$")
 CHUNK = 1 << 20
 BEAT_SECONDS = 2.0
 HASH_TRIES = 3
 
-_OUT = sys.stdout
+_OUT = getattr(sys.stdout, "buffer", sys.stdout)
 _LOCK = threading.Lock()
 _SECRETS = []
+_NONCE = ["unset"]
+
+
+def onbox_frame(nonce, payload):
+    """One frame (tui/remote/framing.py): a marker line with the nonce and the length."""
+    return (b"\n--gpurent-" + nonce.encode("ascii") + b" " + str(len(payload)).encode()
+            + b"\n" + payload)
 
 
 def scrub(text):
@@ -55,8 +73,12 @@ def one_line(text, cap=400):
 
 
 def emit(event):
+    send(b"J" + json.dumps(event).encode("utf-8"))
+
+
+def send(payload):
     with _LOCK:
-        _OUT.write(json.dumps(event) + "\n")
+        _OUT.write(onbox_frame(_NONCE[0], payload))
         _OUT.flush()
 
 
@@ -105,20 +127,32 @@ def candidate_names(run_path):
     return names
 
 
-def sha256_of(path):
+def sha256_of(path, size=None):
+    """The sha256 of the file, or of its first `size` bytes."""
     digest = hashlib.sha256()
+    left = size
     with open(path, "rb") as f:
-        while True:
-            block = f.read(CHUNK)
+        while left is None or left > 0:
+            block = f.read(CHUNK if left is None else min(CHUNK, left))
             if not block:
                 break
             digest.update(block)
+            if left is not None:
+                left -= len(block)
     return digest.hexdigest()
 
 
-def describe_file(path):
-    """Size, mtime and sha256 of one file, re-hashed while a writer keeps changing it."""
+def describe_file(path, growing=False):
+    """Size, mtime and sha256 of one file, re-hashed while a writer keeps changing it.
+
+    A file that only grows (metrics.jsonl, train.log) is described by the bytes it
+    has now: what a push sends and checks is that prefix, which no append changes.
+    """
     before = os.stat(path)
+    if growing:
+        return {"size": before.st_size, "mtime": before.st_mtime,
+                "mtime_ns": before.st_mtime_ns, "inode": before.st_ino,
+                "sha256": sha256_of(path, before.st_size), "steady": True}
     for _ in range(HASH_TRIES):
         digest = sha256_of(path)
         after = os.stat(path)
@@ -126,7 +160,8 @@ def describe_file(path):
         if same:
             break
         before = after
-    return {"size": after.st_size, "mtime": after.st_mtime, "sha256": digest, "steady": same}
+    return {"size": after.st_size, "mtime": after.st_mtime, "mtime_ns": after.st_mtime_ns,
+            "inode": after.st_ino, "sha256": digest, "steady": same}
 
 
 def list_files(params):
@@ -137,7 +172,7 @@ def list_files(params):
     rows = []
     for name in select_files(candidate_names(run_path), params.get("include_epochs")):
         try:
-            row = describe_file(os.path.join(run_path, name))
+            row = describe_file(os.path.join(run_path, name), name in GROWING)
         except FileNotFoundError:
             continue  # removed while we looked: nothing to push
         row["name"] = name
@@ -147,35 +182,24 @@ def list_files(params):
     emit({"done": {"files": rows, "hub": hub}})
 
 
-def _lfs_sha256(info):
-    lfs = getattr(info, "lfs", None)
-    if not lfs:
-        return None
-    sha = getattr(lfs, "sha256", None)
-    if sha is None and isinstance(lfs, dict):
-        sha = lfs.get("sha256") or lfs.get("oid")
-    return sha
-
-
-def _hub_sha256(api, repo, path, commit, token, endpoint):
-    """A file's sha256 as the Hub holds it: its LFS oid, or the hash of its bytes."""
-    from huggingface_hub import hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-    infos = api.get_paths_info(repo, [path], revision=commit)
-    if not infos:
-        return None
-    info = infos[0]
-    sha = _lfs_sha256(info)
-    if sha:
-        return {"sha256": sha, "size": info.size, "how": "lfs"}
-    # A regular (non-LFS) file has only a git blob id: fetch its bytes (small by
-    # the Hub's own rules) and hash them.
-    url = hf_hub_url(repo, path, revision=commit, endpoint=endpoint)
-    response = get_session().get(url, headers=build_hf_headers(token=token))
-    hf_raise_for_status(response)
-    return {"sha256": hashlib.sha256(response.content).hexdigest(), "size": info.size,
-            "how": "download"}
+def read_file(params):
+    """A file's bytes from `offset` up to `size`, in D frames: a push over an exec channel,
+    for boxes without SFTP. Only a name a push selects is ever read."""
+    name = params["name"]
+    if select_files([name], True) != [name]:
+        emit({"error": "not a file a push reads", "kind": "refused"})
+        return
+    offset, size = int(params["offset"]), int(params["size"])
+    sent = 0
+    with open(os.path.join(params["run_path"], name), "rb") as f:
+        f.seek(offset)
+        while offset + sent < size:
+            block = f.read(min(CHUNK, size - offset - sent))
+            if not block:
+                break
+            send(b"D" + block)
+            sent += len(block)
+    emit({"done": {"sent": sent}})
 
 
 def _error_kind(exc):
@@ -205,7 +229,7 @@ def hub_push(params):
     files = params["files"]
     api = HfApi(endpoint=endpoint, token=token)
     ops = [CommitOperationAdd(path_in_repo=prefix + "/" + f["name"],
-                              path_or_fileobj=os.path.join(run_path, f["name"]))
+                              path_or_fileobj=_content(run_path, f))
            for f in files]
     stage = "upload"
     try:
@@ -219,17 +243,14 @@ def hub_push(params):
         info = api.create_commit(repo, operations=ops, commit_message=params["message"])
         commit = getattr(info, "oid", None)
         emit({"committed": commit})
-        stage = "verify"
-        found = {}
-        for f, op in zip(files, ops):
-            answer = _hub_sha256(api, repo, op.path_in_repo, commit, token, endpoint)
-            found[f["name"]] = answer if answer is not None else {"missing": True}
     except Exception as exc:
         emit({"error": one_line(f"{type(exc).__name__}: {exc}"), "kind": _error_kind(exc),
               "stage": stage})
         return
     changed = []
     for f in files:
+        if f["name"] in GROWING:
+            continue  # its listed bytes were sent; what was appended since is not news
         try:
             st = os.stat(os.path.join(run_path, f["name"]))
         except OSError:
@@ -237,20 +258,32 @@ def hub_push(params):
             continue
         if st.st_size != f["size"] or abs(st.st_mtime - f["mtime"]) > 1e-3:
             changed.append(f["name"])
-    emit({"done": {"commit": commit, "files": found, "changed": changed}})
+    emit({"done": {"commit": commit, "changed": changed}})
+
+
+def _content(run_path, f):
+    """What to upload for one listed file: a growing one as the bytes listed, no more."""
+    path = os.path.join(run_path, f["name"])
+    if f["name"] in GROWING and f["size"] <= SMALL_BYTES:
+        with open(path, "rb") as src:
+            return src.read(f["size"])
+    return path
 
 
 def main(params_text):
     """Entry point: the client appends `sys.exit(main(PARAMS))` to this source."""
     params = json.loads(params_text)
     _SECRETS.append(params.get("token"))
-    # Library chatter must not break the JSON lines on stdout.
+    _NONCE[0] = str(params.get("nonce") or "unset")
+    # Library chatter goes to stderr (and would be skipped as noise on stdout anyway).
     sys.stdout = sys.stderr
     beat = Heartbeat()
     beat.start()
     try:
         if params.get("mode") == "list":
             list_files(params)
+        elif params.get("mode") == "read":
+            read_file(params)
         elif params.get("mode") == "hub":
             hub_push(params)
         else:

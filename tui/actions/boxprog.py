@@ -1,0 +1,147 @@
+"""Run one of our programs on a box (`python3 -`) and read its framed answer, bounded.
+
+Everything the program says arrives in frames (tui/remote/framing.py) carrying a
+nonce fresh for this run, so a login banner, motd or library chatter around
+them is ignored; a frame's first byte says whether it holds a JSON event (`J`)
+or a piece of a file (`D`). A box that floods stdout or stderr, or sends a
+frame over the cap, is cut off with words, never buffered without end; one
+that goes silent longer than the idle time is given up on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+import asyncssh
+
+from tui.model.text import clean_block
+from tui.remote.framing import FrameError, FrameReader, new_nonce
+
+PUSH_COMMAND = "python3 -"
+READ_BYTES = 1 << 16
+MAX_FRAME = 8 << 20      # the largest event or data piece a push program sends (1 MiB + 1)
+MAX_NOISE = 1 << 20      # bytes of banner or chatter tolerated around the frames
+STDERR_KEEP = 4096       # the tail of stderr kept for an error message
+
+
+class PushError(Exception):
+    """A push step that failed, in words a person can act on (never holding a secret)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """The text with the secret blanked out and no control sequence: box errors end up
+    in messages."""
+    text = text.replace(secret, "***") if secret else text
+    return clean_block(text)
+
+
+@functools.cache
+def _box_source() -> str:
+    return resources.files("tui.onbox").joinpath("push.py").read_text()
+
+
+def box_payload(params: dict[str, Any]) -> bytes:
+    """What `python3 -` reads: the on-box program, its parameters as a literal, the call."""
+    literal = repr(json.dumps(params, separators=(",", ":")))
+    return f"{_box_source()}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
+
+
+async def _stderr_tail(stream: asyncssh.SSHReader[bytes], keep: list[bytes]) -> None:
+    """Read stderr to its end, keeping only the last STDERR_KEEP bytes."""
+    while data := await stream.read(READ_BYTES):
+        keep[0] = (keep[0] + data)[-STDERR_KEEP:]
+
+
+async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, Any], *,
+                          box: str, idle_seconds: float, secret: str | None = None,
+                          on_event: Callable[[dict[str, Any]], None] | None = None,
+                          on_data: Callable[[bytes], None] | None = None) -> dict[str, Any]:
+    """Run the on-box push program and return its last word (`done` or `error`).
+
+    Timed by silence, not by length: the program beats every few seconds, so a
+    long hash or upload is fine and a hung box is caught after `idle_seconds`.
+    """
+    nonce = new_nonce()
+    params = {**params, "nonce": nonce}
+    reader = FrameReader(nonce, max_frame=MAX_FRAME, max_noise=MAX_NOISE)
+    try:
+        proc = await conn.create_process(PUSH_COMMAND, encoding=None)
+    except asyncssh.ChannelOpenError as exc:
+        raise PushError(f"box {box}: the box refused a session: {exc.reason}") from None
+    except (asyncssh.Error, OSError) as exc:
+        raise PushError(f"box {box}: connection lost ({scrub(str(exc), secret)})") from None
+    err = [b""]
+    stderr_task = asyncio.ensure_future(_stderr_tail(proc.stderr, err))
+    final: dict[str, Any] | None = None
+    try:
+        proc.stdin.write(box_payload(params))
+        proc.stdin.write_eof()
+        while final is None and (data := await asyncio.wait_for(proc.stdout.read(READ_BYTES),
+                                                                 idle_seconds)):
+            for payload in reader.feed(data):
+                final = _take(payload, on_event, on_data) or final
+        if final is not None:
+            proc.stdin.close()
+        else:
+            await asyncio.wait_for(proc.wait(), idle_seconds)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stderr_task, 2)
+    except TimeoutError:
+        if final is None:
+            raise PushError(f"box {box}: the push program went silent for {idle_seconds:g} s")\
+                from None
+    except FrameError as exc:
+        raise PushError(f"box {box}: the push program's output cannot be read ({exc}); "
+                        "nothing it said was used") from None
+    except (asyncssh.Error, OSError) as exc:
+        if final is None:
+            raise PushError(f"box {box}: connection lost during the push "
+                            f"({scrub(str(exc), secret)})") from None
+    finally:
+        proc.close()
+        if not stderr_task.done():
+            stderr_task.cancel()
+    if final is not None:
+        return final
+    err_text = scrub(err[0].decode("utf-8", "replace").strip(), secret)
+    if proc.exit_status == 127 or ("python3" in err_text and "not found" in err_text):
+        raise PushError(f"box {box}: python3 not found on the box "
+                        f"(install it, e.g. apt-get install python3-minimal)")
+    cut = " (the answer was cut short)" if reader.in_frame else ""
+    raise PushError(f"box {box}: the push program exited {proc.exit_status} without an "
+                    f"answer{cut}: {err_text[-300:] or 'no error output'}")
+
+
+def _take(payload: bytes, on_event: Callable[[dict[str, Any]], None] | None,
+          on_data: Callable[[bytes], None] | None) -> dict[str, Any] | None:
+    """One frame: a piece of a file goes to `on_data`, an event to `on_event`; the last
+    word (done or error) is returned."""
+    kind, body = payload[:1], payload[1:]
+    if kind == b"D":
+        if on_data is None:
+            raise FrameError("file bytes where none were asked for")
+        on_data(body)
+        return None
+    if kind != b"J":
+        raise FrameError(f"a frame of unknown kind {kind!r}")
+    try:
+        event = json.loads(body)
+    except (ValueError, RecursionError):
+        raise FrameError("an event that is not JSON") from None
+    if not isinstance(event, dict):
+        raise FrameError("an event that is not a JSON object")
+    if "done" in event or "error" in event:
+        return event
+    if on_event is not None:
+        on_event(event)
+    return None
