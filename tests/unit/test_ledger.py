@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,42 @@ def test_unusable_ledger_path_keeps_costs_in_memory(tmp_path: Path) -> None:
     assert ledger.problem is not None and "cannot be written" in ledger.problem
     assert ledger.events == [Event(10.0, "a", "running", 1.0, "api")]
     assert accrued(ledger.events, 3610.0) == {"a": pytest.approx(1.0)}
+
+
+def test_what_another_process_appends_is_seen_once(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    panel, cli = Ledger(path), Ledger(path)
+    panel.record(Event(0.0, "a", "running", 2.0, "api"))
+    cli.refresh()
+    cli.record(Event(3600.0, "a", "stopped", 0.1, "computed"))  # `gpurent-tui stop a`
+    assert panel.last("a") == Event(0.0, "a", "running", 2.0, "api")
+    assert panel.refresh() and not panel.refresh()
+    assert panel.last("a") == Event(3600.0, "a", "stopped", 0.1, "computed")
+    assert len(panel.events) == 2 and len(cli.events) == 2  # its own append is not taken twice
+    assert panel.book.spent("a", 7200.0) == pytest.approx(2.1)
+    assert Ledger(path).book.spent("a", 7200.0) == pytest.approx(2.1)
+
+
+def test_a_segment_arriving_out_of_order_is_billed_in_its_place(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.record(Event(0.0, "a", "running", 1.0, "api"))
+    ledger.record(Event(7200.0, "a", "destroyed", 0.0, "computed"))
+    ledger.record(Event(3600.0, "a", "stopped", 0.5, "computed"))  # a backfill, say
+    assert ledger.book.spent("a", 10800.0) == pytest.approx(1.5)
+    assert ledger.last("a") == Event(7200.0, "a", "destroyed", 0.0, "computed")
+
+
+def test_bad_lines_among_good_ones_cost_only_themselves(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    good = [Event(0.0, "a", "running", 1.0, "api"), Event(3600.0, "a", "stopped", 0.1, "api")]
+    bad = ['{"v":1,"t":true,"box":"a","state":"running","usd_per_hr":1}',
+           '{"v":1,"t":"60","box":"a","state":"running","usd_per_hr":1}',
+           '{"v":1,"t":60,"box":"a","state":"running","usd_per_hr":NaN}',
+           '{"v":1,"t":60,"box":"a","state":"running","usd_per_hr":1e999}',
+           '{"v":1,"t":60,"box":["a"],"state":"running","usd_per_hr":1}',
+           '{"v":1,"kind":"activity","t":60,"box":"a","activity":"dancing"}',
+           '[1, 2]', "not json"]
+    lines = [json.dumps(good[0].to_json()), *bad, json.dumps(good[1].to_json())]
+    path.write_text("\n".join(lines) + "\n")
+    ledger = Ledger(path)
+    assert ledger.events == good and ledger.skipped == len(bad)

@@ -3,8 +3,8 @@ loses no cost, and what the CLI or another panel appends is seen at the next ref
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from tui.model.bill import Book, Event, Mark, parse_record
@@ -27,7 +27,7 @@ class Ledger:
         self.skipped = 0
         self.events: list[Event] = []
         self.marks: list[Mark] = []
-        self._seen: set[Event | Mark] = set()
+        self._mine: set[Event | Mark] = set()  # appended here, not read back yet
         self._read_to = 0
         self._stamp: tuple[int, int, int] | None = None
         self.book = Book()
@@ -61,7 +61,7 @@ class Ledger:
         # (the next append starts a fresh line), skipped and counted like any bad line.
         self._stamp = stamp
         self._read_to += len(data)
-        records, skipped = parse_jsonl(data)
+        records, skipped = parse_lines(data)
         self.skipped += skipped
         events: list[Event] = []
         marks: list[Mark] = []
@@ -69,9 +69,12 @@ class Ledger:
             parsed = parse_record(record)
             if parsed is None:
                 self.skipped += 1
-            elif parsed not in self._seen:
-                self._seen.add(parsed)
-                (events if isinstance(parsed, Event) else marks).append(parsed)  # type: ignore[arg-type]
+            elif self._mine and parsed in self._mine:
+                self._mine.discard(parsed)  # our own append, held already
+            elif type(parsed) is Event:
+                events.append(parsed)
+            else:
+                marks.append(parsed)  # type: ignore[arg-type]
         self.events.extend(events)
         self.marks.extend(marks)
         return events, marks
@@ -91,23 +94,42 @@ class Ledger:
 
     def record(self, event: Event) -> Event:
         """Append a segment; returns it as the file holds it (time to the millisecond)."""
-        event = replace(event, t=round(event.t, 3))
+        event = event._replace(t=round(event.t, 3))
         self._keep(event)
         self.events.append(event)
         self.book.add(event)
         return event
 
     def mark(self, mark: Mark) -> Mark:
-        mark = replace(mark, t=round(mark.t, 3))
+        mark = mark._replace(t=round(mark.t, 3))
         self._keep(mark)
         self.marks.append(mark)
         self.book.add_mark(mark)
         return mark
 
     def _keep(self, record: Event | Mark) -> None:
-        self._seen.add(record)
+        self._mine.add(record)
         try:
             append_jsonl(self.path, record.to_json())
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be written ({exc.strerror or exc}); "
                             "costs are kept in memory until the panel quits")
+
+
+def parse_lines(data: bytes) -> tuple[list[dict[str, object]], int]:
+    """The file's records: all lines in one JSON parse when they are all whole objects (a
+    month of ledger in a fraction of a second), else line by line, skipping bad ones."""
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last record
+    if lines:
+        try:
+            records = json.loads("[" + ",".join(lines) + "]")
+        except (ValueError, RecursionError):
+            records = None
+        if records is not None and len(records) == len(lines) and all(
+                type(r) is dict for r in records):
+            return records, 0
+    return parse_jsonl(data)
+

@@ -1,0 +1,190 @@
+"""How long a month of cost ledger takes to replay: the panel's start, `costs`, a refresh.
+
+Why: the ledger is append-only and read whole when a panel or `costs` starts,
+and the meter asks it for every box's spend on every refresh. A month of a
+busy fleet must replay in well under a second, and a refresh must not grow
+with the ledger.
+
+Setup: a month of a fleet written the way the meter writes it: per box a
+billing segment or an activity mark every `--minutes` on average (running,
+idle, stopped, started, rate changes), as JSON lines in a temp dir. Then,
+each the median of `--repeats`:
+
+1. replay: `Ledger(path)`: read, parse, index every box (what a panel start
+   and `gpurent-tui costs` pay);
+2. report: `costs_report` over the whole month for every box;
+3. fold: `meter()` at now for the fleet (spent, today, rates): one refresh;
+4. catch up: `Ledger.refresh()` with nothing new (a stat), and after another
+   process appended 10 records;
+5. the command: `gpurent-tui costs --json` in a fresh Python, end to end.
+
+    python benchmarks/ledger.py [--boxes 20] [--days 30] [--minutes 15] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+from refresh import code_line, code_under_test  # noqa: E402
+
+from tui.model.bill import Event, Mark, costs_report  # noqa: E402
+from tui.model.config import parse_config  # noqa: E402
+from tui.model.meter import meter  # noqa: E402
+from tui.store.jsonl import append_jsonl  # noqa: E402
+from tui.store.ledger import Ledger  # noqa: E402
+
+DAY = 86400.0
+
+
+def month(boxes: int, days: int, minutes: float, seed: int = 1) -> tuple[list[str], float]:
+    """JSON lines of a month of `boxes`, and the month's end."""
+    rng = random.Random(seed)
+    start = time.time() - days * DAY
+    end = start + days * DAY
+    lines: list[str] = []
+    for b in range(boxes):
+        name = f"box-{b:03d}"
+        rate = rng.choice([0.45, 1.38, 3.4828, 14.32])
+        t = start
+        state = "running"
+        while t < end:
+            kind = rng.random()
+            if kind < 0.5:
+                record: dict[str, Any] = Mark(t, name, rng.choice(["training", "idle",
+                                                                   "unseen"])).to_json()
+            else:
+                if state == "running" and rng.random() < 0.3:
+                    state = "stopped"
+                elif state == "stopped":
+                    state = "running"
+                elif rng.random() < 0.2:
+                    rate = round(rate * rng.uniform(0.9, 1.1), 4)
+                usd = rate if state == "running" else 0.0694
+                record = Event(t, name, state, usd, "api").to_json()
+            lines.append(json.dumps(record, separators=(",", ":")))
+            t += rng.expovariate(1 / (minutes * 60))
+    return lines, end
+
+
+CPU: dict[str, float] = {}  # this process's CPU ms per measure (wall time counts waiting)
+
+
+def median_ms(fn: Callable[[], Any], repeats: int, key: str = "") -> tuple[float, Any]:
+    times, cpu, result = [], [], None
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        result = fn()
+        times.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    if key:
+        CPU[key] = statistics.median(cpu)
+    return statistics.median(times), result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--boxes", type=int, default=20)
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--minutes", type=float, default=15.0,
+                        help="mean minutes between two records of one box")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="gpurent-ledger-"))
+    try:
+        lines, end = month(args.boxes, args.days, args.minutes)
+        path = tmp / "state" / "gpurent-tui" / "ledger.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("\n".join(lines) + "\n")
+        size = path.stat().st_size
+        names = [f"box-{b:03d}" for b in range(args.boxes)]
+        fleet = parse_config("".join(f'[[box]]\nname = "{n}"\nhost = "h"\n' for n in names),
+                             "bench.toml")
+        results: dict[str, float] = {}
+        results["replay_ms"], ledger = median_ms(lambda: Ledger(path), args.repeats, "replay_ms")
+        results["report_ms"], report = median_ms(
+            lambda: costs_report(ledger.book, names, None, end), args.repeats, "report_ms")
+        results["fold_ms"], _ = median_ms(
+            lambda: meter(fleet, [], {}, ledger.book, {}, end, end - DAY), args.repeats,
+            "fold_ms")
+        results["catch_up_idle_ms"], _ = median_ms(ledger.refresh, args.repeats)
+
+        def appended() -> bool:
+            for i in range(10):
+                append_jsonl(path, Mark(end + i, names[0], "idle").to_json())
+            t = time.perf_counter()
+            ledger.refresh()
+            appended.ms = (time.perf_counter() - t) * 1000  # type: ignore[attr-defined]
+            return True
+
+        catch = []
+        for _ in range(args.repeats):
+            appended()
+            catch.append(appended.ms)  # type: ignore[attr-defined]
+        results["catch_up_10_ms"] = statistics.median(catch)
+
+        config = tmp / "fleet.toml"
+        config.write_text("".join(f'[[box]]\nname = "{n}"\nhost = "h"\n' for n in names))
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state")}
+
+        def command() -> int:
+            done = subprocess.run([sys.executable, "-m", "tui", "costs", "--json", "--config",
+                                   str(config)], cwd=REPO, env=env, capture_output=True)
+            assert done.returncode == 0, done.stderr.decode()
+            return len(done.stdout)
+
+        results["costs_command_ms"], _ = median_ms(command, max(3, args.repeats // 2))
+        results["records"] = len(lines)
+        results["bytes"] = size
+        results["fleet_usd"] = round(report.usd, 2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    machine = {"nproc": os.cpu_count(), "python": platform.python_version(),
+               "platform": platform.platform(), "date": datetime.now(UTC).isoformat(),
+               "loadavg": [round(v, 2) for v in os.getloadavg()]}
+    code = code_under_test()
+    print(f"gpurent-tui ledger benchmark, {machine['date']}")
+    print(f"machine: nproc {machine['nproc']}, python {machine['python']}, "
+          f"{machine['platform']}, load average now {machine['loadavg']}")
+    print(code_line(code))
+    print(f"a month: {args.boxes} boxes x {args.days} days, a record every {args.minutes:g} min "
+          f"per box on average: {results['records']:,} records, "
+          f"{results['bytes'] / 1e6:.1f} MB; medians of {args.repeats}")
+    print()
+    rows = [("replay the month (Ledger(path): read, parse, index)", "replay_ms"),
+            ("costs report over the month, every box", "report_ms"),
+            ("meter fold at now (one refresh's money)", "fold_ms"),
+            ("catch up, nothing new (a stat)", "catch_up_idle_ms"),
+            ("catch up after 10 records from another process", "catch_up_10_ms"),
+            ("`gpurent-tui costs --json`, fresh Python, end to end", "costs_command_ms")]
+    print(f"  {'':<56} {'wall':>9}    {'CPU':>9}")
+    for label, key in rows:
+        cpu = f"{CPU[key]:9.2f} ms" if key in CPU else ""
+        print(f"  {label:<56} {results[key]:9.2f} ms {cpu}")
+    print()
+    print(json.dumps({"benchmark": "gpurent-tui/ledger", "machine": machine, "code": code,
+                      "args": vars(args), "results": results,
+                      "cpu_ms": CPU}, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
