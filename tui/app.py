@@ -164,7 +164,7 @@ class GpurentApp(App[None]):
         """
         if self.meter is None or not self.screen_stack:
             return
-        cost = self.meter.update(self.states.values())
+        cost = self.meter.update(self.states.values(), only=only)
         self.cost = cost
         self._fleet_view().show_cost(cost, only=only)
         self._show_head()

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from tui.model.text import clean, clean_data
@@ -277,7 +278,7 @@ class RunState:
     def total_epochs(self) -> int | None:
         return whole(self.status.get("total_epochs")) if self.status else None
 
-    @property
+    @cached_property
     def pace(self) -> Pace:
         """Seconds per epoch and the ETA, estimated robustly (see estimate_pace)."""
         total, done = self.total_epochs, self.current_epoch

@@ -104,14 +104,19 @@ class CostMeter:
             jobs.append(one(box.name, box.provider, box.instance_id))
         await asyncio.gather(*jobs)
 
-    def update(self, boxes: Iterable[BoxState]) -> FleetCost:
+    def update(self, boxes: Iterable[BoxState], only: str | None = None) -> FleetCost:
         """Fold the current picture; start a ledger segment where an observation says the
-        state or rate changed, and an activity mark where the runs' activity did."""
+        state or rate changed, and an activity mark where the runs' activity did.
+
+        `only`: the box whose refresh caused this (nothing else was observed since the
+        last update), so only it is compared with the ledger; the fold covers all."""
         now = self._clock()
         self.ledger.refresh()
         states = {b.name: b for b in boxes}
         book = self.ledger.book
         for box in self.fleet.boxes:
+            if only is not None and box.name != only:
+                continue
             state = states.get(box.name)
             if state is not None and state.connection in FAILED:
                 self.down_at[box.name] = now
