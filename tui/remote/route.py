@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,6 +51,15 @@ class Hop:
     @property
     def known_hosts_name(self) -> str:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+
+def ssh_destination(hops: list[Hop]) -> str:
+    """The `ssh` arguments that reach the last of `hops` through the ones before it,
+    ready to paste (advice that runs a command there, e.g. ssh-keyscan)."""
+    last = hops[-1]
+    jumps = ",".join(f"{h.user}@{h.host}:{h.port}" for h in hops[:-1])
+    target = shlex.quote(f"{last.user}@{last.host}")
+    return (f"-J {shlex.quote(jumps)} " if jumps else "") + f"-p {last.port} {target}"
 
 
 def ssh_config_paths(fleet: FleetConfig) -> list[Path]:

@@ -59,7 +59,7 @@ from tui.remote.programs import (
     one_shot_payload,
     serve_loader,
 )
-from tui.remote.route import RouteError, resolve_route
+from tui.remote.route import RouteError, resolve_route, ssh_destination
 
 __all__ = ["BoxError", "BoxSession", "ProgramResult", "describe_os_error"]
 
@@ -198,12 +198,13 @@ class BoxSession:
                 opener = functools.partial(
                     open_hop, hop, conns[-1] if conns else None, store=self.store,
                     timeout=self.timeout, who=f"jump host {hop.label}",
-                    via=hops[index - 1].label if index else None)
+                    via=ssh_destination(hops[:index]) if index else None)
                 conns.append(await pool.acquire(key, opener))
                 leases.append(key)
             conn, client = await open_hop(
                 hops[-1], conns[-1] if conns else None, store=self.store, timeout=self.timeout,
-                who=f"box {self.box.name}", via=hops[-2].label if len(hops) > 1 else None)
+                who=f"box {self.box.name}",
+                via=ssh_destination(hops[:-1]) if len(hops) > 1 else None)
         except BaseException:
             for key in leases:
                 pool.release(key)
