@@ -96,6 +96,10 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
         raise BoxError(Connection.AUTH_FAILED, f"{who}: cannot load identity file: {exc}") \
             from None
     except asyncssh.DisconnectError as exc:
+        if "authentication failures" in exc.reason:  # sshd's MaxAuthTries ran out
+            raise BoxError(Connection.AUTH_FAILED,
+                           f"{who}: {hop.user}@{hop.host}:{hop.port} refused the key "
+                           f"({ids.describe()}): {exc.reason}") from None
         raise BoxError(Connection.UNREACHABLE,
                        f"{who} ({hop.host}:{hop.port}) disconnected: {exc.reason}") from None
     except OSError as exc:

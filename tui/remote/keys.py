@@ -41,7 +41,9 @@ class Identities:
         parts = list(self.files)
         if self.agent_keys:
             parts.append(f"{self.agent_keys} key(s) from the agent")
-        return ", ".join(parts) or "no key at all: no identity file and no agent"
+        said = ", ".join(parts) or "no key at all: no identity file and no agent"
+        missing = "".join(f"; identity file {f} does not exist" for f in self.missing)
+        return said + missing
 
     def close(self) -> None:
         """The agent is needed only while logging in."""

@@ -1,0 +1,195 @@
+"""Routes as OpenSSH would take them, against real sshd: one login per jump host however
+many boxes sit behind it, the ssh config (Include, patterns, IdentitiesOnly,
+IdentityAgent, ServerAlive*), and keys that live only in an ssh-agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd, _descendants, make_keypair
+
+from tui.model.box import BoxState, Connection
+from tui.remote.hostkeys import host_key_store
+from tui.remote.watch import BoxWatcher, snapshot_fleet
+
+Factory = Callable[..., Sshd]
+
+
+def logins(server: Sshd) -> int:
+    """Successful logins the server logged (it runs with LogLevel VERBOSE)."""
+    return server.log_path.read_text(errors="replace").count("Accepted publickey")
+
+
+def by_name(states: list[BoxState]) -> dict[str, BoxState]:
+    return {s.name: s for s in states}
+
+
+@pytest.fixture
+def agent() -> Iterator[Callable[..., str]]:
+    """Start ssh-agents holding the given keys; each is ended at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+    folder = Path(tempfile.mkdtemp(prefix="gpa"))  # a socket path must stay short
+
+    def start(*keys: KeyPair) -> str:
+        sock = folder / f"a{len(procs)}"
+        proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            assert time.monotonic() < deadline, "ssh-agent did not start"
+            time.sleep(0.02)
+        for key in keys:
+            subprocess.run(["ssh-add", "-q", str(key.private_path)], check=True,
+                           capture_output=True, env={**os.environ, "SSH_AUTH_SOCK": str(sock)})
+        return str(sock)
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def strangers(directory: Path, count: int) -> list[KeyPair]:
+    return [make_keypair(directory, f"stranger{i}") for i in range(count)]
+
+
+async def test_boxes_behind_one_jump_host_share_one_login_and_reconnect_once(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    jump, box = sshd_factory("jump"), sshd_factory("box", allow_tcp_forwarding=False)
+    root = runs_root_with(tmp_path, "yolox_completed")
+    fleet = make_fleet(tmp_path, [
+        box_entry(box, client_key, name, runs_roots=[str(root)],
+                  jump=f"root@127.0.0.1:{jump.port}") for name in ("a", "b", "c")],
+        known_hosts=[jump.known_hosts_line(), box.known_hosts_line()])
+    store = host_key_store(fleet)
+    watchers = [BoxWatcher(b, fleet, store=store) for b in fleet.boxes]
+    try:
+        for state in await asyncio.gather(*(w.refresh() for w in watchers)):
+            assert state.connection is Connection.OK, state.error
+        assert logins(jump) == 1 and logins(box) == 3
+        jump.restart()  # the bastion drops every connection through it
+        for _ in range(6):
+            states = await asyncio.gather(*(w.refresh() for w in watchers))
+            if all(s.connection is Connection.OK for s in states):
+                break
+            await asyncio.sleep(0.2)
+        assert all(s.connection is Connection.OK for s in states), [s.error for s in states]
+        assert logins(jump) == 2  # one login again, for all three boxes
+    finally:
+        await asyncio.gather(*(w.close() for w in watchers))
+
+
+async def test_ssh_config_include_patterns_identities_only_and_keepalives(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        agent: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # An agent full of other keys, and a box that allows 3 tries: a key offered after
+    # them never gets its turn unless IdentitiesOnly keeps the agent's keys out.
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent(*strangers(tmp_path / "s", 5)))
+    box = sshd_factory("box", extra_config="MaxAuthTries 3")
+    root = runs_root_with(tmp_path, "yolox_completed")
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    (conf_d / "10-boxes.conf").write_text(
+        f"Host train-* !train-nokey\n  HostName 127.0.0.1\n"
+        f"  IdentityFile {client_key.private_path}\n"
+        f"  IdentitiesOnly yes\n  ServerAliveInterval 1\n  ServerAliveCountMax 1\n\n"
+        f"Host train-nokey\n  HostName 127.0.0.1\n  IdentityFile {tmp_path / 'missing_key'}\n\n"
+        f"Host loose-*\n  HostName 127.0.0.1\n  IdentityFile {client_key.private_path}\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Include {conf_d}/*.conf\n\nHost *\n  User root\n")
+    fleet = make_fleet(tmp_path, [
+        {"name": name, "host": name, "port": box.port, "runs_roots": [str(root)]}
+        for name in ("train-a", "train-nokey", "loose-a")],
+        known_hosts=[box.known_hosts_line()], ssh_config=str(config))
+    watchers = {b.name: BoxWatcher(b, fleet) for b in fleet.boxes}
+    try:
+        states = {n: await w.refresh() for n, w in watchers.items()}
+        assert states["train-a"].connection is Connection.OK, states["train-a"].error
+        assert [r.name for r in states["train-a"].runs] == ["yolox_completed"]
+        # Negated out of the pattern: its own (missing) key, nothing else.
+        assert states["train-nokey"].connection is Connection.AUTH_FAILED
+        assert f"identity file {tmp_path / 'missing_key'} does not exist" in (
+            states["train-nokey"].error or "")
+        # Without IdentitiesOnly the agent's keys go first, as with ssh: refused.
+        assert states["loose-a"].connection is Connection.AUTH_FAILED
+        assert "5 key(s) from the agent" in (states["loose-a"].error or "")
+        # ServerAliveInterval 1 / CountMax 1: a box that stops answering is noticed in
+        # seconds (the default keepalive would take 45 s).
+        session = watchers["train-a"].session
+        assert session.connected
+        frozen = _descendants(box._proc.pid) if box._proc else set()
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 10
+            while session.connected and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert not session.connected
+        finally:
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+    finally:
+        for watcher in watchers.values():
+            await watcher.close()
+
+
+async def test_identity_agent_from_the_ssh_config(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        agent: Callable[..., str]) -> None:
+    sock = agent(client_key)  # SSH_AUTH_SOCK is unset: only the config names this agent
+    box = sshd_factory("box")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host trainer\n  HostName 127.0.0.1\n  User root\n  Port {box.port}\n"
+                      f"  IdentityAgent {sock}\n\nHost no-agent\n  HostName 127.0.0.1\n"
+                      f"  User root\n  Port {box.port}\n  IdentityAgent none\n")
+    fleet = make_fleet(tmp_path, [{"name": "box", "host": "trainer"},
+                                  {"name": "none", "host": "no-agent"}],
+                       known_hosts=[box.known_hosts_line()], ssh_config=str(config))
+    states = by_name(await snapshot_fleet(fleet))
+    assert states["box"].connection is Connection.OK, states["box"].error
+    assert states["none"].connection is Connection.AUTH_FAILED
+
+
+async def test_keys_only_in_a_forwarded_agent_serve_every_hop(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        agent: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a jump host reached with `ssh -A`, the config names the laptop's key files,
+    which are not there; the forwarded agent holds the keys."""
+    others = strangers(tmp_path / "s", 4)
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent(*others, client_key))
+    bastion = sshd_factory("bastion", extra_config="MaxAuthTries 3")
+    box = sshd_factory("box", extra_config="MaxAuthTries 3")
+    root = runs_root_with(tmp_path, "yolox_failed")
+    laptop_key = tmp_path / "laptop" / "id_ed25519"  # absent here
+    pub_only = tmp_path / "pub" / "id_ed25519.pub"   # the public half only
+    pub_only.parent.mkdir()
+    pub_only.write_text(client_key.public_line + "\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {bastion.port}\n  User root\n"
+        f"  IdentityFile {pub_only}\n  IdentitiesOnly yes\n\n"
+        f"Host trainer\n  HostName 127.0.0.1\n  Port {box.port}\n  User root\n"
+        f"  IdentityFile {laptop_key}\n  IdentityFile {pub_only}\n  IdentitiesOnly yes\n"
+        f"  ProxyJump bastion\n")
+    fleet = make_fleet(tmp_path, [{"name": "box", "host": "trainer", "runs_roots": [str(root)]}],
+                       known_hosts=[bastion.known_hosts_line(), box.known_hosts_line()],
+                       ssh_config=str(config))
+    (state,) = await snapshot_fleet(fleet)
+    assert state.connection is Connection.OK, state.error
+    assert [r.name for r in state.runs] == ["yolox_failed"]
+    assert logins(bastion) == 1 and logins(box) == 1
