@@ -15,9 +15,10 @@ Two entry points (the client appends the call to this source):
   main(request_text, nonce)  one-shot: one request, one framed answer, exit.
   serve()                    long-lived: one request line at a time on stdin,
                              one framed answer per line, until stdin closes.
-                             Each line is {"nonce", "set": {...}, "runs": {path:
-                             cursor}, "drop": [paths]}: only what changed since
-                             the line before, so an idle refresh sends a nonce.
+                             Each line is {"nonce", "set": {...}, "unset": [...],
+                             "runs": {path: {changed cursor fields, null = gone}},
+                             "drop": [paths]}: only what changed since the line
+                             before, so an idle refresh sends a nonce.
 
 Request (what `set`/`runs` build up in serve(), or the whole of main's):
   {"roots": [...], "runs": {path: cursor}, "log_cap": int, "metrics_cap": int,
@@ -577,7 +578,13 @@ def apply_delta(req, delta):
     for key in delta.get("unset") or []:
         req.pop(key, None)
     runs = req.setdefault("runs", {})
-    runs.update(delta.get("runs") or {})
+    for path, patch in (delta.get("runs") or {}).items():
+        cursor = runs.setdefault(path, {})
+        for key, value in patch.items():
+            if value is None:
+                cursor.pop(key, None)
+            else:
+                cursor[key] = value
     for path in delta.get("drop") or []:
         runs.pop(path, None)
 

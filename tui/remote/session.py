@@ -103,14 +103,23 @@ def decode_answer(payload: bytes, limit: int = MAX_ANSWER) -> dict[str, Any]:
 
 def request_delta(held: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """What a kept probe that holds `held` must be told to hold `request` (see
-    tui.onbox.probe.apply_delta): changed settings, changed or new cursors, runs
-    gone. Nothing at all when nothing changed: the idle refresh."""
+    tui.onbox.probe.apply_delta): changed settings, the changed fields of each run's
+    cursor (null: the field is gone), runs gone. Nothing at all when nothing changed:
+    the idle refresh."""
     delta: dict[str, Any] = {}
     changed = {k: v for k, v in request.items()
                if k != "runs" and held.get(k, _MISSING) != v}
     unset = [k for k in held if k != "runs" and k not in request]
     runs, held_runs = request.get("runs") or {}, held.get("runs") or {}
-    cursors = {p: c for p, c in runs.items() if held_runs.get(p, _MISSING) != c}
+    cursors: dict[str, Any] = {}
+    for path, cursor in runs.items():
+        old = held_runs.get(path)
+        if old is None:
+            cursors[path] = cursor
+        elif old != cursor:
+            patch = {k: v for k, v in cursor.items() if old.get(k, _MISSING) != v}
+            patch.update({k: None for k in old if k not in cursor})
+            cursors[path] = patch
     drop = [p for p in held_runs if p not in runs]
     for key, value in (("set", changed), ("unset", unset), ("runs", cursors), ("drop", drop)):
         if value:
