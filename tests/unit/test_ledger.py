@@ -89,3 +89,29 @@ def test_bad_lines_among_good_ones_cost_only_themselves(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     ledger = Ledger(path)
     assert ledger.events == good and ledger.skipped == len(bad)
+
+
+def test_a_ledger_started_afresh_by_another_process_is_not_counted_twice(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger(path)
+    ledger.record(Event(0.0, "a", "running", 2.0, "api"))
+    ledger.record(Event(3600.0, "a", "stopped", 0.1, "api"))
+    ledger.refresh()  # a panel's next refresh
+    path.unlink()  # the user deleted it; a new session starts one
+    Ledger(path).record(Event(100.0, "b", "running", 1.0, "api"))
+    assert ledger.refresh()
+    assert ledger.events == [Event(100.0, "b", "running", 1.0, "api")]
+    assert ledger.book.spent("a", 7200.0) == 0.0
+    assert ledger.book.spent("b", 3700.0) == pytest.approx(1.0)
+
+
+def test_a_short_ledger_that_grows_is_read_on_not_again(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    panel = Ledger(path)
+    panel.record(Event(0.0, "a", "running", 1.0, "api"))
+    panel.refresh()
+    other = Ledger(path)
+    for i in range(1, 20):  # past the first 256 bytes
+        other.record(Event(i * 60.0, "a", "running", 1.0 + i, "api"))
+    assert panel.refresh()
+    assert len(panel.events) == 20 and panel.events == other.events

@@ -234,3 +234,22 @@ def test_activity_marks_date_training_and_idle_from_the_runs_own_clock(tmp_path:
     meter_.update([up("lab", T0 + 300, [{**run, "status": done}])])
     assert [(m.t, m.activity) for m in meter_.ledger.marks] == [
         (T0 - 900, "training"), (T0 + 100, "idle")]
+
+
+def test_a_start_not_read_back_bills_the_running_rate_from_when_it_was_sent(
+        tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    box = meter_.fleet.box("vast")
+    meter_.ledger.record(Event(T0 - 7200, "vast", "running", 3.4828, "api"))
+    meter_.ledger.record(Event(T0 - 3600, "vast", "stopped", 0.0694, "api"))
+    event = record_outcome(meter_.ledger, box, Said("start", "vast", "unknown"), T0, T0 + 180)
+    assert event is not None and (event.t, event.state, event.usd_per_hr) == (
+        T0, "unknown", 3.4828)  # the running rate last billed: the API gave none
+    assert "may be billing $3.48/hr" in event.note
+    # Refused and failed actions changed nothing: nothing is added.
+    for outcome in ("refused", "failed"):
+        assert record_outcome(meter_.ledger, box, Said("stop", "vast", outcome), T0, T0) is None
+    now[0] = T0 + 3600
+    cost = meter_.update([])
+    assert cost.boxes["vast"].accrued_usd == pytest.approx(3.4828 + 0.0694 + 3.4828)
+    assert cost.boxes["vast"].doubt == event.note

@@ -11,6 +11,8 @@ from tui.model.bill import Book, Event, Mark, parse_record
 from tui.store import paths
 from tui.store.jsonl import append_jsonl, parse_jsonl
 
+HEAD_BYTES = 256
+
 
 class Ledger:
     """Segments and marks per box, in memory (a Book) and appended to a JSONL file.
@@ -30,6 +32,8 @@ class Ledger:
         self._mine: set[Event | Mark] = set()  # appended here, not read back yet
         self._read_to = 0
         self._stamp: tuple[int, int, int] | None = None
+        self._ino: int | None = None  # the file this history was read from,
+        self._head = b""               # and how it begins (an inode number can be reused)
         self.book = Book()
         events, marks = self._read_new()
         self.book = Book(events, marks)
@@ -47,8 +51,12 @@ class Ledger:
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if stamp == self._stamp:
             return [], []
-        if stat.st_size < self._read_to:  # replaced or cut: read it whole again
-            self._read_to = 0
+        if self._ino is not None and (stat.st_ino != self._ino or stat.st_size < self._read_to
+                                      or self._head_now()[:len(self._head)] != self._head):
+            # Replaced or cut (someone started it afresh): what it says now is the
+            # history; nothing read before is counted twice.
+            self._read_to, self.events, self.marks, self._mine = 0, [], [], set()
+            self.book = Book()
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._read_to)
@@ -59,7 +67,9 @@ class Ledger:
             return [], []
         # Appends are single small writes: a line without its newline is a torn write
         # (the next append starts a fresh line), skipped and counted like any bad line.
-        self._stamp = stamp
+        if self._read_to == 0:
+            self._head = data[:HEAD_BYTES]
+        self._stamp, self._ino = stamp, stat.st_ino
         self._read_to += len(data)
         records, skipped = parse_lines(data)
         self.skipped += skipped
@@ -78,6 +88,13 @@ class Ledger:
         self.events.extend(events)
         self.marks.extend(marks)
         return events, marks
+
+    def _head_now(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                return f.read(HEAD_BYTES)
+        except OSError:
+            return b""
 
     def refresh(self) -> bool:
         """Take in what other processes appended since the last read; True if anything."""
