@@ -163,6 +163,96 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     return _print_report(report)
 
 
+def cmd_launch(args: argparse.Namespace) -> int:
+    """Start a run detached on a box; print its path once its status.json exists."""
+    from tui.actions.launch import TAIL_LINES, launch, tail_lines
+    from tui.model.launch import LaunchError, plan_launch
+    from tui.store.journal import Journal
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+    if args.script is not None and not Path(args.script).is_file():
+        print(f"--script {args.script}: no such file", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        plan = plan_launch(box.name, box.runs_roots, train_args=args.train_args,
+                           script_name=Path(args.script).name if args.script else None,
+                           name=args.name, project=args.project, data=args.data,
+                           resume=args.resume, now=time.time())
+    except LaunchError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    outcome = asyncio.run(launch(
+        fleet, box, plan, Journal(), script_path=str(Path(args.script).resolve())
+        if args.script else None, force=args.force, doctor=not args.no_doctor,
+        wait=args.wait, on_event=lambda line: print(line, file=sys.stderr)))
+    if outcome.outcome == "started":
+        print(outcome.run_dir)
+        return EXIT_OK
+    print(f"launch on box {box.name} {outcome.outcome}: {outcome.message}", file=sys.stderr)
+    if outcome.tail:
+        print(f"--- its output (last {TAIL_LINES} lines) ---", file=sys.stderr)
+        for line in tail_lines(outcome.tail):
+            print(line, file=sys.stderr)
+    return EXIT_BOX_FAILED
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    """LibreYOLO's monitor for a run, forwarded to 127.0.0.1 here until Ctrl+C."""
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+    try:
+        return asyncio.run(_monitor(fleet, box, args.run, args.port))
+    except asyncio.CancelledError:
+        return EXIT_OK
+
+
+async def _monitor(fleet: FleetConfig, box: BoxConfig, run: str, port: int | None) -> int:
+    import getpass
+
+    from tui.actions.monitor import MonitorError, close_monitor, open_monitor
+    from tui.model.launch import ssh_forward_hint
+    from tui.remote.hostkeys import host_key_store
+    from tui.remote.session import BoxSession
+
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        try:
+            handle = await open_monitor(session, box, run, local_port=port)
+        except MonitorError as exc:
+            print(exc.message, file=sys.stderr)
+            return EXIT_BOX_FAILED
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, done.set)
+        how = "started" if handle.started else "already serving"
+        print(handle.url, flush=True)
+        print(f"libreyolo monitor ({how}) on box {box.name} port {handle.remote_port}, "
+              f"run {handle.run_dir}: {handle.run_url}", file=sys.stderr)
+        hint = ssh_forward_hint(handle.local_port, os.environ.get("SSH_CONNECTION"),
+                                getpass.getuser())
+        if hint:
+            print(f"on your laptop: {hint}  then open {handle.url}", file=sys.stderr)
+        print("Ctrl+C stops the forward" + (" and the monitor" if handle.started else ""),
+              file=sys.stderr, flush=True)
+        lost = False
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), 1.0)
+            if not session.connected:
+                lost = True
+                break
+        if lost:
+            print(f"the connection to box {box.name} was lost; the forward is gone",
+                  file=sys.stderr)
+        print(await close_monitor(session, handle), file=sys.stderr)
+        return EXIT_BOX_FAILED if lost else EXIT_OK
+    finally:
+        await session.close()
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     path = paths.locate_config(args.config)
     if path.exists() and not args.force:
@@ -350,6 +440,41 @@ def build_parser() -> argparse.ArgumentParser:
     destroy.add_argument("--push-first", action="store_true",
                          help="push and verify unpushed checkpoints, then destroy")
     destroy.set_defaults(func=cmd_destroy)
+    launch = sub.add_parser(
+        "launch", parents=[common],
+        help="start a training run detached on a box (libreyolo train ARGS, or --script "
+             "FILE); prints the run's path once its status.json exists",
+        usage="%(prog)s BOX [--name RUN] [--project DIR] (--script FILE | -- "
+              "LIBREYOLO_TRAIN_ARGS...)",
+        epilog="Everything after -- goes to libreyolo train (or to your script) as it is.")
+    launch.add_argument("box")
+    launch.add_argument("--name", help="run name (default: run-<UTC time>)")
+    launch.add_argument("--project", metavar="DIR",
+                        help="where the run directory goes (default: the box's first "
+                             "runs root)")
+    launch.add_argument("--script", metavar="FILE",
+                        help="your own training script, uploaded beside the run and run "
+                             "with the box's python")
+    launch.add_argument("--data", metavar="YAML",
+                        help="the data set libreyolo doctor checks first (default: the "
+                             "train arguments' --data)")
+    launch.add_argument("--resume", action="store_true",
+                        help="continue an existing run directory")
+    launch.add_argument("--force", action="store_true",
+                        help="launch even though the box's last check failed")
+    launch.add_argument("--no-doctor", action="store_true",
+                        help="do not run libreyolo doctor on the data first")
+    launch.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
+                        help="how long to wait for status.json (default 600)")
+    launch.set_defaults(func=cmd_launch)
+    monitor = sub.add_parser("monitor", parents=[common],
+                             help="open LibreYOLO's web monitor of a run through the box's "
+                                  "SSH path, until Ctrl+C")
+    monitor.add_argument("box")
+    monitor.add_argument("run", help="run name (under the box's runs roots) or path on the box")
+    monitor.add_argument("--port", type=int, metavar="P",
+                         help="local port (default: the box's monitor port when free here)")
+    monitor.set_defaults(func=cmd_monitor)
     init = sub.add_parser("init", parents=[common], help="write an example fleet config")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_init)
@@ -359,7 +484,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` is libreyolo train's (or a script's), never ours: split it
+    # off before argparse, which mishandles `--` after a subcommand's options.
+    rest: list[str] | None = None
+    if "--" in argv:
+        at = argv.index("--")
+        argv, rest = argv[:at], argv[at + 1:]
     args = parser.parse_args(argv)
+    if rest is not None and getattr(args, "func", None) is not cmd_launch:
+        parser.error("arguments after -- are for `launch` only")
+    if getattr(args, "func", None) is cmd_launch:
+        args.train_args = rest or []
     func = getattr(args, "func", None) or cmd_panel
     try:
         return int(func(args))

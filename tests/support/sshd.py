@@ -430,6 +430,20 @@ class Sshd:
             found |= _descendants(pid, parents)
         return found
 
+    def cut_connections(self) -> int:
+        """Drop every client connection the way a network does, and nothing else.
+
+        Kills the per-connection sshd processes only: the listener keeps
+        accepting, and the commands those sessions started live on, orphaned,
+        as they would on a box whose SSH link died. Returns how many were cut.
+        """
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return 0
+        sessions = {pid for pid in _descendants(proc.pid) if _is_sshd(pid)}
+        _kill_all(sessions)
+        return len(sessions)
+
     def restart(self) -> None:
         """Stop, then start again on the same port with the same host key (a reboot)."""
         self.stop()

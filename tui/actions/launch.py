@@ -1,0 +1,391 @@
+"""Launch a training run detached on a box, and wait until LibreYOLO says it started.
+
+The on-box launcher (tui/onbox/launch.py, sent on stdin to `python3 -`)
+starts `libreyolo train ...` or the user's script with the box's `python` in
+a new session, stdin from /dev/null and its output appended to
+`<run>.launch/output.log` beside the run; the pid goes to
+`<run>.launch/launch.json`. It then watches until the run's status.json
+appears (answering `appeared`), or the process dies first (`died`, with the
+tail of its output). Should the SSH connection drop meanwhile, the training
+goes on; we reconnect and ask the box again for the same launch id.
+
+Before that, unless told otherwise: a box whose last `check` failed is
+refused, and LibreYOLO's `doctor` looks at the data set. Every launch that
+reached a decision goes to the journal, with its arguments (token-like
+values blanked), never a token.
+
+`start_detached` is the plain "start this argv detached" for other on-box
+programs (the watchdog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import getpass
+import hashlib
+import json
+import os
+import shlex
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from tui.model.box import Connection
+from tui.model.config import BoxConfig, FleetConfig
+from tui.model.launch import LaunchOutcome, LaunchPlan, check_refusal, outside_roots, redact
+from tui.remote.framing import FrameError, FrameReader, new_nonce
+from tui.remote.hostkeys import host_key_store
+from tui.remote.session import BoxError, BoxSession
+from tui.store.journal import Journal
+
+LAUNCHER_COMMAND = "python3 -"
+DEFAULT_WAIT = 600.0
+MAX_FRAME = 1 << 20
+TAIL_LINES = 40
+SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY",
+              "LAMBDA_API_KEY")
+Event = Callable[[str], None]
+
+
+def box_python(box: BoxConfig) -> str:
+    """The interpreter the box trains with (the `python` key, python3 where not set)."""
+    return getattr(box, "python", None) or "python3"
+
+
+@functools.cache
+def _source() -> str:
+    return resources.files("tui.onbox").joinpath("launch.py").read_text()
+
+
+def payload(params: dict[str, Any]) -> bytes:
+    """What `python3 -` reads: the launcher, its parameters as a literal, the call."""
+    literal = repr(json.dumps(params, separators=(",", ":")))
+    return f"{_source()}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
+
+
+def clean_text(text: str) -> str:
+    """Box output made safe for a terminal: control characters (ESC, CR...) become U+FFFD,
+    newlines stay."""
+    return "".join(c if c == "\n" or (c.isprintable() and c not in "\u202a\u202b\u202c"
+                                                              "\u202d\u202e\u2066\u2067"
+                                                              "\u2068\u2069") else "\ufffd"
+                   for c in text.replace("\r\n", "\n").replace("\t", " "))
+
+
+def tail_lines(text: str, count: int = TAIL_LINES) -> list[str]:
+    lines = [line.rstrip() for line in clean_text(text).splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines[-count:]
+
+
+# -- one run of the on-box launcher ----------------------------------------------------
+
+@dataclass
+class LauncherRun:
+    """What one run of the on-box launcher said, and how it ended."""
+
+    ended: str  # "exited" | "lost" | "timeout" | "not_started" | "bad_answer"
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    exit_status: int | None = None
+    stderr: str = ""
+    reason: str = ""
+
+    def first(self, key: str) -> Any:
+        return next((f[key] for f in self.frames if key in f), None)
+
+
+async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline: float,
+                       on_frame: Callable[[dict[str, Any]], None] | None = None
+                       ) -> LauncherRun:
+    """Run the on-box launcher once; never raises for the box's or the network's trouble."""
+    nonce = new_nonce()
+    params = {**params, "nonce": nonce}
+    try:
+        conn = await session.connection()
+        proc = await conn.create_process(LAUNCHER_COMMAND, encoding=None)
+    except BoxError as exc:
+        return LauncherRun("not_started", reason=exc.message)
+    except asyncssh.ChannelOpenError as exc:
+        return LauncherRun("not_started", reason=f"the box refused a session: {exc.reason}")
+    except (asyncssh.Error, OSError) as exc:
+        return LauncherRun("not_started", reason=f"the connection was lost ({exc})")
+    run = LauncherRun("exited")
+    reader = FrameReader(nonce, max_frame=MAX_FRAME)
+    err = bytearray()
+
+    async def drain_stderr() -> None:
+        while chunk := await proc.stderr.read(1 << 16):
+            err.extend(chunk)
+            del err[:-4096]
+
+    stderr_task = asyncio.ensure_future(drain_stderr())
+    try:
+        proc.stdin.write(payload(params))
+        proc.stdin.write_eof()
+        async with asyncio.timeout(deadline):
+            while chunk := await proc.stdout.read(1 << 16):
+                for raw in reader.feed(chunk):
+                    try:
+                        frame = json.loads(raw)
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(frame, dict):
+                        run.frames.append(frame)
+                        if on_frame is not None:
+                            on_frame(frame)
+            await proc.wait()
+            await stderr_task
+    except TimeoutError:
+        run.ended, run.reason = "timeout", f"no answer within {deadline:g} s"
+    except FrameError as exc:
+        run.ended, run.reason = "bad_answer", f"its answer cannot be read: {exc}"
+    except (asyncssh.Error, OSError) as exc:
+        run.ended = "lost"
+        run.reason = f"the SSH connection was lost ({exc or type(exc).__name__})"
+    finally:
+        proc.close()
+        if not stderr_task.done():
+            stderr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
+                await stderr_task
+    run.exit_status = proc.exit_status
+    run.stderr = bytes(err).decode("utf-8", "replace")
+    if run.ended == "exited" and proc.exit_status is None and not proc.exit_signal:
+        run.ended, run.reason = "lost", "the session ended without an exit status"
+    return run
+
+
+def _no_answer(run: LauncherRun, box: str) -> str:
+    if run.ended == "exited":
+        tail = " ".join(tail_lines(run.stderr, 5))[-400:]
+        if run.exit_status == 127:
+            return f"python3 was not found on box {box} (the launcher runs with it)"
+        return f"the launcher on box {box} exited {run.exit_status} without an answer: " \
+               f"{tail or 'no error output'}"
+    return f"box {box}: {run.reason}"
+
+
+# -- start anything detached (the watchdog's way in) ----------------------------------
+
+@dataclass(frozen=True)
+class Detached:
+    pid: int
+    log: str
+
+
+async def start_detached(session: BoxSession, argv: Sequence[str], log: str, *,
+                         cwd: str | None = None, env: dict[str, str] | None = None,
+                         files: Sequence[dict[str, Any]] = (), deadline: float = 60.0
+                         ) -> Detached:
+    """Start `argv` on the box so it outlives the SSH connection (new session, stdin
+    /dev/null, output appended to `log`); `files` ({path, text, mode}) are written first.
+
+    `argv[0]` and paths may start with `~/`. BoxError when it could not be started.
+    """
+    run = await run_launcher(session, {"mode": "detach", "argv": list(argv), "log": log,
+                                       "cwd": cwd, "env": env or {}, "files": list(files)},
+                             deadline=deadline)
+    started = run.first("started")
+    if isinstance(started, dict) and isinstance(started.get("pid"), int):
+        return Detached(started["pid"], str(started.get("log", log)))
+    error = run.first("error")
+    raise BoxError(Connection.PROBE_FAILED, clean_text(str(error)) if error
+                   else _no_answer(run, session.box.name))
+
+
+# -- launch ----------------------------------------------------------------------------
+
+def _who() -> str:
+    with contextlib.suppress(Exception):
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    return "unknown"
+
+
+def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
+                   script_path: str | None, script_text: str | None) -> None:
+    """One line: who launched what, where, with which arguments (secrets blanked).
+
+    `message` is the command as typed (`libreyolo train ...`, shell-quoted) so
+    the panel's form can start from it; `files` holds the uploaded script.
+    """
+    secrets = [os.environ.get(var, "") for var in SECRET_ENV]
+    command = shlex.join(redact(plan.command(), secrets))
+    files = []
+    if script_path is not None and script_text is not None:
+        data = script_text.encode()
+        files = [{"name": plan.script_name, "path": script_path, "size": len(data),
+                  "sha256": hashlib.sha256(data).hexdigest()}]
+    error = None if outcome.outcome == "started" else outcome.message
+    journal.record(box=plan.box, action="launch", outcome=outcome.outcome, run=plan.name,
+                   run_path=outcome.run_dir or plan.run_dir, files=files,
+                   destination=_who(), message=command, error=error)
+
+
+def _outcome(plan: LaunchPlan, outcome: str, message: str, *, run_dir: str = "",
+             pid: int | None = None, tail: str = "") -> LaunchOutcome:
+    return LaunchOutcome(box=plan.box, name=plan.name, run_dir=run_dir or plan.run_dir,
+                         outcome=outcome, message=clean_text(message), pid=pid,
+                         tail=clean_text(tail))
+
+
+async def _doctor(session: BoxSession, box: BoxConfig, data: str, say: Event) -> str | None:
+    """LibreYOLO's doctor on the data set; why the launch must not go on, or None."""
+    try:
+        from tui.actions.preflight import doctor_box  # type: ignore[import-not-found]
+    except ImportError:
+        say("doctor: not available in this version; skipped")
+        return None
+    say(f"doctor: checking {data} on box {box.name} ...")
+    report = await doctor_box(session, box, data)
+    if report.failure:
+        return f"libreyolo doctor could not check {data}: {report.failure} " \
+               "(pass --no-doctor to launch without it)"
+    if report.exit_code:
+        found = "; ".join(f.message for f in report.errors[:5]) or "errors found"
+        return f"libreyolo doctor found errors in {data}: {found} " \
+               "(fix the data set, or pass --no-doctor)"
+    say(f"doctor: {data} ok ({len(report.warnings)} warning(s))")
+    return None
+
+
+async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
+                     journal: Journal, *, script_path: str | None = None,
+                     script_text: str | None = None, force: bool = False,
+                     doctor: bool = True, wait: float = DEFAULT_WAIT,
+                     on_event: Event | None = None) -> LaunchOutcome:
+    """The whole launch over `session`; an outcome always comes back (and is journaled
+    once the launch reached the box or was refused)."""
+    def say(text: str) -> None:
+        if on_event is not None:
+            on_event(clean_text(text))
+
+    if not force and (refusal := check_refusal(journal.entries, box.name)):
+        outcome = _outcome(plan, "refused", refusal)
+        journal_launch(journal, plan, outcome, script_path, script_text)
+        return outcome
+    if outside_roots(plan.project, box.runs_roots):
+        say(f"note: {plan.project} is outside box {box.name}'s runs_roots "
+            f"({', '.join(box.runs_roots)}): the panel will not show this run")
+    if doctor and plan.data and (refusal := await _doctor(session, box, plan.data, say)):
+        outcome = _outcome(plan, "refused", refusal)
+        journal_launch(journal, plan, outcome, script_path, script_text)
+        return outcome
+    outcome = await _launch(session, box, plan, script_text=script_text, wait=wait, say=say)
+    journal_launch(journal, plan, outcome, script_path, script_text)
+    return outcome
+
+
+async def _launch(session: BoxSession, box: BoxConfig, plan: LaunchPlan, *,
+                  script_text: str | None, wait: float, say: Event) -> LaunchOutcome:
+    launch_id = new_nonce()
+    params: dict[str, Any] = {
+        "mode": "launch", "id": launch_id, "python": box_python(box), "kind": plan.kind,
+        "args": list(plan.args), "project": plan.project, "name": plan.name,
+        "resume": plan.resume, "has_resume": plan.has_resume, "has_model": plan.has_model,
+        "wait": wait}
+    if plan.kind == "script":
+        params["script"] = {"name": plan.script_name, "text": script_text or ""}
+    seen: dict[str, Any] = {}
+
+    def on_frame(frame: dict[str, Any]) -> None:
+        started = frame.get("started")
+        if isinstance(started, dict) and "pid" not in seen:
+            seen["pid"] = started.get("pid") if isinstance(started.get("pid"), int) else None
+            seen["run_dir"] = str(started.get("run_dir", plan.run_dir))
+            say(f"started pid {seen['pid']} on box {box.name}; output in "
+                f"{started.get('log')}; waiting for status.json ...")
+
+    give_up = time.monotonic() + wait + 60
+    run = await run_launcher(session, params, deadline=wait + 30, on_frame=on_frame)
+    lost_reason = ""
+    while run.ended in ("lost", "timeout", "not_started") and not _decided(run):
+        if run.ended == "not_started" and "pid" not in seen and not lost_reason:
+            return _outcome(plan, "failed", f"nothing was started: box {box.name}: "
+                                            f"{run.reason}")
+        lost_reason = lost_reason or run.reason
+        left = give_up - time.monotonic()
+        if left <= 0:
+            pid = seen.get("pid")
+            return _outcome(plan, "unknown",
+                            f"lost the connection to box {box.name} ({lost_reason}) and "
+                            f"could not ask again; the run may be starting (pid {pid}): "
+                            f"see `gpurent-tui status`", pid=pid)
+        say(f"connection to box {box.name} lost ({run.reason}); training goes on; "
+            "asking again ...")
+        await session.close()
+        await asyncio.sleep(min(2.0, max(left, 0)))
+        run = await run_launcher(session, {"mode": "wait", "id": launch_id,
+                                           "project": plan.project, "name": plan.name,
+                                           "wait": max(5.0, left - 30)},
+                                 deadline=max(10.0, left), on_frame=on_frame)
+    return _judge(run, plan, box, seen, wait)
+
+
+def _decided(run: LauncherRun) -> bool:
+    return any(k in f for f in run.frames for k in ("appeared", "died", "waiting", "refused",
+                                                      "not_started", "error"))
+
+
+def _judge(run: LauncherRun, plan: LaunchPlan, box: BoxConfig, seen: dict[str, Any],
+           wait: float) -> LaunchOutcome:
+    pid = seen.get("pid")
+    run_dir = seen.get("run_dir") or plan.run_dir
+    if isinstance(refused := run.first("refused"), str):
+        return _outcome(plan, "refused", refused)
+    if isinstance(missing := run.first("not_started"), str):
+        return _outcome(plan, "failed", f"the launch did not start on box {box.name}: "
+                                        f"{missing}")
+    appeared = run.first("appeared")
+    if isinstance(appeared, dict):
+        status = appeared.get("status") if isinstance(appeared.get("status"), dict) else {}
+        if status.get("state") == "failed":
+            error = status.get("error") if isinstance(status.get("error"), dict) else {}
+            why = f"{error.get('type', 'error')}: {error.get('message', '')}".strip(": ")
+            return _outcome(plan, "failed", f"the run failed as it started: {why}",
+                            run_dir=run_dir, pid=pid, tail=str(appeared.get("tail") or ""))
+        return _outcome(plan, "started", f"run {plan.name} started on box {box.name} "
+                                         f"(pid {pid})", run_dir=run_dir, pid=pid)
+    died = run.first("died")
+    if isinstance(died, dict):
+        code = died.get("exit")
+        how = f"exited {code}" if isinstance(code, int) and code >= 0 else \
+            f"was killed by signal {-code}" if isinstance(code, int) else "ended"
+        return _outcome(plan, "failed", f"the process {how} before the run wrote status.json",
+                        run_dir=run_dir, pid=pid, tail=str(died.get("tail") or ""))
+    waiting = run.first("waiting")
+    if isinstance(waiting, dict):
+        return _outcome(plan, "failed", f"no status.json in {run_dir} after {wait:g} s; "
+                                        f"pid {pid} is still running (not stopped)",
+                        run_dir=run_dir, pid=pid, tail=str(waiting.get("tail") or ""))
+    error = run.first("error")
+    if error is not None:
+        return _outcome(plan, "failed", f"the launcher on box {box.name} failed: {error}",
+                        pid=pid)
+    return _outcome(plan, "failed" if pid is None else "unknown", _no_answer(run, box.name),
+                    pid=pid)
+
+
+async def launch(fleet: FleetConfig, box: BoxConfig, plan: LaunchPlan, journal: Journal, *,
+                 script_path: str | None = None, force: bool = False, doctor: bool = True,
+                 wait: float = DEFAULT_WAIT, on_event: Event | None = None) -> LaunchOutcome:
+    """The headless command: read the script, own session, the launch, closed after."""
+    script_text = None
+    if plan.kind == "script":
+        assert script_path is not None
+        script_text = Path(script_path).read_text(encoding="utf-8")
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        return await launch_run(session, box, plan, journal, script_path=script_path,
+                                script_text=script_text, force=force, doctor=doctor,
+                                wait=wait, on_event=on_event)
+    finally:
+        await session.close()

@@ -1,0 +1,144 @@
+"""Look at a run through LibreYOLO's own web monitor, over the box's SSH path.
+
+`libreyolo monitor RUN --no-browser` serves the run's files on 127.0.0.1 of
+the box (port 8420, or the next free one). We reuse a monitor already
+serving that run, or start one detached (tui/onbox/launch.py), then forward
+a local port to it through the session the panel already holds: jump hosts
+included, since the box's own connection is tunneled through them. Closing
+stops the forward, and the monitor only if we started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import asyncssh
+
+from tui.actions.launch import box_python, clean_text, run_launcher
+from tui.model.config import BoxConfig
+from tui.remote.session import BoxError, BoxSession
+
+MONITOR_PORTS = tuple(range(8420, 8440))
+START_DEADLINE = 90.0
+
+
+class MonitorError(Exception):
+    """The monitor could not be opened, in words a person can act on."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class MonitorHandle:
+    """One open view: the box's monitor and our local end of the forward."""
+
+    box: str
+    run_dir: str
+    run_id: str
+    remote_port: int
+    local_port: int
+    started: bool  # we started the monitor (so closing stops it)
+    pid: int | None
+    ticks: Any
+    log: str | None
+    listener: asyncssh.SSHListener | None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.local_port}/"
+
+    @property
+    def run_url(self) -> str:
+        return f"{self.url}?run={quote(self.run_id, safe='')}"
+
+
+def run_candidates(box: BoxConfig, run: str) -> list[str]:
+    """Where RUN may be: itself when a path (`/...`, `~/...`), else under each runs root."""
+    if run.startswith(("/", "~")):
+        return [run]
+    return [posixpath.join(root, run) for root in box.runs_roots]
+
+
+async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
+                       local_port: int | None = None) -> MonitorHandle:
+    """Serve `run` with libreyolo monitor on the box and forward a local port to it."""
+    answer: dict[str, Any] | None = None
+    errors: list[str] = []
+    for candidate in run_candidates(box, run):
+        result = await run_launcher(session, {"mode": "monitor_start", "run_dir": candidate,
+                                              "python": box_python(box),
+                                              "ports": list(MONITOR_PORTS),
+                                              "wait": START_DEADLINE - 10},
+                                    deadline=START_DEADLINE)
+        monitor = result.first("monitor")
+        if isinstance(monitor, dict) and isinstance(monitor.get("port"), int):
+            answer = {**monitor, "run_dir": candidate}
+            break
+        error = result.first("error")
+        errors.append(clean_text(str(error)) if error is not None
+                      else f"box {box.name}: {result.reason or 'no answer'} "
+                           f"{clean_text(result.stderr)[-300:]}".strip())
+        if error is None or "no LibreYOLO run" not in str(error):
+            break
+    if answer is None:
+        raise MonitorError(f"box {box.name}: " + "; ".join(errors))
+    remote_port = answer["port"]
+    if not 1 <= remote_port <= 65535:
+        raise MonitorError(f"box {box.name}: the monitor reported port {remote_port}")
+    handle_args = dict(box=box.name, run_dir=answer["run_dir"],
+                       run_id=clean_text(str(answer.get("run_id") or posixpath.basename(run))),
+                       remote_port=remote_port, started=bool(answer.get("started")),
+                       pid=answer.get("pid") if isinstance(answer.get("pid"), int) else None,
+                       ticks=answer.get("ticks"),
+                       log=answer.get("log") if isinstance(answer.get("log"), str) else None)
+    try:
+        conn = await session.connection()
+        listener = await _forward(conn, local_port, remote_port)
+    except (BoxError, asyncssh.Error, OSError) as exc:
+        handle = MonitorHandle(local_port=0, listener=None, **handle_args)
+        await _stop_started(session, handle)
+        message = exc.message if isinstance(exc, BoxError) else str(exc)
+        raise MonitorError(f"box {box.name}: cannot forward a local port to the monitor "
+                           f"({message})") from None
+    return MonitorHandle(local_port=listener.get_port(), listener=listener, **handle_args)
+
+
+async def _forward(conn: asyncssh.SSHClientConnection, local_port: int | None,
+                   remote_port: int) -> asyncssh.SSHListener:
+    """A local listener on 127.0.0.1: the given port, else the box's own port number when
+    free here (URLs read the same on both ends), else any free port."""
+    if local_port is not None:
+        return await conn.forward_local_port("127.0.0.1", local_port, "127.0.0.1", remote_port)
+    try:
+        return await conn.forward_local_port("127.0.0.1", remote_port, "127.0.0.1",
+                                             remote_port)
+    except OSError:
+        return await conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", remote_port)
+
+
+async def _stop_started(session: BoxSession, handle: MonitorHandle) -> str:
+    if not handle.started or handle.pid is None:
+        return "the monitor was already running before; left running"
+    result = await run_launcher(session, {"mode": "monitor_stop", "pid": handle.pid,
+                                          "ticks": handle.ticks, "log": handle.log},
+                                deadline=30.0)
+    if "stopped" in {k for f in result.frames for k in f}:
+        return "monitor stopped"
+    return f"could not stop the monitor (pid {handle.pid}) on box {handle.box}: " \
+           f"{result.reason or clean_text(str(result.first('error')))}"
+
+
+async def close_monitor(session: BoxSession, handle: MonitorHandle) -> str:
+    """Stop the forward, then the monitor if we started it; what happened, in words."""
+    if handle.listener is not None:
+        handle.listener.close()
+        with contextlib.suppress(Exception):
+            await handle.listener.wait_closed()
+    return await _stop_started(session, handle)
+
