@@ -57,12 +57,12 @@ if __name__ == "__main__":
 
 def training_box(tmp_path: Path, sshd_factory: Callable[..., Sshd],
                  client_key: KeyPair) -> tuple[Sshd, FleetConfig, Path, Path]:
-    """A box whose python3 is this machine's (torch, libreyolo), a runs root, a data set."""
-    bin_dir = Path(sys.executable).parent
-    server = sshd_factory(env={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"})
+    """A box whose training python is this machine's (torch, libreyolo), a runs root, data."""
+    server = sshd_factory()
     runs = tmp_path / "runs"
     data = make_dataset(tmp_path / "ds")
-    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(runs)])],
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(runs)],
+                                            python=sys.executable)],
                        known_hosts=[server.known_hosts_line()])
     return server, fleet, runs, data
 
@@ -134,32 +134,40 @@ def test_cli_launch_prints_the_run_and_bad_launches_fail_with_their_output(
     assert wait_for_state(runs / "cli run")["state"] == "completed"
 
     # A bad argument: libreyolo's own complaint, exit 1, no run directory.
-    assert main(["launch", "box", "--config", fleet.source, "--name", "bad-arg", "--",
-                 "--data", str(data), "--no-such-option", "3", *TRAIN]) == 1
+    assert main(["launch", "box", "--config", fleet.source, "--name", "bad-arg", "--no-doctor",
+                 "--", "--data", str(data), "--no-such-option", "3", *TRAIN]) == 1
     err = capsys.readouterr().err
     assert "before the run wrote status.json" in err and "no-such-option" in err
     assert not (runs / "bad-arg").exists()
 
-    # A missing data set (doctor not asked): LibreYOLO's words, exit 1.
+    # A missing data set: LibreYOLO's doctor says so first, and nothing starts ...
     missing = tmp_path / "nowhere" / "data.yaml"
+    train_missing = ["--", "--data", str(missing), "--epochs", "2", *TRAIN]
     assert main(["launch", "box", "--config", fleet.source, "--name", "no-data",
-                 "--no-doctor", "--", "--data", str(missing), "--epochs", "2", *TRAIN]) == 1
+                 *train_missing]) == 1
+    err = capsys.readouterr().err
+    assert "libreyolo doctor" in err and str(missing) in err
+    assert not (runs / "no-data.launch").exists()
+    # ... and without the doctor, LibreYOLO's own words when training cannot start.
+    assert main(["launch", "box", "--config", fleet.source, "--name", "no-data",
+                 "--no-doctor", *train_missing]) == 1
     err = capsys.readouterr().err
     assert str(missing) in err and "launch on box box failed" in err
 
     outcomes = [(e["run"], e["outcome"]) for e in Journal().entries if e["action"] == "launch"]
-    assert outcomes == [("cli run", "started"), ("bad-arg", "failed"), ("no-data", "failed")]
+    assert outcomes == [("cli run", "started"), ("bad-arg", "failed"), ("no-data", "refused"),
+                        ("no-data", "failed")]
 
 
 def test_monitor_through_a_jump_host_forwards_libreyolo_monitor_and_stops_it(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
-    bin_dir = Path(sys.executable).parent
-    server = sshd_factory(env={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"})
+    server = sshd_factory()
     jump = sshd_factory("jump")
     runs = tmp_path / "runs"
     run_dir = runs / HOSTILE
     shutil.copytree(ROOT / "tests" / "data" / "libreyolo" / "yolox_completed", run_dir)
     fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(runs)],
+                                            python=sys.executable,
                                             jump=f"root@127.0.0.1:{jump.port}")],
                        known_hosts=[server.known_hosts_line(), jump.known_hosts_line()])
     quoted = urllib.parse.quote(HOSTILE, safe="")

@@ -36,12 +36,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
+from tui.actions.preflight import doctor_box
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.launch import LaunchOutcome, LaunchPlan, check_refusal, outside_roots, redact
-from tui.remote.framing import FrameError, FrameReader, new_nonce
+from tui.model.text import clean_block
+from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxError, BoxSession
 from tui.store.journal import Journal
@@ -65,19 +65,9 @@ def _source() -> str:
     return resources.files("tui.onbox").joinpath("launch.py").read_text()
 
 
-def payload(params: dict[str, Any]) -> bytes:
-    """What `python3 -` reads: the launcher, its parameters as a literal, the call."""
-    literal = repr(json.dumps(params, separators=(",", ":")))
-    return f"{_source()}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
-
-
 def clean_text(text: str) -> str:
-    """Box output made safe for a terminal: control characters (ESC, CR...) become U+FFFD,
-    newlines stay."""
-    return "".join(c if c == "\n" or (c.isprintable() and c not in "\u202a\u202b\u202c"
-                                                              "\u202d\u202e\u2066\u2067"
-                                                              "\u2068\u2069") else "\ufffd"
-                   for c in text.replace("\r\n", "\n").replace("\t", " "))
+    """Box output made safe for a terminal (controls become U+FFFD; newlines stay)."""
+    return clean_block(text)
 
 
 def tail_lines(text: str, count: int = TAIL_LINES) -> list[str]:
@@ -93,7 +83,7 @@ def tail_lines(text: str, count: int = TAIL_LINES) -> list[str]:
 class LauncherRun:
     """What one run of the on-box launcher said, and how it ended."""
 
-    ended: str  # "exited" | "lost" | "timeout" | "not_started" | "bad_answer"
+    ended: str  # "exited" | "lost" (after it may have started) | "not_started"
     frames: list[dict[str, Any]] = field(default_factory=list)
     exit_status: int | None = None
     stderr: str = ""
@@ -106,72 +96,47 @@ class LauncherRun:
 async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline: float,
                        on_frame: Callable[[dict[str, Any]], None] | None = None
                        ) -> LauncherRun:
-    """Run the on-box launcher once; never raises for the box's or the network's trouble."""
-    nonce = new_nonce()
-    params = {**params, "nonce": nonce}
+    """Run the on-box launcher once; never raises for the box's or the network's trouble.
+
+    "not_started": no connection, so nothing ran. "lost": the connection or
+    the answer broke off, and the launcher may have done its work.
+    """
+    frames: list[dict[str, Any]] = []
+
+    def seen(raw: bytes) -> None:
+        try:
+            frame = json.loads(raw)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(frame, dict):
+            frames.append(frame)
+            if on_frame is not None:
+                on_frame(frame)
+
     try:
-        conn = await session.connection()
-        proc = await conn.create_process(LAUNCHER_COMMAND, encoding=None)
+        await session.connection()
     except BoxError as exc:
         return LauncherRun("not_started", reason=exc.message)
-    except asyncssh.ChannelOpenError as exc:
-        return LauncherRun("not_started", reason=f"the box refused a session: {exc.reason}")
-    except (asyncssh.Error, OSError) as exc:
-        return LauncherRun("not_started", reason=f"the connection was lost ({exc})")
-    run = LauncherRun("exited")
-    reader = FrameReader(nonce, max_frame=MAX_FRAME)
-    err = bytearray()
-
-    async def drain_stderr() -> None:
-        while chunk := await proc.stderr.read(1 << 16):
-            err.extend(chunk)
-            del err[:-4096]
-
-    stderr_task = asyncio.ensure_future(drain_stderr())
     try:
-        proc.stdin.write(payload(params))
-        proc.stdin.write_eof()
-        async with asyncio.timeout(deadline):
-            while chunk := await proc.stdout.read(1 << 16):
-                for raw in reader.feed(chunk):
-                    try:
-                        frame = json.loads(raw)
-                    except (ValueError, RecursionError):
-                        continue
-                    if isinstance(frame, dict):
-                        run.frames.append(frame)
-                        if on_frame is not None:
-                            on_frame(frame)
-            await proc.wait()
-            await stderr_task
-    except TimeoutError:
-        run.ended, run.reason = "timeout", f"no answer within {deadline:g} s"
-    except FrameError as exc:
-        run.ended, run.reason = "bad_answer", f"its answer cannot be read: {exc}"
-    except (asyncssh.Error, OSError) as exc:
-        run.ended = "lost"
-        run.reason = f"the SSH connection was lost ({exc or type(exc).__name__})"
-    finally:
-        proc.close()
-        if not stderr_task.done():
-            stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
-                await stderr_task
-    run.exit_status = proc.exit_status
-    run.stderr = bytes(err).decode("utf-8", "replace")
-    if run.ended == "exited" and proc.exit_status is None and not proc.exit_signal:
-        run.ended, run.reason = "lost", "the session ended without an exit status"
-    return run
+        result = await session.run_program(
+            _source(), json.dumps(params).encode(), timeout=deadline, max_frames=None,
+            max_frame=MAX_FRAME, on_frame=seen, what="launcher", command=LAUNCHER_COMMAND)
+    except BoxError as exc:
+        return LauncherRun("lost", frames, reason=exc.message)
+    if result.exit_status is None and not result.exit_signal:
+        return LauncherRun("lost", frames, stderr=result.stderr,
+                           reason=f"box {session.box.name}: the connection was lost")
+    return LauncherRun("exited", frames, result.exit_status, result.stderr,
+                       reason="" if result.exit_status is not None
+                       else f"the launcher was killed by signal {result.exit_signal}")
 
 
 def _no_answer(run: LauncherRun, box: str) -> str:
     if run.ended == "exited":
         tail = " ".join(tail_lines(run.stderr, 5))[-400:]
-        if run.exit_status == 127:
-            return f"python3 was not found on box {box} (the launcher runs with it)"
         return f"the launcher on box {box} exited {run.exit_status} without an answer: " \
                f"{tail or 'no error output'}"
-    return f"box {box}: {run.reason}"
+    return run.reason if run.reason.startswith("box ") else f"box {box}: {run.reason}"
 
 
 # -- start anything detached (the watchdog's way in) ----------------------------------
@@ -239,18 +204,14 @@ def _outcome(plan: LaunchPlan, outcome: str, message: str, *, run_dir: str = "",
 
 async def _doctor(session: BoxSession, box: BoxConfig, data: str, say: Event) -> str | None:
     """LibreYOLO's doctor on the data set; why the launch must not go on, or None."""
-    try:
-        from tui.actions.preflight import doctor_box  # type: ignore[import-not-found]
-    except ImportError:
-        say("doctor: not available in this version; skipped")
-        return None
-    say(f"doctor: checking {data} on box {box.name} ...")
+    say(f"doctor: libreyolo doctor {data} on box {box.name} ...")
     report = await doctor_box(session, box, data)
     if report.failure:
         return f"libreyolo doctor could not check {data}: {report.failure} " \
                "(pass --no-doctor to launch without it)"
     if report.exit_code:
-        found = "; ".join(f.message for f in report.errors[:5]) or "errors found"
+        found = "; ".join(f"{f.check_id}: {f.message}" for f in report.errors[:5]) \
+            or "errors found"
         return f"libreyolo doctor found errors in {data}: {found} " \
                "(fix the data set, or pass --no-doctor)"
     say(f"doctor: {data} ok ({len(report.warnings)} warning(s))")
@@ -307,7 +268,7 @@ async def _launch(session: BoxSession, box: BoxConfig, plan: LaunchPlan, *,
     give_up = time.monotonic() + wait + 60
     run = await run_launcher(session, params, deadline=wait + 30, on_frame=on_frame)
     lost_reason = ""
-    while run.ended in ("lost", "timeout", "not_started") and not _decided(run):
+    while run.ended in ("lost", "not_started") and not _decided(run):
         if run.ended == "not_started" and "pid" not in seen and not lost_reason:
             return _outcome(plan, "failed", f"nothing was started: box {box.name}: "
                                             f"{run.reason}")

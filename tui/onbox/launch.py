@@ -1,10 +1,10 @@
 """The on-box launcher: start a program detached from the SSH session, and watch it start.
 
-Sent as the source of `python3 -` (stdlib only, Python 3.6+); the client
-appends `PARAMS = '<json>'` and `sys.exit(main(PARAMS))`, so the arguments
-(run names with spaces, quotes or `$()` among them) reach the box through the
-channel's stdin and go to the started program as an argv list: no shell ever
-reads them. Every answer is a frame (see tui/remote/framing.py):
+Run by BoxSession.run_program (stdlib only, Python 3.6+): the loader sets
+the global `NONCE` and makes `sys.stdin` read the JSON parameters, so the
+arguments (run names with spaces, quotes or `$()` among them) reach the box
+through the channel's stdin and go to the started program as an argv list:
+no shell ever reads them. Every answer is a frame (see tui/remote/framing.py):
 `\\n--gpurent-<nonce> <length>\\n<json>`.
 
 Detached means what survives the SSH connection dropping a second later: a
@@ -46,7 +46,6 @@ POLL_SECONDS = 0.2
 CLI_SHIM = ("import sys;from libreyolo.cli import entrypoint;"
             "sys.argv[0]='libreyolo';sys.exit(entrypoint())")
 
-NONCE = ""
 _GONE = []  # set once the client stopped reading: the started program goes on regardless
 
 
@@ -55,7 +54,8 @@ def emit(obj):
     if _GONE:
         return False
     payload = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    head = ("\n--gpurent-%s %d\n" % (NONCE, len(payload))).encode("ascii")
+    nonce = globals().get("NONCE", "")  # set by the loader before this source runs
+    head = ("\n--gpurent-%s %d\n" % (nonce, len(payload))).encode("ascii")
     try:
         sys.stdout.buffer.write(head + payload)
         sys.stdout.buffer.flush()
@@ -492,12 +492,14 @@ MODES = {"launch": launch, "wait": wait_again, "detach": detach_mode,
 
 
 def main(params_text):
-    global NONCE
     params = json.loads(params_text)
-    NONCE = str(params.get("nonce", ""))
     try:
         MODES[params.get("mode")](params)
     except Exception as exc:
         emit({"error": _errstr(exc)})
         return 3
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.stdin.read()))
