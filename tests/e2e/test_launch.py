@@ -124,39 +124,52 @@ def test_script_launch_survives_a_cut_connection_and_completes(
 
 
 def test_cli_launch_prints_the_run_and_bad_launches_fail_with_their_output(
-        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
     _, fleet, runs, data = training_box(tmp_path, sshd_factory, client_key)
-    assert main(["launch", "box", "--config", fleet.source, "--name", "cli run", "--",
-                 "--data", str(data), "--epochs", "2", *TRAIN]) == 0
-    captured = capsys.readouterr()
-    assert captured.out.strip() == str(runs / "cli run")
+    missing = tmp_path / "nowhere" / "data.yaml"
+    bad_data = ["--", "--data", str(missing), "--epochs", "2", *TRAIN]
+    # All at once (each pays LibreYOLO's imports): a good run, the doctor, and bad launches.
+    procs = {
+        # The doctor looks at the data first, then the run trains and completes.
+        "good": cli(fleet, "launch", "box", "--name", "cli run", "--", "--data", str(data),
+                    "--epochs", "2", *TRAIN),
+        # A bad argument: libreyolo's own complaint, exit 1, no run directory.
+        "bad-arg": cli(fleet, "launch", "box", "--name", "bad-arg", "--no-doctor", "--",
+                       "--data", str(data), "--no-such-option", "3", *TRAIN),
+        # A missing data set: LibreYOLO's doctor says so first, and nothing starts ...
+        "doctor": cli(fleet, "launch", "box", "--name", "no-data", *bad_data),
+        # ... and without the doctor, LibreYOLO's own words when training cannot start.
+        "no-data": cli(fleet, "launch", "box", "--name", "no-data-2", "--no-doctor",
+                       *bad_data),
+    }
+    ended = {}
+    try:
+        for key, proc in procs.items():
+            ended[key] = (*proc.communicate(timeout=300), proc.returncode)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    out, err, code = ended["good"]
+    assert code == 0, err
+    assert out.strip() == str(runs / "cli run") and "doctor:" in err
     assert wait_for_state(runs / "cli run")["state"] == "completed"
 
-    # A bad argument: libreyolo's own complaint, exit 1, no run directory.
-    assert main(["launch", "box", "--config", fleet.source, "--name", "bad-arg", "--no-doctor",
-                 "--", "--data", str(data), "--no-such-option", "3", *TRAIN]) == 1
-    err = capsys.readouterr().err
-    assert "before the run wrote status.json" in err and "no-such-option" in err
+    _, err, code = ended["bad-arg"]
+    assert code == 1 and "before the run wrote status.json" in err and "no-such-option" in err
     assert not (runs / "bad-arg").exists()
 
-    # A missing data set: LibreYOLO's doctor says so first, and nothing starts ...
-    missing = tmp_path / "nowhere" / "data.yaml"
-    train_missing = ["--", "--data", str(missing), "--epochs", "2", *TRAIN]
-    assert main(["launch", "box", "--config", fleet.source, "--name", "no-data",
-                 *train_missing]) == 1
-    err = capsys.readouterr().err
-    assert "libreyolo doctor" in err and str(missing) in err
+    _, err, code = ended["doctor"]
+    assert code == 1 and "libreyolo doctor" in err and str(missing) in err
     assert not (runs / "no-data.launch").exists()
-    # ... and without the doctor, LibreYOLO's own words when training cannot start.
-    assert main(["launch", "box", "--config", fleet.source, "--name", "no-data",
-                 "--no-doctor", *train_missing]) == 1
-    err = capsys.readouterr().err
-    assert str(missing) in err and "launch on box box failed" in err
 
-    outcomes = [(e["run"], e["outcome"]) for e in Journal().entries if e["action"] == "launch"]
-    assert outcomes == [("cli run", "started"), ("bad-arg", "failed"), ("no-data", "refused"),
-                        ("no-data", "failed")]
+    _, err, code = ended["no-data"]
+    assert code == 1 and "launch on box box failed" in err and "data_not_found" in err
+    assert str(missing) in err
+
+    outcomes = {(e["run"], e["outcome"]) for e in Journal().entries if e["action"] == "launch"}
+    assert outcomes == {("cli run", "started"), ("bad-arg", "failed"), ("no-data", "refused"),
+                        ("no-data-2", "failed")}
 
 
 def test_monitor_through_a_jump_host_forwards_libreyolo_monitor_and_stops_it(
