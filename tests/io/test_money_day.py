@@ -4,7 +4,7 @@ Loopback Vast and RunPod stand-ins, two manual boxes on real sshd, the
 panel's own meter, ledger and actions (tui.actions.flows) on a fake clock:
 running, a rate change, a stop and a start read back from the provider,
 a destroy, a provider outage during which the pod was stopped at the
-console, a manual stop whose effect nobody could see, two panel restarts,
+console, a manual stop read back only when the box stopped answering, two panel restarts,
 a config edit and a box removed from the config.
 """
 
@@ -39,6 +39,7 @@ T0 = 1_790_000_000.0  # 2026-09-21: the day starts here on the fake clock
 RUNNING = json.loads((DATA / "yolox_running" / "status.json").read_text())
 VAST_DISK = 250 * 0.20 / 720     # Vast's 720-hour month: $0.0694/hr
 POD_DISK = 100 * 0.20 / 730      # RunPod: nothing better known than 730
+LAB_DISK = 100 * 0.10 / 730      # a manual box's configured disk
 VAST, POD, LAB, OLD = "vast-4090", "pod", "lab", "old"
 
 
@@ -203,15 +204,19 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     day.runpod.fail(*[day.runpod.error_fault(503, "upstream down")] * 5)
     await day.tick(T0 + 6 * H)
     await day.tick(T0 + 7 * H)  # RunPod answers again: the pod reads stopped from now
-    # The lab box's stop_command exits 0, but nothing can see it stopped: it bills on.
+    # The lab box's stop_command exits 0: that alone proves nothing, it bills on...
     stopped = await power(day.fleet, day.fleet.box(LAB), "stop", day.journal,
                           ledger=day.meter.ledger, clock=day.clock)  # type: ignore[union-attr]
     assert stopped.lines
+    lab = day.meter.update([]).boxes[LAB]  # type: ignore[union-attr]
+    assert lab.rate_now is not None and lab.rate_now.usd_per_hr == 0.50
+    assert lab.doubt is not None and "may still be billing $0.5000/hr" in lab.doubt
+    # ...until the box is seen to stop answering: its disk bills from then on.
     day.servers["lab"].stop()
     cost = await day.tick(T0 + 7 * H)
     lab = cost.boxes[LAB]
-    assert lab.rate_now is not None and lab.rate_now.usd_per_hr == 0.50
-    assert lab.doubt is not None and "may still be billing $0.5000/hr" in lab.doubt
+    assert lab.rate_now is not None and lab.rate_now.usd_per_hr == pytest.approx(LAB_DISK)
+    assert lab.doubt is None
 
     # --- panel 3 (the old box removed from the config): 12h .. 24h ---------------
     await day.open_panel(old_rate=None)
@@ -234,16 +239,16 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     pod_usd = ((3.5 * H - 60) * 1.38       # from startedAt to the poll before the change
                + (4 * H + 60) * 1.50       # through the outage, until read stopped at 7h
                + 17 * H * POD_DISK) / H    # the volume, 7h .. 24h
-    lab_usd = 24 * 0.50                    # up all day as far as anything observed
+    lab_usd = 7 * 0.50 + 17 * LAB_DISK     # up until seen down after its stop at 7h
     old_usd = 6 * 0.30                     # history: 0h .. 6h at 0.30, then its meter left
     assert set(cost.boxes) == {VAST, POD, LAB}
     assert round(cost.boxes[VAST].accrued_usd, 2) == round(vast_usd, 2) == 62.90
     assert round(cost.boxes[POD].accrued_usd, 2) == round(pod_usd, 2)
-    assert round(cost.boxes[LAB].accrued_usd, 2) == 12.00
+    assert cost.boxes[LAB].accrued_usd == pytest.approx(lab_usd, abs=1e-6)
     assert cost.boxes[VAST].accrued_usd == pytest.approx(vast_usd, abs=1e-6)
     assert cost.boxes[POD].accrued_usd == pytest.approx(pod_usd, abs=1e-6)
     assert cost.accrued_usd == pytest.approx(vast_usd + pod_usd + lab_usd, abs=1e-6)
-    assert cost.usd_per_hr == pytest.approx(0.50 + POD_DISK)  # the lab (unsure) + the volume
+    assert cost.usd_per_hr == pytest.approx(LAB_DISK + POD_DISK)  # two disks, nothing else
 
     # A fresh panel replays the same bill from disk.
     replayed = Ledger(day.ledger_path)
@@ -260,8 +265,8 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     assert bills[VAST].last_run_ended_at == pytest.approx(T0 + 17 * H)
     assert bills[POD].usd == pytest.approx(pod_usd, abs=1e-6)
     assert bills[LAB].usd == pytest.approx(lab_usd)
-    assert bills[LAB].idle.hours == pytest.approx(7.0)    # seen with no run until it went
-    assert bills[LAB].unseen.hours == pytest.approx(17.0)  # then never seen again
+    assert bills[LAB].idle.hours == pytest.approx(7.0)  # seen with no run until it went
+    assert bills[LAB].stopped.hours == pytest.approx(17.0) and bills[LAB].unseen.hours == 0
     assert report.usd == pytest.approx(vast_usd + pod_usd + lab_usd, abs=1e-6)
     (old,) = report.removed
     assert old.box == OLD and old.usd == pytest.approx(old_usd)

@@ -152,11 +152,42 @@ def test_a_manual_stop_not_read_back_keeps_billing_and_says_so(tmp_path: Path) -
     now[0] = T0 + 3600
     event = record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 3590, now[0])
     assert event is not None and event.state == "unknown" and event.usd_per_hr == 1.10
+    now[0] = T0 + 3700
+    meter_.update([up("lab", T0 + 3700)])  # still answering: it may be shutting down
     now[0] = T0 + 7200
-    cost = meter_.update([down("lab", T0 + 3700)])
+    refused = fold_failure(BoxState(name="lab"), Connection.AUTH_FAILED, "key refused",
+                           T0 + 4000)  # it answers, but nothing can be seen
+    cost = meter_.update([refused])
     lab = cost.boxes["lab"]
     assert lab.accrued_usd == pytest.approx(2 * 1.10)
     assert lab.doubt is not None and "may still be billing $1.10/hr" in lab.doubt
+
+
+def test_a_manual_box_seen_going_down_after_its_stop_bills_the_disk(tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    box = meter_.fleet.box("lab")
+    meter_.update([up("lab", T0)])
+    record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 3590, T0 + 3600)
+    now[0] = T0 + 3620
+    meter_.update([down("lab", T0 + 3620)])  # no longer answers: it went
+    now[0] = T0 + 7220
+    cost = meter_.update([down("lab", T0 + 3620)])
+    disk = 100 * 0.1 / 730
+    assert meter_.ledger.last("lab") == Event(T0 + 3620, "lab", "stopped", disk, "computed")
+    assert cost.boxes["lab"].accrued_usd == pytest.approx(1.10 * 3620 / 3600 + disk)
+    assert cost.boxes["lab"].doubt is None
+    # Up again (from when it was last seen down); a box still answering ten minutes
+    # after its stop command did not stop.
+    now[0] = T0 + 9000
+    meter_.update([up("lab", T0 + 9000)])
+    assert meter_.ledger.last("lab") == Event(T0 + 7220, "lab", "running", 1.10, "config")
+    record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 9100, T0 + 9100)
+    now[0] = T0 + 9200
+    meter_.update([up("lab", T0 + 9200)])
+    assert meter_.ledger.last("lab").state == "unknown"  # type: ignore[union-attr]
+    now[0] = T0 + 9800
+    meter_.update([up("lab", T0 + 9800)])
+    assert meter_.ledger.last("lab") == Event(T0 + 9800, "lab", "running", 1.10, "config")
 
 
 def test_a_manual_stop_read_back_bills_the_disk_and_a_destroy_nothing(tmp_path: Path) -> None:

@@ -60,6 +60,23 @@ class Mark(NamedTuple):
                 "activity": self.activity}
 
 
+def unconfirmed_note(action: str, usd_per_hr_text: str) -> str:
+    """The words on a segment an action started without its effect read back."""
+    still = "may be billing" if action == "start" else "may still be billing"
+    return (f"a {action} was sent but its effect was not read back: {still} "
+            f"{usd_per_hr_text}/hr; check it")
+
+
+def unconfirmed_action(event: Event | None) -> str | None:
+    """The action ("stop", "destroy", "start") whose effect this segment awaits, if any."""
+    if event is None or event.state != "unknown":
+        return None
+    for action in ("stop", "destroy", "start"):
+        if event.note.startswith(f"a {action} was sent but"):
+            return action
+    return None
+
+
 _INF = math.inf
 
 

@@ -12,6 +12,9 @@ The rules, in the order a person would ask:
   a box answered over SSH (it is up), or an action's effect was read back.
   Where a box has never been observed nothing is billed, and the meter says
   what it would cost if it is running.
+- A manual box that no longer answers at all (refused, unreachable, timed out)
+  after its stop or destroy command was seen to go; one that still answers
+  SHUTDOWN_GRACE_SECONDS after it did not stop.
 - An observation older than the ledger's newest word on a box changes nothing
   (a stop read back by an action outranks a provider poll from before it).
 - When a change is seen, it is dated so that, where unsure, money is going
@@ -26,7 +29,14 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from tui.model.bill import RUNNING_STATES, Book, BoxHistory, Event, Mark
+from tui.model.bill import (
+    RUNNING_STATES,
+    Book,
+    BoxHistory,
+    Event,
+    Mark,
+    unconfirmed_action,
+)
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import (
@@ -42,6 +52,10 @@ from tui.model.cost import (
 )
 from tui.model.runs import Health, format_age, parse_time
 
+# A manual box that no longer answers at all (not one that refuses a login).
+GONE_QUIET = (Connection.UNREACHABLE, Connection.TIMEOUT)
+# A box still answering this long after its stop command did not stop.
+SHUTDOWN_GRACE_SECONDS = 600.0
 FAILED = (Connection.UNREACHABLE, Connection.TIMEOUT, Connection.AUTH_FAILED,
           Connection.HOST_KEY_UNKNOWN, Connection.HOST_KEY_CHANGED, Connection.PROBE_FAILED)
 
@@ -98,12 +112,26 @@ def observe(box: BoxConfig, facts: InstanceFacts | None, read_at: float | None,
                 t = max(read_before, last.t)
         note = rate.note if rate.source == "unknown" else ""  # doubts only, not derivations
         return Event(t, box.name, rates.state, rate.usd_per_hr, rate.source, note)
-    # No word from a provider: a box that answers over SSH is up, and bills running.
+    # No word from a provider: a box that answers over SSH is up, and bills running;
+    # one that stops answering after its stop or destroy command was seen to go.
+    pending = unconfirmed_action(last)
+    if state is not None and last is not None and pending in ("stop", "destroy") \
+            and state.connection in GONE_QUIET and state.failed_since is not None \
+            and state.failed_since >= last.t:
+        if pending == "destroy":
+            return Event(state.failed_since, box.name, "destroyed", 0.0, "computed")
+        rates = box_rates(box.provider, box.pricing, None)
+        gone = replace(rates, state="stopped").now
+        assert gone is not None  # a stopped box always has a rate, if only "unknown" 0
+        return Event(state.failed_since, box.name, "stopped", gone.usd_per_hr, gone.source,
+                     gone.note if gone.source == "unknown" else "")
     if state is None or state.connection is not Connection.OK or state.last_ok_at is None:
         return None
     seen = state.last_ok_at
     if last is not None and seen <= last.t:
         return None
+    if pending in ("stop", "destroy") and seen - last.t < SHUTDOWN_GRACE_SECONDS:  # type: ignore[union-attr]
+        return None  # still answering moments after its stop: it may be going down
     rate = box_rates(box.provider, box.pricing, None).running or known_running
     if rate is None:
         return None

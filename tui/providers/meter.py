@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from tui.model.bill import RUNNING_STATES, Event
+from tui.model.bill import RUNNING_STATES, Event, unconfirmed_note
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import InstanceFacts, Rate, box_rates, usd
@@ -193,13 +193,9 @@ def record_outcome(ledger: Ledger, box: BoxConfig, outcome: Outcome, sent_at: fl
     elif outcome.outcome == "unknown" or outcome.outcome == "done":
         if running is None:
             return None
-        verb = {"stop": "a stop", "destroy": "a destroy", "start": "a start"}.get(
-            outcome.action, outcome.action)
-        still = "may be billing" if outcome.action == "start" else "may still be billing"
         event = Event(sent_at if outcome.action == "start" else ended_at, box.name, "unknown",
                       running.usd_per_hr, running.source,
-                      f"{verb} was sent but its effect was not read back: {still} "
-                      f"{usd(running.usd_per_hr)}/hr; check it")
+                      unconfirmed_note(outcome.action, usd(running.usd_per_hr)))
     else:
         return None
     history = ledger.book.boxes.get(box.name)
