@@ -25,7 +25,7 @@ For each N, two fresh child processes (so RSS and CPU belong to that N alone):
    back (a writer thread advances every run, then every box is poked; the next
    round starts when all N answered). Latency: key -> the action runs (the
    event loop's queueing delay) and key -> the first frame, encoded for a
-   terminal, in which the new row is focused and visible.
+   terminal, in which the cursor is on the new row and the row is visible.
 
 Then the boxes' own python3: the CPU of `python3 -c pass` and of one probe run
 locally, so the share of a round that is start-up on the boxes is visible.
@@ -276,7 +276,8 @@ def make_bench_app() -> type:
     from textual.message import Message
     from textual.screen import Screen
 
-    from tui.app import BoxUpdated, GpurentApp
+    from tui.app import GpurentApp
+    from tui.messages import BoxUpdated
 
     class BenchApp(GpurentApp):
         """Nothing of the panel is changed; in headless mode Textual skips encoding each
@@ -299,9 +300,12 @@ def make_bench_app() -> type:
                 if self.frame_hooks:
                     self.frame_hooks = [h for h in self.frame_hooks if not h(now)]
 
-        def _move(self, step: int) -> None:
-            self.moved_at.append(time.perf_counter())
-            super()._move(step)
+        def on_mount(self) -> None:
+            super().on_mount()
+            # When the cursor moved: the key's action, before any frame shows it.
+            screen = self.screen_stack[0]
+            screen.watch(screen, "selected",
+                         lambda _: self.moved_at.append(time.perf_counter()), init=False)
 
         def post_message(self, message: Message) -> bool:
             if isinstance(message, BoxUpdated):
@@ -334,7 +338,7 @@ class Writer:
         while True:
             await asyncio.to_thread(self.advance_all)
             start, seen = time.perf_counter(), app.box_updates
-            for watcher in app.watchers:
+            for watcher in app.watchers.values():
                 watcher.poke()
             while app.box_updates - seen < n and time.perf_counter() - start < 120:
                 await asyncio.sleep(0.005)
@@ -346,26 +350,25 @@ async def press_keys(app: Any, presses: int, budget: float, rng: random.Random
     """j/k handed to the driver; time to the action and to the frame that shows it."""
     from textual import events
 
-    from tui.screens.fleet import RunRow
-
     loop = asyncio.get_running_loop()
     handled: list[float] = []
     painted_at: list[float] = []
     misses = 0
     direction = 1
     deadline = time.perf_counter() + budget
+    screen = app.screen_stack[0]
     for _ in range(presses):
         if time.perf_counter() > deadline:
             break
-        rows = [r for r in app.query(RunRow) if r.display]
-        index = rows.index(app.focused) if app.focused in rows else 0
+        rows = screen.fleet_list.order
+        index = rows.index(screen.selected) if screen.selected in rows else 0
         if not 0 <= index + direction < len(rows):
             direction = -direction
         target = rows[index + direction]
         done: asyncio.Future[float] = loop.create_future()
 
         def hook(now: float, target: Any = target, done: asyncio.Future[float] = done) -> bool:
-            if app.focused is target and target in app.screen._compositor.visible_widgets:
+            if screen.selected == target and screen.fleet_list.is_visible(target):
                 if not done.done():
                     done.set_result(now)
                 return True
@@ -392,8 +395,6 @@ async def press_keys(app: Any, presses: int, budget: float, rng: random.Random
 
 async def panel_child(spec: Spec, n: int, presses: int, key_budget: float,
                       load_rounds: int, profiled: bool) -> dict[str, Any]:
-    from tui.screens.fleet import RunRow
-
     bench_app = make_bench_app()
     runs = spec.take_runs(n)
     # Refresh only when poked: "quiet" then really has no refresh in flight.
@@ -410,8 +411,8 @@ async def panel_child(spec: Spec, n: int, presses: int, key_budget: float,
     def loaded() -> bool:
         return (all(s.connection is Connection.OK and len(s.runs) == len(runs[s.name])
                     for s in app.states.values())
-                and len([r for r in app.query(RunRow) if r.display]) == expected
-                and app.focused is not None)
+                and len(app.screen_stack[0].fleet_list.order) == expected
+                and app.screen_stack[0].selected is not None)
 
     complete = False
     try:

@@ -26,7 +26,7 @@ Then, in this order:
 
 Key-to-screen latency is measured from the moment a Key event is handed to
 the app's driver (as a terminal's input thread does) until the first frame the
-compositor renders in which the newly focused row is focused and visible,
+compositor renders in which the cursor is on the new row and the row is visible,
 encoded to terminal escape codes (headless mode skips that encoding; this
 script does it so the figure includes it). Not included: the terminal
 emulator and the tty write. The `pilot.press` + `pilot.pause()` figure is also
@@ -95,10 +95,12 @@ from textual.pilot import Pilot  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
 import tui  # noqa: E402
-from tui.app import BoxUpdated, GpurentApp  # noqa: E402
+from tui.app import GpurentApp  # noqa: E402
+from tui.messages import BoxUpdated  # noqa: E402
 from tui.model.box import BoxState, Connection  # noqa: E402
 from tui.model.config import FleetConfig  # noqa: E402
-from tui.screens.fleet import RunRow  # noqa: E402
+from tui.screens.fleet import FleetScreen  # noqa: E402
+from widgets.fleet_list import RunKey  # noqa: E402
 
 SIZE = (160, 48)
 FrameHook = Callable[[float], bool]
@@ -137,13 +139,23 @@ class BenchApp(GpurentApp):
         return super().post_message(message)
 
 
-def run_rows(app: GpurentApp) -> list[RunRow]:
-    return [r for r in app.query(RunRow) if r.display]
+def fleet_screen(app: GpurentApp) -> FleetScreen:
+    screen = app.screen_stack[0]
+    assert isinstance(screen, FleetScreen)
+    return screen
 
 
-def on_screen(app: GpurentApp, widget: RunRow) -> bool:
-    """Whether the last rendered frame shows this widget (at least in part)."""
-    return widget in app.screen._compositor.visible_widgets
+def run_rows(app: GpurentApp) -> list[RunKey]:
+    """The runs on the fleet list, top to bottom (none before the screen is composed)."""
+    if not app.screen_stack or not fleet_screen(app).is_mounted:
+        return []
+    return fleet_screen(app).fleet_list.order
+
+
+def on_screen(app: GpurentApp, key: RunKey) -> bool:
+    """Whether the run is the cursor's and inside the scrolled window."""
+    screen = fleet_screen(app)
+    return screen.selected == key and screen.fleet_list.is_visible(key)
 
 
 def fully_loaded(states: Sequence[BoxState], runs: dict[str, list[Run]]) -> bool:
@@ -251,10 +263,11 @@ class CpuWindow:
                                                / self.wall, 3) if self.app.watchers else 0}
 
 
-def next_target(app: GpurentApp, direction: int) -> tuple[str, RunRow, int]:
-    """The key that moves focus one row on, sweeping down then up (no wrap-around)."""
+def next_target(app: GpurentApp, direction: int) -> tuple[str, RunKey, int]:
+    """The key that moves the cursor one row on, sweeping down then up (no wrap-around)."""
     rows = run_rows(app)
-    index = rows.index(app.focused) if app.focused in rows else 0
+    selected = fleet_screen(app).selected
+    index = rows.index(selected) if selected in rows else 0
     if not 0 <= index + direction < len(rows):
         direction = -direction
     return ("j" if direction > 0 else "k"), rows[index + direction], direction
@@ -278,9 +291,9 @@ async def key_latencies(app: BenchApp, presses: int, budget: float,
         key, target, direction = next_target(app, direction)
         painted: asyncio.Future[float] = loop.create_future()
 
-        def hook(now: float, target: RunRow = target,
+        def hook(now: float, target: RunKey = target,
                  painted: asyncio.Future[float] = painted) -> bool:
-            if app.focused is target and on_screen(app, target):
+            if on_screen(app, target):
                 if not painted.done():
                     painted.set_result(now)
                 return True
@@ -317,7 +330,7 @@ async def pilot_latencies(pilot: Pilot[None], app: BenchApp, presses: int,
         await pilot.press(key)
         await pilot.pause()
         elapsed = time.perf_counter() - start
-        if app.focused is target:
+        if fleet_screen(app).selected == target:
             values.append(elapsed)
         else:
             misses += 1
@@ -392,7 +405,7 @@ class Writer:
         tick = 0
         while True:
             await asyncio.to_thread(self.advance_all)
-            for watcher in app.watchers:
+            for watcher in app.watchers.values():
                 watcher.poke()
             tick += 1
             await asyncio.sleep(max(0.0, start + tick * period - time.perf_counter()))
@@ -410,15 +423,16 @@ async def live_phase(args: argparse.Namespace, fleet: FleetConfig, runs: dict[st
     app = BenchApp(fleet)
 
     def first_data(now: float) -> bool:
-        if any(r.region.height for r in app.query(RunRow)):
+        rows = run_rows(app)
+        if rows and fleet_screen(app).fleet_list.is_visible(rows[0]):
             marks["first_data"] = now
             return True
         return False
 
     def all_data(now: float) -> bool:
-        rows = list(app.query(RunRow))
+        rows = run_rows(app)
         if fully_loaded(list(app.states.values()), runs) and len(rows) == expected_rows \
-                and app.focused in rows and any(r.region.height for r in rows):
+                and on_screen(app, rows[0]):
             marks["all_data"] = now
             return True
         return False
@@ -503,7 +517,7 @@ async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespa
             await ticker
     out["load"] = {**load.summary(harness), "writer_cpu_s": round(harness, 3),
                    "epochs_written_per_run": writer.ticks}
-    for watcher in app.watchers:
+    for watcher in app.watchers.values():
         watcher.poke()
     caught = time.perf_counter()
     await until(app, lambda: fully_loaded(list(app.states.values()), runs), 30.0,
@@ -526,8 +540,8 @@ async def fixed_phase(args: argparse.Namespace, fleet: FleetConfig, states: list
         app = BenchApp(fleet, states=states, live=False)
 
         def all_rows(now: float, app: BenchApp = app, marks: dict[str, float] = marks) -> bool:
-            rows = list(app.query(RunRow))
-            if len(rows) == expected_rows and rows[0].region.height and app.focused:
+            rows = run_rows(app)
+            if len(rows) == expected_rows and on_screen(app, rows[0]):
                 marks["full"] = now
                 return True
             return False
@@ -567,7 +581,7 @@ async def traced_memory(args: argparse.Namespace, fleet: FleetConfig,
         base = tracemalloc.get_traced_memory()[0]
         app = BenchApp(fleet, states=copy, live=False)
         async with app.run_test(size=SIZE) as pilot:
-            await until(app, lambda: len(app.query(RunRow)) == args.boxes * args.runs, 60,
+            await until(app, lambda: len(run_rows(app)) == args.boxes * args.runs, 60,
                         "the traced panel")
             await pilot.pause()
             gc.collect()

@@ -75,7 +75,7 @@ async def take(shot: Shot, work: Path) -> str:
     from tui.app import GpurentApp
     from tui.demo.stills import NOW, still_facts, still_fleet, still_ledger, still_states
     from tui.providers.meter import CostMeter
-    from tui.screens.fleet import RunRow
+    from tui.screens.fleet import FleetScreen
     from tui.store.journal import Journal
     from tui.store.ledger import Ledger
 
@@ -92,9 +92,12 @@ async def take(shot: Shot, work: Path) -> str:
     async with app.run_test(size=shot.size) as pilot:
         await pilot.pause()
         if shot.open_run is not None:
+            screen = app.screen
+            assert isinstance(screen, FleetScreen)
             for _ in range(20):
-                focused = app.focused
-                if isinstance(focused, RunRow) and focused.run.name == shot.open_run:
+                key = screen.cursor()
+                run = app.states[key[0]].run(key[1]) if key else None
+                if run is not None and run.name == shot.open_run:
                     break
                 await pilot.press("j")
             else:

@@ -139,7 +139,6 @@ async def test_panel_destroy_screen_refuses_then_pushes_and_destroys(
     from tui.app import GpurentApp
     from tui.model.config import parse_config
     from tui.screens.confirm import DestroyScreen
-    from tui.screens.fleet import RunRow
 
     server = sshd_factory()
     _, config = box_with_weights(tmp_path, server, client_key, vast,
@@ -148,10 +147,10 @@ async def test_panel_destroy_screen_refuses_then_pushes_and_destroys(
     app = GpurentApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
         for _ in range(200):
-            if app.query(RunRow) and app.query(RunRow).first().run.weights:
+            runs = app.states["gpu-a"].runs
+            if runs and runs[0].weights:
                 break
             await pilot.pause(0.05)
-        app.query(RunRow).first().focus()
         await pilot.press("D")
         await pilot.pause()
         screen = app.screen

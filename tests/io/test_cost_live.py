@@ -25,7 +25,7 @@ from tui.__main__ import main
 from tui.app import GpurentApp
 from tui.providers.meter import CostMeter
 from tui.remote.watch import BoxWatcher
-from tui.screens.fleet import BoxSection
+from tui.screens.fleet import FleetScreen
 from tui.store.ledger import Ledger
 
 Factory = Callable[..., Sshd]
@@ -137,13 +137,15 @@ async def test_idle_alarm_from_a_box_whose_runs_stopped(tmp_path: Path, sshd_fac
 
     app = GpurentApp(fleet)
     async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
         for _ in range(200):
-            section = next(iter(app.query(BoxSection)))
-            if section.cost is not None and section.cost.idle_alarm:
+            cost = screen.fleet_list.view("box").cost
+            if cost is not None and cost.idle_alarm:
                 break
             await pilot.pause(0.05)
-        assert "IDLE" in str(section.query_one("#money").render())
-        assert "burned $" in str(section.query_one("#money").render())
+        assert "IDLE" in screen.fleet_list.text("box")
+        assert "burned $" in screen.fleet_list.text("box")
 
 
 def test_costs_command_per_box_fleet_and_since(tmp_path: Path, isolated_dirs: Path,

@@ -1,24 +1,29 @@
-"""The panel driven by Pilot against real sshd boxes on loopback."""
+"""The panel driven by Pilot against real sshd boxes on loopback (and fixed snapshots)."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import pytest
+from support.asyncssh_box import FaultyBox
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.panel_states import NOW, fleet_config, fleet_states
 from support.sshd import KeyPair, Sshd
+from textual._xterm_parser import XTermParser
 from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import Log, Static
+from textual.worker import get_current_worker
 
+from tui.actions.flows import Report
 from tui.app import GpurentApp
 from tui.model.config import KEY_ACTIONS
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
-from tui.screens.fleet import BoxSection, RunRow
+from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 
@@ -33,12 +38,39 @@ async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 20.0) 
     raise AssertionError("the panel never showed the expected state")
 
 
-def text_of(app: GpurentApp, selector: str) -> str:
-    return "\n".join(str(w.render()) for w in app.query(selector).results(Static))
+def fleet_screen(app: GpurentApp) -> FleetScreen:
+    screen = app.screen_stack[0]
+    assert isinstance(screen, FleetScreen)
+    return screen
 
 
-def section(app: GpurentApp, name: str) -> BoxSection:
-    return next(s for s in app.query(BoxSection) if s.box.name == name)
+def head(app: GpurentApp) -> str:
+    return str(fleet_screen(app).query_one("#fleet-head").render())
+
+
+def box_text(app: GpurentApp, name: str) -> str:
+    return fleet_screen(app).fleet_list.text(name)
+
+
+def shown(app: GpurentApp) -> list[str]:
+    """The names of the runs on the fleet list, top to bottom."""
+    return [app.states[box].run(path).name  # type: ignore[union-attr]
+            for box, path in fleet_screen(app).fleet_list.order]
+
+
+def selected(app: GpurentApp) -> str | None:
+    key = fleet_screen(app).selected
+    if key is None:
+        return None
+    run = app.states[key[0]].run(key[1])
+    return run.name if run else None
+
+
+def burst(app: GpurentApp, keys: str) -> None:
+    """Keys as one write from the terminal (a paste, a laggy link): parsed as the driver
+    parses them and queued together, before the app handles the first."""
+    for event in XTermParser().feed(keys):
+        app.post_message(event)
 
 
 def fleet(tmp_path: Path, server: Sshd, key: KeyPair, **top: object):  # type: ignore[no-untyped-def]
@@ -51,8 +83,9 @@ def fleet(tmp_path: Path, server: Sshd, key: KeyPair, **top: object):  # type: i
 
 
 def test_every_binding_can_be_remapped() -> None:
-    bindings = [*GpurentApp.BINDINGS, *RunDetail.BINDINGS, *CostScreen.BINDINGS,
-                *ConfirmScreen.BINDINGS, *DestroyScreen.BINDINGS, *JournalScreen.BINDINGS]
+    bindings = [*GpurentApp.BINDINGS, *FleetScreen.BINDINGS, *RunDetail.BINDINGS,
+                *CostScreen.BINDINGS, *ConfirmScreen.BINDINGS, *DestroyScreen.BINDINGS,
+                *JournalScreen.BINDINGS]
     assert {b.id for b in bindings if isinstance(b, Binding)} == set(KEY_ACTIONS)
 
 
@@ -62,24 +95,21 @@ async def test_panel_shows_boxes_runs_and_moves_between_runs(
     _, config = fleet(tmp_path, server, client_key)
     app = GpurentApp(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: len(app.query(RunRow)) == 3
-                    and section(app, "beta").box.connection != "connecting")
-        head = text_of(app, "#fleet-head")
-        assert "1/2 boxes up" in head and "✔ completed 1" in head
-        assert "✖ failed 1" in head
-        beta = text_of(app, "BoxSection Static")
+        await until(pilot, lambda: len(shown(app)) == 3
+                    and app.states["beta"].connection != "connecting")
+        await until(pilot, lambda: "1/2 boxes up" in head(app))
+        assert "✔ completed 1" in head(app) and "✖ failed 1" in head(app)
+        beta = box_text(app, "beta")
         assert "✖ unreachable" in beta and "connection refused" in beta
-        rows = list(app.query(RunRow))
-        assert [r.run.name for r in rows] == ["yolox_completed", "yolox_failed", "yolox_running"]
-        assert app.focused is rows[0]
+        assert shown(app) == ["yolox_completed", "yolox_failed", "yolox_running"]
+        assert selected(app) == "yolox_completed"
         await pilot.press("j")
-        assert app.focused is rows[1]
+        assert selected(app) == "yolox_failed"
         await pilot.press("j", "j")
-        assert app.focused is rows[2]
+        assert selected(app) == "yolox_running"
         await pilot.press("k")
-        assert app.focused is rows[1]
-        assert "RuntimeError: injected failure at epoch 3" in str(
-            rows[1].query_one("#detail", Static).render())
+        assert selected(app) == "yolox_failed"
+        assert "RuntimeError: injected failure at epoch 3" in box_text(app, "alpha")
         await pilot.press("q")
     assert app.return_code == 0
 
@@ -90,14 +120,13 @@ async def test_remapped_keys(tmp_path: Path, sshd_factory: Factory, client_key: 
     _, config = fleet(tmp_path, server, client_key, keys={"next": "n", "previous": "u"})
     app = GpurentApp(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: len(app.query(RunRow)) == 3)
-        rows = list(app.query(RunRow))
+        await until(pilot, lambda: len(shown(app)) == 3)
         await pilot.press("n")
-        assert app.focused is rows[1]
+        assert selected(app) == "yolox_failed"
         await pilot.press("j")  # no longer bound
-        assert app.focused is rows[1]
+        assert selected(app) == "yolox_failed"
         await pilot.press("u")
-        assert app.focused is rows[0]
+        assert selected(app) == "yolox_completed"
 
 
 async def test_panel_follows_a_run_and_a_box_going_down_and_back(
@@ -107,10 +136,14 @@ async def test_panel_follows_a_run_and_a_box_going_down_and_back(
     app = GpurentApp(config)
     run_dir = root / "yolox_running"
     status = json.loads((run_dir / "status.json").read_text())
+
+    def running() -> int | None:
+        run = next(r for r in app.states["alpha"].runs if r.name == "yolox_running")
+        return run.current_epoch
+
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: len(app.query(RunRow)) == 3)
-        row = next(r for r in app.query(RunRow) if r.run.name == "yolox_running")
-        assert row.run.current_epoch == 7
+        await until(pilot, lambda: len(shown(app)) == 3)
+        assert running() == 7
         # The run advances (and its pid now lives): status.json rewritten as LibreYOLO does.
         status.update(current_epoch=8, completed_epochs=8, pid=os.getpid(),
                       updated_at=status["updated_at"])
@@ -118,47 +151,167 @@ async def test_panel_follows_a_run_and_a_box_going_down_and_back(
         tmp.write_text(json.dumps(status))
         os.replace(tmp, run_dir / "status.json")
         await pilot.press("r")
-        await until(pilot, lambda: row.run.current_epoch == 8)
-        assert "8/30" in str(row.query_one("#main", Static).render())
+        await until(pilot, lambda: running() == 8)
+        await until(pilot, lambda: "8/30" in box_text(app, "alpha"))
 
         server.stop()
         await pilot.press("r")
-        alpha = section(app, "alpha")
-        await until(pilot, lambda: alpha.box.connection in ("unreachable", "timeout"))
-        assert len(app.query(RunRow)) == 3  # the runs stay on screen
-        assert "0/2 boxes up" in text_of(app, "#fleet-head")
+        await until(pilot, lambda: app.states["alpha"].connection in ("unreachable", "timeout"))
+        assert len(shown(app)) == 3  # the runs stay on screen
+        await until(pilot, lambda: "0/2 boxes up" in head(app))
         server.restart()
         await pilot.press("r")
-        await until(pilot, lambda: alpha.box.connection == "ok")
-        assert "1/2 boxes up" in text_of(app, "#fleet-head")
+        await until(pilot, lambda: app.states["alpha"].connection == "ok")
+        await until(pilot, lambda: "1/2 boxes up" in head(app))
 
 
 def fixed_app() -> GpurentApp:
     return GpurentApp(fleet_config(), states=fleet_states(), live=False, clock=lambda: NOW)
 
 
-def visible_runs(app: GpurentApp) -> list[str]:
-    return [r.run.name for r in app.query(RunRow) if r.display]
-
-
 async def test_filter_by_health_or_name_and_clear() -> None:
     app = fixed_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert len(visible_runs(app)) == 6
+        assert len(shown(app)) == 6
         await pilot.press("slash", "f", "a", "i")
-        assert visible_runs(app) == ["lr-sweep 3e-4"]
-        assert "2 run(s) hidden by the filter" in text_of(app, "BoxSection #hidden")
+        assert shown(app) == ["lr-sweep 3e-4"]
+        assert "2 run(s) hidden by the filter" in box_text(app, "runpod-a100")
         await pilot.press("escape")
         await pilot.pause()
-        assert len(visible_runs(app)) == 6
+        assert len(shown(app)) == 6
         assert app.query_one("#filter").display is False
         await pilot.press("slash", *"STUCK", "enter")
         await pilot.pause()
-        assert visible_runs(app) == ["stuck-dataloader"]
-        assert isinstance(app.focused, RunRow) and app.focused.run.name == "stuck-dataloader"
+        assert shown(app) == ["stuck-dataloader"]
+        assert selected(app) == "stuck-dataloader"
         await pilot.press("j", "k")  # moving stays among the visible runs
-        assert app.focused.run.name == "stuck-dataloader"
+        assert selected(app) == "stuck-dataloader"
+
+
+async def test_escape_clears_a_kept_filter() -> None:
+    """The placeholder says "enter keeps it, escape clears it": escape after enter too."""
+    app = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"fai", "enter")
+        await pilot.pause()
+        assert shown(app) == ["lr-sweep 3e-4"] and app.query_one("#filter").display
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(shown(app)) == 6
+        assert app.query_one("#filter").display is False
+        assert fleet_screen(app).filter == ""
+
+
+async def test_a_burst_of_keys_acts_on_the_state_each_key_left() -> None:
+    """Keys that arrive in one write (a paste, a laggy link, typing ahead) each act on
+    the cursor the key before left, never on a selection the screen has not caught up with."""
+    app = fixed_app()
+    order = ["yolo9-t baseline", "yolox-n coco", "lr-sweep 3e-4", "oom-victim",
+             "stuck-dataloader", "ablation-mosaic"]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert shown(app) == order and selected(app) == order[0]
+        burst(app, "jjj\r")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        assert app.screen.run.name == order[3]  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert selected(app) == order[3]
+        burst(app, "kkkk")
+        await pilot.pause()
+        assert selected(app) == order[0]  # three steps up, the fourth stops at the top
+        burst(app, "jjp")
+        await until(pilot, lambda: "push failed" in box_text(app, "runpod-a100"))
+        assert selected(app) == order[2]
+        assert "runpod-a100 has no push destination" in box_text(app, "runpod-a100")
+        assert "push" not in box_text(app, "vast-4090")
+        burst(app, "jjjjjjj\x1b[A\r")  # to the bottom, one up (an arrow key), open
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        assert app.screen.run.name == order[4]  # type: ignore[attr-defined]
+
+
+async def test_the_first_selection_is_the_top_row(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, faulty: FaultyBox) -> None:
+    """The top box answers last: the cursor is still on the top row, not on the run of the
+    box that happened to answer first."""
+    server = sshd_factory()
+    top = runs_root_with(tmp_path, "yolox_completed", name="top-runs")
+    low = runs_root_with(tmp_path, "yolox_failed", name="low-runs")
+    faulty.delay = 2.0
+    config = make_fleet(tmp_path, [
+        {**box_entry(server, client_key, "top", runs_roots=[str(top)]), "port": faulty.port},
+        box_entry(server, client_key, "low", runs_roots=[str(low)])],
+        known_hosts=[server.known_hosts_line(), faulty.known_hosts_line()], refresh_seconds=30)
+    app = GpurentApp(config)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: shown(app) == ["yolox_failed"])
+        assert selected(app) == "yolox_failed"
+        await until(pilot, lambda: len(shown(app)) == 2)
+        assert selected(app) == "yolox_completed"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        assert app.screen.run.name == "yolox_completed"  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def faulty(tmp_path: Path, client_key: KeyPair) -> AsyncIterator[FaultyBox]:
+    box = FaultyBox(client_key.public_line, cwd=tmp_path)
+    await box.start()
+    try:
+        yield box
+    finally:
+        await box.close()
+
+
+async def test_a_crashed_watcher_is_shown_and_restarted(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """A bug in a box's watcher (here its clock raises once, inside the worker) marks that
+    box "watcher crashed" with why, leaves the other box alone, and the watcher restarts."""
+    server = sshd_factory()
+    _, config = fleet(tmp_path, server, client_key)
+    armed = [True]
+
+    def clock() -> float:
+        import time
+
+        try:
+            worker = get_current_worker()
+        except Exception:
+            worker = None
+        if armed[0] and worker is not None and worker.group == "box:alpha":
+            armed[0] = False
+            raise RuntimeError("the clock broke")
+        return time.time()
+
+    app = GpurentApp(config, clock=clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.states["alpha"].connection == "watcher_crashed")
+        assert "watcher crashed: RuntimeError: the clock broke" in box_text(app, "alpha")
+        await until(pilot, lambda: app.states["alpha"].connection == "ok", timeout=30)
+        assert len(shown(app)) == 3
+        assert app.states["beta"].connection == "unreachable"
+
+
+async def test_an_action_that_raises_is_shown_and_frees_its_box() -> None:
+    app = fixed_app()
+
+    async def broken() -> Report:
+        raise ValueError("a bug in a flow")
+
+    async def fine() -> Report:
+        return Report(lines=["all good"])
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app.start_action("vast-4090", "push", broken)
+        await until(pilot, lambda: "push failed" in box_text(app, "vast-4090"))
+        assert "crashed: ValueError: a bug in a flow" in box_text(app, "vast-4090")
+        assert "vast-4090" not in app.busy
+        assert app.start_action("vast-4090", "push", fine)
+        await until(pilot, lambda: "push done" in box_text(app, "vast-4090"))
+        assert "all good" in box_text(app, "vast-4090")
 
 
 async def test_open_a_run_cycle_its_chart_and_go_back() -> None:
@@ -205,7 +358,7 @@ async def test_run_detail_follows_the_run(tmp_path: Path, sshd_factory: Factory,
     (run_dir / "metrics.jsonl").write_text("".join(lines[:4]))
     app = GpurentApp(config)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: len(app.query(RunRow)) == 3)
+        await until(pilot, lambda: len(shown(app)) == 3)
         await pilot.press("enter")
         await pilot.pause()
         detail = app.screen

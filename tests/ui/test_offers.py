@@ -8,7 +8,7 @@ from support.panel_states import fixed_meter, fleet_config, fleet_states
 
 from tui.app import GpurentApp
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
-from tui.screens.fleet import RunRow
+from tui.screens.fleet import FleetScreen
 
 
 async def test_start_on_a_manual_box_says_why_instead_of_asking(tmp_path: Path) -> None:
@@ -16,8 +16,10 @@ async def test_start_on_a_manual_box_says_why_instead_of_asking(tmp_path: Path) 
                      meter=fixed_meter(tmp_path / "ledger.jsonl"))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        row = next(r for r in app.query(RunRow) if r.box_name == "lab-3090")
-        row.focus()
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        while screen.selected is None or screen.selected[0] != "lab-3090":
+            await pilot.press("j")
         for key in ("S", "s", "D"):
             await pilot.press(key)
             await pilot.pause()

@@ -303,3 +303,25 @@ async def destroy_from_dialog(fleet: FleetConfig, box: BoxConfig, journal: Journ
     if answer == DIALOG_DESTROY and shown:
         return await destroy(fleet, box, journal, accepted=list(shown), ledger=ledger)
     return await destroy(fleet, box, journal, ledger=ledger)
+
+
+async def push_and_stop(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
+                        session: BoxSession | None = None, state: BoxState | None = None,
+                        ledger: Ledger | None = None) -> Report:
+    """`on_budget = "push-and-stop"`: never lose weights, then stop paying for the GPU.
+
+    Pushes every run first when the box has a destination; stops only when that push
+    verified, since stopping may strand the weights on a GPU that is gone on restart."""
+    report = Report()
+    if box.push is not None and (box.push.hf_repo or box.push.local_dir):
+        pushed = await push_runs(fleet, box, journal, session=session, state=state)
+        report.lines += pushed.lines
+        report.code = pushed.code
+    if report.code == EXIT_OK:
+        stopped = await power(fleet, box, "stop", journal, session=session, ledger=ledger)
+        report.lines += stopped.lines
+        report.code = stopped.code
+    else:
+        report.lines.append(f"{box.name} not stopped: the push did not verify, and stopping "
+                            "might strand the weights")
+    return report

@@ -30,6 +30,7 @@ class Connection(StrEnum):
     HOST_KEY_REVOKED = "host_key_revoked"  # known_hosts marks the offered key @revoked
     PTY_ONLY = "pty_only"  # the endpoint runs no commands, only interactive shells
     PROBE_FAILED = "probe_failed"
+    WATCHER_CRASHED = "watcher_crashed"  # a bug in the panel, not the box: shown, restarted
 
 
 @dataclass(frozen=True)

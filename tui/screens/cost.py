@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -19,6 +19,10 @@ from textual_plotext import PlotextPlot
 
 from tui.model.cost import Event, percent_words, spend_series, usd
 from tui.model.meter import FleetCost
+
+if TYPE_CHECKING:
+    from tui.app import GpurentApp
+
 
 COLUMNS = ("box", "state", "$/hr now", "from", "spent", "today", "stopped $/hr", "saving",
            "break-even", "budget")
@@ -145,6 +149,13 @@ class CostScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#page", VerticalScroll).focus()
         self.show(self.cost, self.events)
+        self.watch(self.app, "cost", self._cost_changed, init=False)
+
+    def _cost_changed(self, cost: FleetCost | None) -> None:
+        """A new money picture from the app; the ledger's events come with the meter."""
+        meter = cast("GpurentApp", self.app).meter
+        if cost is not None and meter is not None:
+            self.show(cost, meter.fleet_events())
 
     def on_resize(self) -> None:
         self.query_one("#table", Static).update(cost_table(self.cost, self._table_width()))

@@ -1,333 +1,347 @@
-"""The fleet view: a strip with the fleet at a glance, a section per box, a row per run.
+"""The fleet screen: the strip with the fleet at a glance, every box and run, the filter.
 
-Widgets here render immutable BoxState/RunState snapshots and are updated in
-place (rows are added or removed only when runs appear or vanish), so a
-refresh repaints what changed, not the whole screen.
+It owns the cursor: `j`/`k` move `selected`, a run key held here (not read
+back from focus, which Textual moves only after the key is handled), so keys
+that arrive in one burst over a slow link each act on the state the key
+before left: `j j Enter` opens the third run, `j p` pushes the second.
+`Enter`, `p`, `P`, `s`, `S`, `D` act on the cursor. The screen watches the
+app's state (box snapshots, money, action words, pushes) and hands each box's
+new picture to the fleet list, which redraws that box only.
+
+To add a key: a Binding with an id (so `[keys]` can remap it) and an action
+here that reads `self.cursor()`. To add an item to a box's head line (a
+verdict, a badge): return it from `head_items` and call `refresh_box` when it
+changes.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Sparkline, Static
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Input
 
 from tui.model.box import BoxState, Connection
-from tui.model.cost import RunCost
-from tui.model.guard import PushRecord, push_note
-from tui.model.meter import BoxCost, FleetCost
-from tui.model.runs import Health, RunState, format_age, parse_time
-from tui.screens.money import box_money_line, fleet_money, run_money
-from widgets import badge, bar
+from tui.model.capability import refusal
+from tui.model.cost import usd
+from tui.model.meter import FleetCost
+from tui.model.runs import format_age
+from tui.screens.confirm import ConfirmScreen, DestroyScreen
+from widgets.fleet_head import FleetHead
+from widgets.fleet_list import FleetList, RunKey
+from widgets.fleet_text import BoxView
 
-Clock = Callable[[], float]
-SPARK_POINTS = 60
+if TYPE_CHECKING:
+    from tui.app import GpurentApp
 
-
-def put(widget: Static, text: Text) -> None:
-    """Update a line only when its content changed: over a slow link every
-    repaint costs bytes, and the 1 s tick would otherwise repaint every row."""
-    if getattr(widget, "_shown", None) != text:
-        widget._shown = text  # type: ignore[attr-defined]
-        widget.update(text)
+HEAD_COALESCE_SECONDS = 0.25
+MONEY_SECONDS = 5.0  # other boxes' money lines follow a new cost picture within this
 
 
-def run_main_line(run: RunState) -> Text:
-    epoch = run.current_epoch
-    total = run.total_epochs
-    fraction = epoch / total if epoch is not None and total else None
-    name = run.name if len(run.name) <= 20 else run.name[:19] + "…"
-    text = Text(f"{name:<20} ", style="bold")
-    text.append_text(badge(str(run.health), 11))
-    done = "-" if epoch is None else str(epoch)
-    text.append(f" {done:>5}/{total if total is not None else '?':<5} ")
-    text.append_text(bar(fraction, 8))
-    eta = run.eta_seconds
-    text.append(f" ETA {format_age(eta) if eta is not None else '-':<6}")
-    return text
-
-
-def clock_time(stamp: float) -> str | None:
-    """HH:MM on the local clock, or None for a time no clock can show (an ETA of 1e18 s
-    in a hand-edited or corrupt status.json must not take the panel down)."""
-    try:
-        return time.strftime("%H:%M", time.localtime(stamp))
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
-                    pushed: str | None = None) -> Text:
-    """The second line: why (for runs in trouble), else best metric, end time, age."""
-    if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
-        text = Text(run.reason, style="italic red" if run.health is Health.FAILED
-                    else "italic yellow")
-        if pushed:
-            text.append(f" · {pushed}", style="dim")
-        return text
-    parts = []
-    if run.best_metric is not None:
-        best = f"best {run.best_metric_name or 'metric'} {run.best_metric:.4f}"
-        if run.best_epoch is not None:
-            best += f" @{run.best_epoch}"
-        parts.append(best)
-    if run.train_loss is not None:
-        parts.append(f"loss {run.train_loss:.4g}")
-    ends = clock_time(now + run.eta_seconds) if run.eta_seconds is not None else None
-    if ends is not None:
-        parts.append(f"ends {ends}")
-    money = run_money(cost)
-    if money:
-        parts.append(money)
-    if pushed:
-        parts.append(pushed)
-    updated = parse_time(run.updated_at)
-    if updated is not None and run.box_time is not None:
-        parts.append(f"updated {format_age(run.box_time - updated)} ago")
-    return Text(" · ".join(parts), style="dim")
-
-
-def spark_values(values: list[float]) -> list[float]:
-    """Values the Sparkline can draw: it sums and subtracts them, so a loss of 1e308 next
-    to -1e308 would overflow into NaN and kill the render. Such series are scaled into
-    [-1, 1] (the shape is what a sparkline shows)."""
-    peak = max((abs(v) for v in values), default=0.0)
-    if peak <= 1e300:
-        return values
-    return [v / peak for v in values]
-
-
-class RunRow(Vertical, can_focus=True):
-    """One run: name, health, epoch bar, ETA and loss sparkline; the why below."""
+class FleetScreen(Screen[None]):
+    """Every box in config order, a cursor over the runs, and the `/` filter."""
 
     DEFAULT_CSS = """
-    RunRow { height: auto; }
-    RunRow:focus { background: $accent 25%; }
-    RunRow > Horizontal { height: 1; }
-    RunRow #main { width: 1fr; }
-    RunRow Sparkline { width: 14; height: 1; margin-left: 1; }
-    RunRow #detail { height: auto; padding-left: 2; }
+    FleetScreen #filter { dock: top; height: 3; }
     """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_run", "Open run", id="open"),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("p", "push", "Push run", id="push"),
+        Binding("P", "push_box", "Push box", id="push_box", show=False),
+        Binding("s", "stop", "Stop box", id="stop", show=False),
+        Binding("S", "start", "Start box", id="start", show=False),
+        Binding("D", "destroy", "Destroy box", id="destroy", show=False),
+        Binding("j,down", "next_run", "Next run", id="next", show=False),
+        Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
+        Binding("escape", "clear_filter", "Clear the filter", id="back", show=False),
+    ]
 
-    def __init__(self, box_name: str, run: RunState, clock: Clock) -> None:
+    filter: reactive[str] = reactive("", init=False)
+    selected: reactive[RunKey | None] = reactive(None, init=False)
+
+    def __init__(self) -> None:
         super().__init__()
-        self.box_name = box_name
-        self.run = run
-        self.cost: RunCost | None = None
-        self.pushed: str | None = None
-        self._clock = clock
-        self._history_len = -1
-        self._main: Static | None = None
-        self._detail: Static | None = None
-        self._spark: Sparkline | None = None
+        self._wanted: RunKey | None = None  # the run the user moved to, while it is shown
+        self._filter_pending = False  # "/" pressed, the field not focused yet
+        self._head_pending = False
+        self._since_cost: set[str] = set()  # boxes updated since the last money picture
+
+    @property
+    def gpurent(self) -> GpurentApp:
+        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
-            yield Static(id="main")
-            yield Sparkline([], id="loss")
-        yield Static(id="detail")
+        app = self.gpurent
+        field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
+                      "clears it)", id="filter", disabled=True)
+        field.display = False
+        yield field
+        yield FleetHead(self._boxes(), app.cost, id="fleet-head")
+        now = app.clock()
+        yield FleetList([self._view(b.name) for b in app.fleet.boxes], now).data_bind(
+            FleetScreen.filter, FleetScreen.selected)
+        yield Footer()
 
     def on_mount(self) -> None:
-        # Kept, not queried on every show: a refresh of 100 boxes must not pay for
-        # thousands of CSS selector matches.
-        self._main = self.query_one("#main", Static)
-        self._detail = self.query_one("#detail", Static)
-        self._spark = self.query_one(Sparkline)
-        self.show(self.run)
+        app = self.gpurent
+        self.watch(app, "box_state", self._box_changed, init=False)
+        self.watch(app, "cost", self._cost_changed, init=False)
+        self.watch(app, "notes", self._notes_changed, init=False)
+        self.watch(app, "pushes", self._pushes_changed, init=False)
+        if app.live:
+            self.set_interval(1.0, self._tick)
+        self._follow_order()
 
-    def show(self, run: RunState) -> None:
-        self.run = run
-        if self._main is None or self._detail is None or self._spark is None \
-                or not self._main.is_attached:
-            return  # not composed yet (on_mount shows the latest run), or being removed
-        put(self._main, run_main_line(run))
-        put(self._detail, run_detail_line(run, self._clock(), self.cost, self.pushed))
-        if len(run.history) != self._history_len:
-            # Sparkline redraws only when given a new list.
-            self._history_len = len(run.history)
-            self._spark.data = spark_values(run.loss_history[-SPARK_POINTS:])
+    # --- the app's state, drawn --------------------------------------------------------
 
+    @property
+    def fleet_list(self) -> FleetList:
+        return self.query_one(FleetList)
 
-def matches(run: RunState, text: str) -> bool:
-    """The `/` filter: a health word, or part of the run's name (case-insensitive)."""
-    text = text.strip().lower()
-    return not text or str(run.health).startswith(text) or text in run.name.lower()
+    def head_items(self, name: str) -> tuple[Text, ...]:
+        """Extra items for a box's head line, after its GPUs and disks."""
+        return ()
 
+    def _boxes(self) -> tuple[BoxState, ...]:
+        return tuple(self.gpurent.states.values())
 
-def box_head_line(box: BoxState, provider: str, now: float) -> Text:
-    text = Text(f"■ {box.name} ", style="bold")
-    text.append(f"({provider}) ", style="dim")
-    text.append_text(badge(str(box.connection)))
-    text.append(" ")
-    age = box.data_age(now)
-    if age is not None and (box.connection is not Connection.OK or age > 30):
-        text.append(f"  data {format_age(age)} old", style="yellow")
-    for gpu in box.gpus:
-        util = f"{gpu.util_pct:.0f}%" if gpu.util_pct is not None else "?"
-        text.append(f"  GPU{gpu.index} ")
-        text.append_text(bar(gpu.util_pct / 100 if gpu.util_pct is not None else None, 3))
-        text.append(f"{util:>4}")
-        if gpu.mem_used_mib is not None and gpu.mem_total_mib:
-            text.append(f" {gpu.mem_used_mib / 1024:.0f}/{gpu.mem_total_mib / 1024:.0f}G",
-                        style="dim")
-    if not box.gpus and box.gpu_note and box.connection is Connection.OK:
-        text.append(f"  ({box.gpu_note})", style="dim")
-    for disk in box.disks:
-        text.append(f"  disk {disk.percent}%",
-                    style="bold red" if disk.percent >= 90 else "")
-    return text
+    def _view(self, name: str) -> BoxView:
+        app = self.gpurent
+        cost = app.cost.boxes.get(name) if app.cost is not None else None
+        return BoxView(app.states[name], app.fleet.box(name).provider, cost,
+                       app.pushes.get(name, {}), app.notes.get(name), self.head_items(name))
 
+    def refresh_box(self, name: str) -> None:
+        """Redraw one box from the app's state (only what changed is repainted)."""
+        self.fleet_list.show(self._view(name), self.gpurent.clock())
+        self._follow_order()
 
-def box_problem_line(box: BoxState, now: float) -> Text | None:
-    lines = []
-    if box.connection is not Connection.OK and box.error:
-        retry = ""
-        if box.retry_at is not None:
-            retry = f" (retry in {format_age(max(0.0, box.retry_at - now))})"
-        lines.append(f"{box.error}{retry}")
-    lines.extend(str(p) for p in (*box.root_problems, *box.notices))
-    if box.connection is Connection.OK and not box.runs:
-        lines.append("no runs found under the runs roots")
-    return Text("\n".join(lines), style="yellow") if lines else None
-
-
-class BoxSection(Vertical):
-    """One box: a head line (connection, GPUs, disk), its problems, and its runs."""
-
-    DEFAULT_CSS = """
-    BoxSection { height: auto; margin-bottom: 1; }
-    BoxSection #head { height: 1; }
-    BoxSection #problem { height: auto; padding-left: 2; }
-    BoxSection #money { height: auto; padding-left: 2; }
-    BoxSection #activity { height: auto; padding-left: 2; color: $accent; text-style: bold; }
-    BoxSection #hidden { height: 1; color: $text-muted; padding-left: 2; }
-    """
-
-    def __init__(self, box: BoxState, provider: str, clock: Clock) -> None:
-        super().__init__(id=f"box-{abs(hash(box.name))}")
-        self.box = box
-        self.provider = provider
-        self._clock = clock
-        self.filter = ""
-        self.cost: BoxCost | None = None
-        self.pushes: Mapping[str, PushRecord] = {}
-        self.activity: str | None = None
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="head")
-        yield Static(id="activity")
-        yield Static(id="money")
-        yield Static(id="problem")
-        yield Static(id="hidden")
-
-    def on_mount(self) -> None:
-        self._lines = {name: self.query_one(f"#{name}", Static)
-                       for name in ("head", "activity", "money", "problem", "hidden")}
-        self.show(self.box)
-
-    def _line(self, name: str, text: Text | None) -> None:
-        widget = self._lines[name]
-        widget.display = text is not None
-        put(widget, text or Text())
-
-    def show(self, box: BoxState) -> None:
-        self.box = box
-        lines = getattr(self, "_lines", None)
-        if not lines or not lines["head"].is_attached:
-            # Not composed yet (on_mount shows the latest box), or its children are being
-            # removed while a refresh or the 1 s tick still arrives (the app is quitting).
+    def _box_changed(self, state: BoxState | None) -> None:
+        if state is None or state.name not in self.gpurent.states:
             return
-        now = self._clock()
-        put(lines["head"], box_head_line(box, self.provider, now))
-        self._line("activity", Text(self.activity) if self.activity is not None else None)
-        self._line("money", box_money_line(self.cost, now))
-        self._line("problem", box_problem_line(box, now))
-        rows: dict[str, RunRow] = getattr(self, "_rows", {})
-        self._rows = {}
-        hidden = 0
-        for run in box.runs:
-            row = rows.pop(run.path, None)
-            fresh = row is None
-            if row is None:
-                row = RunRow(box.name, run, self._clock)
-            row.cost = self.cost.runs.get(run.path) if self.cost else None
-            row.pushed = push_note(run, self.pushes, box.box_time or now)
-            if fresh:
-                self.mount(row)
+        self._since_cost.add(state.name)
+        self.refresh_box(state.name)
+        self._schedule_head()
+
+    def _cost_changed(self, cost: FleetCost | None) -> None:
+        """A box whose refresh caused the new picture is redrawn now; the others' money
+        lines follow within MONEY_SECONDS (their figures move by cents)."""
+        fresh, self._since_cost = self._since_cost, set()
+        fleet_list = self.fleet_list
+        now = self.gpurent.clock()
+        for view in fleet_list.views():
+            name = view.state.name
+            new = cost.boxes.get(name) if cost is not None else None
+            if new is view.cost:
+                continue
+            if view.cost is None or new is None or name in fresh:
+                fleet_list.show(replace(view, cost=new), now)
             else:
-                row.show(run)
-            row.display = matches(run, self.filter)
-            hidden += not row.display
-            self._rows[run.path] = row
-        for row in rows.values():
-            row.remove()
-        self._line("hidden", Text(f"{hidden} run(s) hidden by the filter") if hidden else None)
+                fleet_list.stage(replace(view, cost=new), now + MONEY_SECONDS)
+        self._schedule_head()
 
+    def _notes_changed(self, notes: dict[str, Text]) -> None:
+        for view in self.fleet_list.views():
+            if notes.get(view.state.name) is not view.activity:
+                self.refresh_box(view.state.name)
 
-def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
-    """The strip at the top: boxes reachable / total, runs by health, the fleet's burn."""
-    reachable = sum(b.connection is Connection.OK for b in boxes)
-    text = Text(f" {reachable}/{len(boxes)} boxes up ", style="bold")
-    counts = {h: 0 for h in Health}
-    for box in boxes:
-        for run in box.runs:
-            counts[run.health] += 1
-    for health, count in counts.items():
-        if count:
-            text.append(" ")
-            text.append_text(badge(str(health)))
-            text.append(f" {count}")
-    text.append_text(fleet_money(cost))
-    return text
+    def _pushes_changed(self, pushes: dict[str, object]) -> None:
+        for view in self.fleet_list.views():
+            if pushes.get(view.state.name, {}) != view.pushes:
+                self.refresh_box(view.state.name)
 
+    def _schedule_head(self) -> None:
+        """The strip counts the whole fleet: redrawn at most every quarter second."""
+        if not self._head_pending:
+            self._head_pending = True
+            self.set_timer(HEAD_COALESCE_SECONDS, self._show_head)
 
-class FleetView(VerticalScroll, can_focus=False):
-    """Every box of the fleet, in config order."""
+    def _show_head(self) -> None:
+        self._head_pending = False
+        head = self.query_one(FleetHead)
+        head.boxes = self._boxes()
+        head.cost = self.gpurent.cost
 
-    def __init__(self, boxes: list[BoxState], providers: dict[str, str], clock: Clock) -> None:
-        super().__init__(id="fleet")
-        self.boxes = {b.name: b for b in boxes}
-        self.providers = providers
-        self._clock = clock
+    def _tick(self) -> None:
+        self.fleet_list.tick(self.gpurent.clock())
 
-    def compose(self) -> ComposeResult:
-        self.sections = {
-            box.name: BoxSection(box, self.providers.get(box.name, "manual"), self._clock)
-            for box in self.boxes.values()}
-        yield from self.sections.values()
+    # --- the cursor --------------------------------------------------------------------
 
-    def show(self, box: BoxState) -> None:
-        """One box's new snapshot redraws that box only."""
-        self.boxes[box.name] = box
-        if box.name in self.sections:
-            self.sections[box.name].show(box)
+    def cursor(self) -> RunKey | None:
+        """The run the keys act on: the highlighted one."""
+        return self.selected
 
-    def tick(self) -> None:
-        """Ages and countdowns move even when no box answered."""
-        for section in self.sections.values():
-            section.show(section.box)
+    def _follow_order(self) -> None:
+        """Keep the cursor on a shown run: the one the user chose while it is shown, else
+        the top row (the first selection is the top row, whichever box answered first)."""
+        order = self.fleet_list.order
+        if self._wanted in order:
+            self.selected = self._wanted
+        elif self._wanted is None or self.selected not in order:
+            self.selected = order[0] if order else None
 
-    def show_cost(self, cost: FleetCost, only: str | None = None) -> None:
-        """New money figures; `only` redraws one box (the others catch up at the tick)."""
-        for name, section in self.sections.items():
-            section.cost = cost.boxes.get(name)
-            if only is None or name == only:
-                section.show(section.box)
+    def _move(self, step: int) -> None:
+        """The next or previous shown run, stopping at the ends (no wrap-around)."""
+        order = self.fleet_list.order
+        if not order:
+            return
+        index = order.index(self.selected) if self.selected in order else -step
+        self._wanted = self.selected = order[min(max(index + step, 0), len(order) - 1)]
 
-    def show_pushes(self, pushes: Mapping[str, Mapping[str, PushRecord]]) -> None:
-        for name, section in self.sections.items():
-            section.pushes = pushes.get(name, {})
-            section.show(section.box)
+    def action_next_run(self) -> None:
+        self._move(1)
 
-    def set_activity(self, box: str, text: str | None) -> None:
-        if box in self.sections:
-            self.sections[box].activity = text
-            self.sections[box].show(self.sections[box].box)
+    def action_previous_run(self) -> None:
+        self._move(-1)
 
-    def set_filter(self, text: str) -> None:
-        for section in self.sections.values():
-            section.filter = text
-            section.show(section.box)
+    def _chosen(self) -> RunKey | None:
+        key = self.cursor()
+        if key is None:
+            self.notify("move to a run first (j/k)", timeout=3)
+        return key
+
+    # --- the filter --------------------------------------------------------------------
+
+    def _field(self) -> Input:
+        return self.query_one("#filter", Input)
+
+    def action_filter(self) -> None:
+        """Show the filter line; it is disabled (never focused) while hidden."""
+        field = self._field()
+        field.disabled = False
+        field.display = True
+        self._filter_pending = True
+        field.focus()
+
+    def action_clear_filter(self) -> None:
+        """Escape: clear the filter, whether it is being typed or was kept with enter."""
+        if self._field().display:
+            self._close_filter(clear=True)
+
+    def _close_filter(self, clear: bool) -> None:
+        self._filter_pending = False
+        field = self._field()
+        if clear:
+            field.value = ""
+            self.filter = ""
+        if not field.value:
+            field.display = False
+            field.disabled = True
+        self.set_focus(None)
+        self._follow_order()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            if self.focused is event.input:
+                self._filter_pending = False
+            self.filter = event.value
+            self._follow_order()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self._close_filter(clear=False)
+
+    def on_key(self, event: events.Key) -> None:
+        field = self._field()
+        if self._filter_pending and self.focused is not field and event.is_printable \
+                and event.character:
+            # Over a slow link "/abc" arrives as one burst, before the field has
+            # focus: the letters still belong to the filter.
+            event.stop()
+            event.prevent_default()
+            field.insert_text_at_cursor(event.character)
+            field.focus()
+
+    # --- actions on the cursor ---------------------------------------------------------
+
+    def action_open_run(self) -> None:
+        key = self._chosen()
+        if key is not None:
+            self.gpurent.open_run(*key)
+
+    def action_push(self) -> None:
+        key = self._chosen()
+        if key is not None:
+            run = self.gpurent.states[key[0]].run(key[1])
+            if run is not None:
+                self.gpurent.push(key[0], [run.name])
+
+    def action_push_box(self) -> None:
+        key = self._chosen()
+        if key is not None:
+            self.gpurent.push(key[0], None)
+
+    def _refused(self, action: str, box: str) -> bool:
+        """Offer only what the box can do: say why not instead of asking to confirm."""
+        app = self.gpurent
+        cost = app.cost.boxes.get(box) if app.cost else None
+        why = refusal(action, app.fleet.box(box), cost.rates if cost else None)
+        if why is not None:
+            self.notify(why, severity="warning", markup=False)
+        return why is not None
+
+    def action_stop(self) -> None:
+        key = self._chosen()
+        if key is None:
+            return
+        app, box = self.gpurent, key[0]
+        if self._refused("stop", box):
+            return
+        cost = app.cost.boxes.get(box) if app.cost else None
+        stopped = cost.rates.stopped if cost else None
+        bill = (f"While stopped it still bills {usd(stopped.usd_per_hr)}/hr for its disk."
+                if stopped else "While stopped its disk is still billed (rate unknown).")
+        body = (f"{bill}\nThe GPU may be gone when you start it again (the provider gives "
+                "it to someone else): runs on it stop now.")
+        app.push_screen(ConfirmScreen(f"Stop {box}?", body),
+                        lambda yes: app.power(box, "stop") if yes else None)
+
+    def action_start(self) -> None:
+        key = self._chosen()
+        if key is None:
+            return
+        app, box = self.gpurent, key[0]
+        if self._refused("start", box):
+            return
+        cost = app.cost.boxes.get(box) if app.cost else None
+        running = cost.rates.running if cost else None
+        bill = (f"It bills {usd(running.usd_per_hr)}/hr again once running."
+                if running else "It bills its running rate again once running.")
+        body = f"{bill}\nAfterwards the panel re-reads it and says if the GPU count changed."
+        app.push_screen(ConfirmScreen(f"Start {box}?", body),
+                        lambda yes: app.power(box, "start") if yes else None)
+
+    def action_destroy(self) -> None:
+        key = self._chosen()
+        if key is None:
+            return
+        app, box = self.gpurent, key[0]
+        if self._refused("destroy", box):
+            return
+        state = app.states[box]
+        losses = []
+        for run in state.runs:
+            size = sum(w.size for w in run.weights)
+            losses.append(f"{run.name} ({run.health}, {len(run.weights)} checkpoint files, "
+                          f"{size / 1e6:.0f} MB)")
+        if state.connection is not Connection.OK:
+            age = state.data_age(app.clock())
+            losses.append(f"(the box is {state.connection}; this is what it held "
+                          f"{format_age(age) if age is not None else '?'} ago)")
+        from tui.actions.flows import destroy_blockers
+
+        # What this look shows as refused; the destroy itself decides on a fresh look.
+        unpushed = destroy_blockers(state, app.journal)
+
+        def chosen(answer: str | None) -> None:
+            if answer is not None:
+                app.destroy(box, answer, unpushed)
+
+        app.push_screen(DestroyScreen(box, losses, unpushed), chosen)

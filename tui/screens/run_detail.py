@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 from textual_plotext import PlotextPlot
 
+from tui.model.box import BoxState
 from tui.model.runs import RunState, format_age, short_metric_name
 from widgets import badge
 
@@ -137,6 +138,14 @@ class RunDetail(Screen[None]):
     def on_mount(self) -> None:
         self.show(self.run)
         self.query_one("#fields", VerticalScroll).focus()
+        # Follow the run as its box's snapshots arrive (the app publishes each one).
+        self.watch(self.app, "box_state", self._box_changed, init=False)
+
+    def _box_changed(self, state: BoxState | None) -> None:
+        if state is not None and state.name == self.box_name:
+            run = state.run(self.run.path)
+            if run is not None:
+                self.show(run)
 
     def show(self, run: RunState) -> None:
         """Redraw from a new snapshot: the chart only when history or series changed."""

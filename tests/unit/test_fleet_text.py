@@ -1,0 +1,94 @@
+"""The fleet screen's words, from plain snapshots: columns, box text, ages, the filter."""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+
+from tui.model.box import BoxState, Connection
+from tui.model.runs import Health, RunState
+from widgets.fleet_text import (
+    Due,
+    box_head_line,
+    box_problem_line,
+    clean,
+    fit,
+    matches,
+    run_main_line,
+    sparkline,
+)
+
+NAMES = ["plain-run", "训练-模型-一号-大规模数据集", "🚀rocket🚀-yolo",
+         "\uff46\uff55\uff4c\uff4c-width", "mixed 日本語 and text that is long"]
+
+
+def run(name: str, **status: object) -> RunState:
+    doc = {"schema_version": 1, "state": "running", "current_epoch": 7, "total_epochs": 30,
+           **status}
+    return RunState(path=f"/r/{name}", name=name, root="/r", health=Health.RUNNING,
+                    reason="epoch 7/30", status=doc)
+
+
+def test_wide_names_keep_every_column_in_place() -> None:
+    """CJK and emoji take two cells each: the name column is cut and padded by cells,
+    so the health badge, the epochs and the bar start at the same cell on every row."""
+    lines = [run_main_line(run(name)).plain for name in NAMES]
+    badge_at = {cell_len(line[:line.index("▶")]) for line in lines}
+    assert badge_at == {21}
+    assert len({cell_len(line) for line in lines}) == 1
+    assert "…" in lines[1] and "…" in lines[4] and "…" not in lines[2]
+
+
+def test_fit_counts_cells() -> None:
+    assert fit("abc", 5) == "abc  "
+    assert cell_len(fit("日本語日本語", 5)) == 5
+    assert fit("日本語日本語", 5).endswith("…")
+    assert cell_len(fit("a日", 2)) == 2
+
+
+def test_box_text_cannot_drive_the_terminal() -> None:
+    assert clean("evil\x1b[2Jname\x07") == "evil?[2Jname?"
+    assert clean("two\nlines") == "two lines"
+    assert clean("two\nlines", lines=True) == "two\nlines"
+    line = run_main_line(run("\x1b]0;owned\x07x")).plain
+    assert "\x1b" not in line and "\x07" not in line
+
+
+def test_filter_by_health_word_or_name() -> None:
+    assert matches(run("yolox-n coco"), "COCO")
+    assert matches(run("x"), "runn")
+    assert not matches(run("x"), "fail")
+    assert matches(run("x"), "  ")
+
+
+def test_sparkline_is_as_wide_as_asked_and_survives_huge_values() -> None:
+    assert sparkline([]) == "▁" * 14
+    assert sparkline([3.0]) == "█" * 14
+    bars = sparkline([5.0, 4.0, 3.0, 2.0, 1.0])
+    assert len(bars) == 14 and bars[0] == "█" and bars[-1] == "▁"
+    assert len(sparkline([1e308, -1e308, 1e308])) == 14
+    assert sparkline([float(i) for i in range(200)])[-1] == "█"  # the last 60 points
+
+
+def test_due_says_when_a_shown_age_next_changes() -> None:
+    due = Due(1000.0)
+    assert due.age(12.3) == "12s"
+    assert abs(due.at - (1000.0 + 0.7)) < 1e-6
+    due = Due(1000.0)
+    assert due.age(130.0) == "2m"
+    assert due.at == 1000.0 + 50.0
+    due = Due(1000.0)
+    assert due.countdown(125.0) == "2m"
+    assert due.at == 1000.0 + 5.0
+    due = Due(1000.0)
+    assert due.countdown(0.0) == "0s" and due.at == float("inf")
+
+
+def test_a_down_box_says_why_and_counts_down_its_retry() -> None:
+    box = BoxState(name="b", connection=Connection.TIMEOUT, error="no answer\nwithin 15 s",
+                   last_ok_at=900.0, retry_at=1040.0)
+    due = Due(1000.0)
+    head = box_head_line(box, "vast", 1000.0, due).plain
+    assert "✖ timeout" in head and "data 1m old" in head
+    problem = box_problem_line(box, 1000.0, due)
+    assert problem is not None and problem.plain == "no answer\nwithin 15 s (retry in 40s)"
+    assert due.at == 1001.0  # the countdown moves every second under a minute

@@ -1,0 +1,44 @@
+"""The strip at the top of the fleet screen: boxes up, runs by health, the fleet's burn."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tui.model.box import BoxState
+from tui.model.meter import FleetCost
+from widgets.fleet_text import fleet_line
+
+
+class FleetHead(Widget):
+    """Drawn from its reactives; wraps (and grows) at narrow widths."""
+
+    DEFAULT_CSS = """
+    FleetHead { height: auto; background: $panel; }
+    """
+
+    boxes: reactive[tuple[BoxState, ...]] = reactive((), always_update=True)
+    cost: reactive[FleetCost | None] = reactive(None, always_update=True)
+
+    def __init__(self, boxes: tuple[BoxState, ...], cost: FleetCost | None, *,
+                 id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.set_reactive(FleetHead.boxes, boxes)
+        self.set_reactive(FleetHead.cost, cost)
+        self._text = fleet_line(list(boxes), cost)
+
+    def render(self) -> Text:
+        return self._text
+
+    def _changed(self) -> None:
+        text = fleet_line(list(self.boxes), self.cost)
+        if text != self._text:
+            self._text = text
+            self.refresh(layout=True)
+
+    def watch_boxes(self) -> None:
+        self._changed()
+
+    def watch_cost(self) -> None:
+        self._changed()

@@ -1,0 +1,304 @@
+"""The fleet list: every box and every run as lines of one line-API widget.
+
+Why one widget: a widget per line (16 per box) made every content change
+re-arrange the whole tree, and a key press cost ~100 ms of CPU at 20 boxes.
+Here a box's new snapshot rebuilds that box's lines only, a key press repaints
+the two rows whose highlight moved, and the compositor sees one widget
+whatever the size of the fleet (as Textual's own Log and DataTable draw).
+
+The list holds no selection logic of its own: `selected` (a run key, bound to
+the fleet screen's cursor) and `filter` (bound to the screen's filter) are
+reactives the screen sets; `order` says which runs are shown, top to bottom.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual.content import Content
+from textual.geometry import Region, Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual
+
+from widgets.fleet_text import SPARK_BLOCKS, SPARK_CELLS, BoxLines, BoxView, Line, box_lines
+
+RunKey = tuple[str, str]  # (box name, run path)
+
+
+@dataclass
+class _Block:
+    """One box's lines, and their strips at the width they were last drawn at."""
+
+    view: BoxView
+    lines: BoxLines
+    due: float = float("inf")  # a staged view is drawn by then
+    strips: list[Strip] | None = None
+    owners: list[str | None] | None = None  # the run path each strip belongs to
+    width: int = 0
+
+
+class FleetList(ScrollView, can_focus=False):
+    """Boxes in config order; a run's two lines are highlighted when it is `selected`."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "fleet-list--cursor", "fleet-list--activity", "fleet-list--muted",
+        "fleet-list--spark-low", "fleet-list--spark-high"}
+    DEFAULT_CSS = """
+    FleetList { height: 1fr; overflow-x: hidden; }
+    FleetList > .fleet-list--cursor { background: $accent 25%; }
+    FleetList > .fleet-list--activity { color: $accent; text-style: bold; }
+    FleetList > .fleet-list--muted { color: $text-muted; }
+    FleetList > .fleet-list--spark-low { color: $primary 30%; }
+    FleetList > .fleet-list--spark-high { color: $primary; }
+    """
+
+    filter: reactive[str] = reactive("", init=False)
+    selected: reactive[RunKey | None] = reactive(None, init=False)
+
+    def __init__(self, views: Iterable[BoxView], now: float, *, id: str | None = "fleet"
+                 ) -> None:
+        super().__init__(id=id)
+        self._now = now
+        self._blocks: dict[str, _Block] = {
+            v.state.name: _Block(v, box_lines(v, "", now)) for v in views}
+        self._names = list(self._blocks)
+        self._tops: list[int] = []  # first row of each box, in self._names order
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._order: list[RunKey] | None = None
+        self._styles: dict[str, VisualStyle] = {}
+        self._bars: dict[tuple[str, Style], Style] = {}
+        self._cursor: tuple[tuple[RunKey, int], list[Strip]] | None = None
+        self._laid_width = 0
+
+    # --- what the screen calls -------------------------------------------------------
+
+    def show(self, view: BoxView, now: float) -> None:
+        """A box's new picture: its lines are rebuilt, repainted only if they changed."""
+        if view.state.name in self._blocks:
+            self._blocks[view.state.name].view = view
+            self._rebuild(view.state.name, now)
+
+    def stage(self, view: BoxView, by: float) -> None:
+        """A box's new picture that may wait until `by` (or the box's next redraw)."""
+        block = self._blocks.get(view.state.name)
+        if block is not None:
+            block.view = view
+            block.due = min(block.due, by)
+
+    def view(self, name: str) -> BoxView:
+        return self._blocks[name].view
+
+    def views(self) -> list[BoxView]:
+        return [b.view for b in self._blocks.values()]
+
+    def tick(self, now: float) -> None:
+        """Redraw the boxes whose ages or countdowns read differently by now (and only
+        those; a line whose words did not change is not repainted)."""
+        for name, block in self._blocks.items():
+            if min(block.lines.due, block.due) <= now:
+                self._rebuild(name, now)
+
+    @property
+    def order(self) -> list[RunKey]:
+        """The runs shown, top to bottom."""
+        if self._order is None:
+            self._order = [(name, path) for name, block in self._blocks.items()
+                           for path in block.lines.runs]
+        return self._order
+
+    def is_visible(self, key: RunKey) -> bool:
+        """Whether any row of the run lies inside the scrolled window."""
+        rows = self._run_rows(key)
+        top = self.scroll_offset.y
+        return rows is not None and rows.y < top + self.scrollable_content_region.height \
+            and rows.bottom > top
+
+    def text(self, name: str | None = None) -> str:
+        """The plain words of one box's lines (or the whole list): what a reader sees."""
+        blocks = [self._blocks[name]] if name is not None else self._blocks.values()
+        return "\n".join(line.text.plain for b in blocks for line in b.lines.lines)
+
+    # --- reactives ---------------------------------------------------------------------
+
+    def watch_filter(self) -> None:
+        for name in self._blocks:
+            self._rebuild(name, self._now, force=True)
+
+    def watch_selected(self, old: RunKey | None, new: RunKey | None) -> None:
+        self._cursor = None
+        if not self._tops:
+            return
+        for key in (old, new):
+            rows = self._run_rows(key)
+            if rows is not None:
+                self.refresh_lines(rows.y, rows.height)
+        rows = self._run_rows(new)
+        if rows is not None:
+            self.scroll_to_region(rows, animate=False, immediate=True, x_axis=False)
+
+    # --- lines -------------------------------------------------------------------------
+
+    def _rebuild(self, name: str, now: float, *, force: bool = False) -> None:
+        self._now = now
+        block = self._blocks[name]
+        block.due = float("inf")
+        lines = box_lines(block.view, self.filter, now)
+        if not force and lines.lines == block.lines.lines:
+            block.lines = lines  # the same words; only the due time moved
+            return
+        old_height = len(block.strips) if block.strips is not None else None
+        if lines.runs != block.lines.runs:
+            self._order = None
+        block.lines = lines
+        block.strips = None
+        if self._cursor is not None and self._cursor[0][0][0] == name:
+            self._cursor = None
+        if not self._tops:
+            return  # not laid out yet: on_mount does it
+        top = self._tops[self._index[name]]
+        if old_height != len(self._strips(name)[0]):
+            self._layout()
+            self.refresh()
+        else:
+            self.refresh_lines(top, old_height)
+
+    def on_mount(self) -> None:
+        self._layout()
+
+    def on_resize(self) -> None:
+        self._layout()
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()
+        self._bars.clear()
+        self._cursor = None
+        for block in self._blocks.values():
+            block.strips = None
+        super().notify_style_update()
+        if self._tops:
+            self._layout()
+
+    def _width(self) -> int:
+        return max(self.scrollable_content_region.width, 20)
+
+    def _layout(self) -> None:
+        """Where each box starts, at the current width (wrapped lines count)."""
+        y = 0
+        tops = []
+        for name in self._names:
+            tops.append(y)
+            y += len(self._strips(name)[0])
+        self._tops = tops
+        self._laid_width = self._width()
+        self.virtual_size = Size(0, y)  # lines wrap at the width: nothing to scroll across
+
+    def _style(self, part: str) -> VisualStyle:
+        """The list's style with one of its components (cached until the CSS changes)."""
+        style = self._styles.get(part)
+        if style is None:
+            style = self._styles[part] = self.get_visual_style(f"fleet-list--{part}") \
+                if part else self.visual_style
+        return style
+
+    def _bar_style(self, bar: str, base: Style) -> Style:
+        """A sparkline bar's colour, from the low colour to the high one by its height
+        (as Textual's Sparkline blends them), over the line's background."""
+        key = (bar, base)
+        style = self._bars.get(key)
+        if style is None:
+            low = self.get_component_rich_style("fleet-list--spark-low").color
+            high = self.get_component_rich_style("fleet-list--spark-high").color
+            ratio = SPARK_BLOCKS.index(bar) / (len(SPARK_BLOCKS) - 1)
+            color = high
+            if low is not None and high is not None and low.triplet and high.triplet:
+                color = Color.from_rgb(*(a + (b - a) * ratio for a, b in zip(
+                    low.triplet, high.triplet, strict=True)))
+            style = self._bars[key] = base + Style(color=color)
+        return style
+
+    def _strips(self, name: str) -> tuple[list[Strip], list[str | None]]:
+        block = self._blocks[name]
+        width = self._width()
+        if block.strips is None or block.owners is None or block.width != width:
+            strips: list[Strip] = []
+            owners: list[str | None] = []
+            for line in block.lines.lines:
+                for strip in self._render(line, width, self._style(line.style)):
+                    strips.append(strip)
+                    owners.append(line.run)
+            block.strips, block.owners, block.width = strips, owners, width
+        return block.strips, block.owners
+
+    def _cursor_strips(self, key: RunKey) -> list[Strip]:
+        """The selected run's lines drawn over the cursor's background (kept until the
+        cursor moves or its box is redrawn)."""
+        width = self._width()
+        if self._cursor is None or self._cursor[0] != (key, width):
+            style = self._style("cursor")
+            block = self._blocks[key[0]]
+            strips = [strip for line in block.lines.lines if line.run == key[1]
+                      for strip in self._render(line, width, style)]
+            self._cursor = ((key, width), strips)
+        return self._cursor[1]
+
+    def _render(self, line: Line, width: int, style: VisualStyle) -> list[Strip]:
+        """A line as Static would draw it (theme colours, word wrap), then laid out:
+        indented, or with the sparkline at the right edge."""
+        content = Content.from_rich_text(line.text)
+        base = style.rich_style
+        if line.spark is not None:
+            room = width - SPARK_CELLS - 1
+            strips = Visual.to_strips(self, content, room, 1, style, apply_selection=False,
+                                      pad=True) if room > 0 else [Strip([])]
+            spark = [Segment(" ", base),
+                     *(Segment(bar, self._bar_style(bar, base)) for bar in line.spark)]
+            return [Strip([*strips[0], *spark]).crop_extend(0, width, base)]
+        if not line.text.plain:
+            return [Strip.blank(width, base)]
+        room = max(width - line.indent, 1)
+        pad = [Segment(" " * line.indent, base)] if line.indent else []
+        return [Strip([*pad, *strip]).crop_extend(0, width, base)
+                for strip in Visual.to_strips(self, content, room, None, style,
+                                              apply_selection=False, pad=True)]
+
+    def _run_rows(self, key: RunKey | None) -> Region | None:
+        """The rows of a run's lines, in list coordinates."""
+        if key is None or key[0] not in self._index or not self._tops:
+            return None
+        name, path = key
+        _, owners = self._strips(name)
+        rows = [i for i, owner in enumerate(owners) if owner == path]
+        if not rows:
+            return None
+        top = self._tops[self._index[name]]
+        return Region(0, top + rows[0], self._width(), rows[-1] - rows[0] + 1)
+
+    def render_line(self, y: int) -> Strip:
+        if self._width() != self._laid_width:  # a scrollbar came or went: wrap again
+            self._layout()
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        row = scroll_y + y
+        base = self.rich_style
+        at = bisect_right(self._tops, row) - 1
+        if at >= 0:
+            name = self._names[at]
+            strips, owners = self._strips(name)
+            offset = row - self._tops[at]
+            if offset < len(strips):
+                strip = strips[offset]
+                selected = self.selected
+                if selected is not None and selected == (name, owners[offset]):
+                    strip = self._cursor_strips(selected)[offset - owners.index(selected[1])]
+                return strip.crop_extend(scroll_x, scroll_x + width, base)
+        return Strip.blank(width, base)

@@ -1,0 +1,321 @@
+"""The fleet screen's words: pure functions from model snapshots to Rich Text.
+
+No Textual here, no I/O: every line the fleet list draws is made by one of
+these from an immutable BoxState/RunState (and the money picture), so they
+are tested with plain values and the widget only lays the lines out.
+
+Text from a box (run names, reasons, errors) is a stranger's: control
+characters are replaced before they reach the terminal, and widths are
+counted in terminal cells (CJK and emoji take two), not characters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from rich.cells import cell_len, set_cell_size
+from rich.text import Text
+
+from tui.model.box import BoxState, Connection
+from tui.model.cost import RunCost
+from tui.model.guard import PushRecord, push_note
+from tui.model.meter import BoxCost, FleetCost
+from tui.model.runs import Health, RunState, format_age, parse_time
+from widgets.badges import badge, bar
+from widgets.money_text import box_money_line, fleet_money, run_money
+
+NAME_CELLS = 20
+SPARK_POINTS = 60
+SPARK_CELLS = 14
+SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str, *, lines: bool = False) -> str:
+    """Box text with control characters (escape sequences, bells) made visible as `?`:
+    a run name must never drive the user's terminal. Newlines become spaces unless
+    `lines` keeps them (a multi-line error)."""
+    text = text.replace("\t", " ")
+    if not lines:
+        text = text.replace("\n", " ")
+    return _CONTROL.sub("?", text)
+
+
+def fit(text: str, cells: int) -> str:
+    """Exactly `cells` terminal cells: cut with an ellipsis, or padded with spaces."""
+    if cell_len(text) <= cells:
+        return set_cell_size(text, cells)
+    return set_cell_size(text, cells - 1) + "…"
+
+
+class Due:
+    """Collects when the lines drawn at `now` would next read differently.
+
+    Ages and countdowns are drawn through it; the fleet list redraws a box at its
+    due time, not every second, and draws nothing when no shown figure moved."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.at = math.inf
+
+    def _within(self, seconds: float) -> None:
+        self.at = min(self.at, self.now + max(seconds, 0.05))
+
+    def age(self, seconds: float) -> str:
+        """A growing age (`data 5m old`): changes when its last shown unit rolls over."""
+        seconds = max(0.0, seconds)
+        unit = 1 if seconds < 60 else 60 if seconds < 86400 else 3600
+        self._within(unit - seconds % unit)
+        return format_age(seconds)
+
+    def countdown(self, seconds: float) -> str:
+        """A shrinking time (`retry in 12s`): changes when it drops below its shown value."""
+        seconds = max(0.0, seconds)
+        if seconds > 0:
+            unit = 1 if seconds < 60 else 60 if seconds < 86400 else 3600
+            self._within(seconds % unit or unit)
+        return format_age(seconds)
+
+    def clock(self, stamp: float) -> str | None:
+        """HH:MM on the local clock of a time that moves with now (an end time)."""
+        self._within(60 - stamp % 60)
+        return clock_time(stamp)
+
+
+def clock_time(stamp: float) -> str | None:
+    """HH:MM on the local clock, or None for a time no clock can show (an ETA of 1e18 s
+    in a hand-edited or corrupt status.json must not take the panel down)."""
+    try:
+        return time.strftime("%H:%M", time.localtime(stamp))
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def run_main_line(run: RunState) -> Text:
+    """`name  ▶ running  37/100 ███▌──── ETA 1h24m`: columns by cell width."""
+    epoch = run.current_epoch
+    total = run.total_epochs
+    fraction = epoch / total if epoch is not None and total else None
+    text = Text(fit(clean(run.name), NAME_CELLS) + " ", style="bold")
+    text.append_text(badge(str(run.health), 11))
+    done = "-" if epoch is None else str(epoch)
+    text.append(f" {done:>5}/{total if total is not None else '?':<5} ")
+    text.append_text(bar(fraction, 8))
+    eta = run.eta_seconds
+    text.append(f" ETA {format_age(eta) if eta is not None else '-':<6}")
+    return text
+
+
+def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
+                    pushed: str | None = None, due: Due | None = None) -> Text:
+    """The second line: why (for runs in trouble), else best metric, end time, age."""
+    due = due or Due(now)
+    if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
+        text = Text(clean(run.reason), style="italic red" if run.health is Health.FAILED
+                    else "italic yellow")
+        if pushed:
+            text.append(f" · {pushed}", style="dim")
+        return text
+    parts = []
+    if run.best_metric is not None:
+        best = f"best {clean(run.best_metric_name or 'metric')} {run.best_metric:.4f}"
+        if run.best_epoch is not None:
+            best += f" @{run.best_epoch}"
+        parts.append(best)
+    if run.train_loss is not None:
+        parts.append(f"loss {run.train_loss:.4g}")
+    ends = due.clock(now + run.eta_seconds) if run.eta_seconds is not None else None
+    if ends is not None:
+        parts.append(f"ends {ends}")
+    money = run_money(cost)
+    if money:
+        parts.append(money)
+    if pushed:
+        parts.append(pushed)
+    updated = parse_time(run.updated_at)
+    if updated is not None and run.box_time is not None:
+        parts.append(f"updated {format_age(run.box_time - updated)} ago")
+    return Text(" · ".join(parts), style="dim")
+
+
+def run_push_note(run: RunState, pushes: Mapping[str, PushRecord], box: BoxState,
+                  due: Due) -> str | None:
+    """The push note of a run, aged on the box's clock (the panel's while it has none)."""
+    if box.box_time is None and run.path in pushes:
+        due.age(0.0)  # aged on the panel's clock: it moves every second
+    return push_note(run, pushes, box.box_time or due.now)
+
+
+def spark_values(values: list[float]) -> list[float]:
+    """Values a sparkline can draw: a series holding 1e308 next to -1e308 would overflow
+    into NaN when its span is taken, so such series are scaled into [-1, 1] (the shape
+    is what a sparkline shows)."""
+    peak = max((abs(v) for v in values), default=0.0)
+    if peak <= 1e300:
+        return values
+    return [v / peak for v in values]
+
+
+def sparkline(values: list[float], cells: int = SPARK_CELLS) -> str:
+    """The last values as eighth-block bars, `cells` wide, bucketed and scaled as
+    Textual's Sparkline draws them (each cell the max of its bucket, the lowest value
+    the lowest bar); the fleet list colours a bar by its height."""
+    data = spark_values(values[-SPARK_POINTS:])
+    if not data:
+        return SPARK_BLOCKS[0] * cells
+    if len(data) == 1:
+        return SPARK_BLOCKS[-1] * cells
+    low, high = min(data), max(data)
+    extent = high - low or 1
+    step = Fraction(len(data), cells)
+    buckets = [part for i in range(cells)
+               if (part := data[int(step * i):int(step * (i + 1))])]
+    bars = []
+    index = 0.0
+    for _ in range(cells):
+        ratio = (max(buckets[int(index)]) - low) / extent
+        bars.append(SPARK_BLOCKS[int(ratio * (len(SPARK_BLOCKS) - 1))])
+        index += len(buckets) / cells
+    return "".join(bars)
+
+
+def matches(run: RunState, text: str) -> bool:
+    """The `/` filter: a health word, or part of the run's name (case-insensitive)."""
+    text = text.strip().lower()
+    return not text or str(run.health).startswith(text) or text in run.name.lower()
+
+
+def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = None,
+                  items: tuple[Text, ...] = ()) -> Text:
+    """`■ name (provider) ● ok  GPU0 ██▌ 97% 20/24G  disk 41%`, then any extra `items`
+    (a verdict, a badge) the screen adds for this box."""
+    due = due or Due(now)
+    text = Text(f"■ {box.name} ", style="bold")
+    text.append(f"({provider}) ", style="dim")
+    text.append_text(badge(str(box.connection)))
+    text.append(" ")
+    age = box.data_age(now)
+    if age is not None and (box.connection is not Connection.OK or age > 30):
+        text.append(f"  data {due.age(age)} old", style="yellow")
+    elif age is not None:
+        due._within(30 - age)  # "data ... old" appears at 30 s
+    for gpu in box.gpus:
+        util = f"{gpu.util_pct:.0f}%" if gpu.util_pct is not None else "?"
+        text.append(f"  GPU{gpu.index} ")
+        text.append_text(bar(gpu.util_pct / 100 if gpu.util_pct is not None else None, 3))
+        text.append(f"{util:>4}")
+        if gpu.mem_used_mib is not None and gpu.mem_total_mib:
+            text.append(f" {gpu.mem_used_mib / 1024:.0f}/{gpu.mem_total_mib / 1024:.0f}G",
+                        style="dim")
+    if not box.gpus and box.gpu_note and box.connection is Connection.OK:
+        text.append(f"  ({clean(box.gpu_note)})", style="dim")
+    for disk in box.disks:
+        text.append(f"  disk {disk.percent}%",
+                    style="bold red" if disk.percent >= 90 else "")
+    for item in items:
+        text.append("  ")
+        text.append_text(item)
+    return text
+
+
+def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text | None:
+    """Why a box is down (with the retry countdown), its roots' problems and notices."""
+    due = due or Due(now)
+    lines = []
+    if box.connection is not Connection.OK and box.error:
+        retry = ""
+        if box.retry_at is not None:
+            retry = f" (retry in {due.countdown(box.retry_at - now)})"
+        lines.append(f"{clean(box.error, lines=True)}{retry}")
+    lines.extend(clean(str(p)) for p in (*box.root_problems, *box.notices))
+    if box.connection is Connection.OK and not box.runs:
+        lines.append("no runs found under the runs roots")
+    return Text("\n".join(lines), style="yellow") if lines else None
+
+
+def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
+    """The strip at the top: boxes reachable / total, runs by health, the fleet's burn."""
+    reachable = sum(b.connection is Connection.OK for b in boxes)
+    text = Text(f" {reachable}/{len(boxes)} boxes up ", style="bold")
+    counts = {h: 0 for h in Health}
+    for box in boxes:
+        for run in box.runs:
+            counts[run.health] += 1
+    for health, count in counts.items():
+        if count:
+            text.append(" ")
+            text.append_text(badge(str(health)))
+            text.append(f" {count}")
+    text.append_text(fleet_money(cost))
+    return text
+
+
+@dataclass(frozen=True)
+class BoxView:
+    """Everything one box's lines are drawn from: its snapshot, and what the panel adds."""
+
+    state: BoxState
+    provider: str = "manual"
+    cost: BoxCost | None = None
+    pushes: Mapping[str, PushRecord] = field(default_factory=dict)
+    activity: Text | None = None  # an action in flight, or how the last one ended
+    items: tuple[Text, ...] = ()  # extra head items (a verdict, a badge)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One logical line of the fleet list; `run` is the path of the run it belongs to.
+
+    A line wraps at the list's width (each part indented by `indent`); a run's main
+    line never wraps and carries its loss sparkline at the right edge."""
+
+    text: Text
+    indent: int = 0
+    run: str | None = None
+    spark: str | None = None
+    style: str = ""  # a component of the list's CSS ("activity", "muted") for the line
+
+
+@dataclass(frozen=True)
+class BoxLines:
+    lines: tuple[Line, ...]
+    runs: tuple[str, ...]  # the paths of the runs shown, in order
+    due: float  # when some shown age or countdown next reads differently
+
+
+def _lines_of(text: Text | None, indent: int, style: str = "") -> list[Line]:
+    return [Line(part, indent, style=style) for part in text.split("\n")] if text else []
+
+
+def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
+    """A box as the fleet list shows it: head, activity, money, problems, then a main
+    and a detail line per run the filter shows, a count of the hidden ones, a gap."""
+    box = view.state
+    due = Due(now)
+    lines = [Line(box_head_line(box, view.provider, now, due, view.items))]
+    if view.activity is not None:
+        lines += _lines_of(view.activity, 2, "activity")
+    if view.cost is not None:
+        if view.cost.idle_alarm and view.cost.idle_since is not None:
+            due.age(now - view.cost.idle_since)
+        lines += _lines_of(box_money_line(view.cost, now), 2)
+    lines += _lines_of(box_problem_line(box, now, due), 2)
+    shown: list[str] = []
+    for run in box.runs:
+        if not matches(run, filter_text):
+            continue
+        shown.append(run.path)
+        cost = view.cost.runs.get(run.path) if view.cost else None
+        pushed = run_push_note(run, view.pushes, box, due)
+        lines.append(Line(run_main_line(run), run=run.path, spark=sparkline(run.loss_history)))
+        lines.append(Line(run_detail_line(run, now, cost, pushed, due), 2, run=run.path))
+    hidden = len(box.runs) - len(shown)
+    if hidden:
+        lines.append(Line(Text(f"{hidden} run(s) hidden by the filter"), 2, style="muted"))
+    lines.append(Line(Text()))
+    return BoxLines(tuple(lines), tuple(shown), due.at)
