@@ -759,6 +759,8 @@ async def test_panel_says_once_that_the_ledger_and_journal_cannot_be_used(
         await until(pilot, lambda: box.box.connection == "ok")
         updates = box.box.last_ok_at
         await until(pilot, lambda: box.box.last_ok_at != updates)  # a few refreshes later
+        # The money picture follows box updates within a quarter second.
+        await until(pilot, lambda: any("cannot be written" in w for w in said(app)))
         words = said(app)
         assert sum("cost ledger" in w and "cannot be read" in w for w in words) == 1, words
         assert sum("cost ledger" in w and "cannot be written" in w for w in words) == 1, words

@@ -20,10 +20,10 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "destroy_cancel": "escape", "destroy_push_first": "p", "destroy_override": "t",
 }
 # Bound on the app: active on every screen (a screen's own binding of a key wins there).
-EVERYWHERE = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
-              "destroy", "journal", "next", "previous", "help")
+EVERYWHERE = ("quit", "refresh", "cost", "journal", "help")
 SCREENS: Mapping[str, tuple[str, ...]] = {
-    "the fleet": (),
+    "the fleet": ("open", "filter", "push", "push_box", "stop", "start", "destroy", "next",
+                  "previous", "back"),
     "the run detail": ("back", "series"),
     "the cost screen": ("back",),
     "the journal": ("back",),
