@@ -210,7 +210,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 async def _monitor(fleet: FleetConfig, box: BoxConfig, run: str, port: int | None) -> int:
     import getpass
 
-    from tui.actions.monitor import MonitorError, close_monitor, open_monitor
+    from tui.actions.monitor import MonitorError, close_monitor, hold_monitor, open_monitor
     from tui.model.launch import ssh_forward_hint
     from tui.remote.hostkeys import host_key_store
     from tui.remote.session import BoxSession
@@ -237,18 +237,10 @@ async def _monitor(fleet: FleetConfig, box: BoxConfig, run: str, port: int | Non
             print(f"on your laptop: {hint}  then open {handle.url}", file=sys.stderr)
         print("Ctrl+C stops the forward" + (" and the monitor" if handle.started else ""),
               file=sys.stderr, flush=True)
-        lost = False
-        while not done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), 1.0)
-            if not session.connected:
-                lost = True
-                break
-        if lost:
-            print(f"the connection to box {box.name} was lost; the forward is gone",
-                  file=sys.stderr)
+        await hold_monitor(session, handle, done,
+                           say=lambda line: print(line, file=sys.stderr, flush=True))
         print(await close_monitor(session, handle), file=sys.stderr)
-        return EXIT_BOX_FAILED if lost else EXIT_OK
+        return EXIT_OK
     finally:
         await session.close()
 

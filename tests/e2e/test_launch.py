@@ -193,6 +193,12 @@ def test_monitor_through_a_jump_host_forwards_libreyolo_monitor_and_stops_it(
         monitors = _pids_with(str(run_dir))
         assert len(monitors) == 1, "one libreyolo monitor on the box"
 
+        # The box's link drops: the monitor lives on there, the same URL works again here.
+        assert server.cut_connections() >= 1
+        wait_for(lambda: _get(f"{url}api/status?run={quoted}") is not None, timeout=60,
+                 interval=0.5)
+        assert _pids_with(str(run_dir)) == monitors
+
         # A second look reuses the monitor that serves the run, and leaves it running.
         second = cli(fleet, "monitor", "box", str(run_dir), "--port", "0",
                      start_new_session=True)
@@ -217,6 +223,14 @@ def test_monitor_through_a_jump_host_forwards_libreyolo_monitor_and_stops_it(
     wait_for(lambda: not any(_alive(p) for p in monitors), timeout=10)
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{url}api/runs", timeout=2)
+
+
+def _get(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return json.loads(resp.read())
+    except OSError:
+        return None
 
 
 def _url_of(proc: subprocess.Popen[str]) -> str:

@@ -10,8 +10,10 @@ stops the forward, and the monitor only if we started it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -132,6 +134,34 @@ async def _stop_started(session: BoxSession, handle: MonitorHandle) -> str:
         return "monitor stopped"
     return f"could not stop the monitor (pid {handle.pid}) on box {handle.box}: " \
            f"{result.reason or clean_text(str(result.first('error')))}"
+
+
+async def hold_monitor(session: BoxSession, handle: MonitorHandle, stop: asyncio.Event, *,
+                       say: Callable[[str], None] = lambda _: None,
+                       check_seconds: float = 1.0, retry_seconds: float = 3.0) -> None:
+    """Keep the forward up until `stop` is set: when the connection drops, log in again
+    and forward the same local port anew (the monitor on the box never noticed)."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), check_seconds)
+        if stop.is_set() or session.connected:
+            continue
+        say(f"the connection to box {handle.box} was lost; forwarding again when it is back")
+        if handle.listener is not None:
+            handle.listener.close()
+            handle.listener = None
+        while not stop.is_set():
+            try:
+                conn = await session.connection()
+                handle.listener = await _forward(conn, handle.local_port, handle.remote_port)
+            except (BoxError, asyncssh.Error, OSError) as exc:
+                reason = exc.message if isinstance(exc, BoxError) else str(exc)
+                say(f"not yet: {clean_text(reason)}")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), retry_seconds)
+                continue
+            say(f"forwarding again: {handle.url}")
+            break
 
 
 async def close_monitor(session: BoxSession, handle: MonitorHandle) -> str:
