@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tui.model.box import BoxState, DiskRow, fold_answer
+from tui.remote.framing import new_nonce, unframe
 from tui.remote.session import decode_answer, probe_payload
 
 PYTHON3 = shutil.which("python3", path="/usr/bin:/bin") or "python3"
@@ -41,9 +42,12 @@ def test_hostile_mount_names_are_printable_and_short() -> None:
 def test_probe_matches_df_on_this_machine(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     root.mkdir()
-    proc = subprocess.run([PYTHON3, "-"], input=probe_payload({"roots": [str(root)], "runs": {}}),
+    nonce = new_nonce()
+    proc = subprocess.run([PYTHON3, "-"],
+                          input=probe_payload({"roots": [str(root)], "runs": {}}, nonce),
                           capture_output=True, timeout=60, check=True)
-    box = fold_answer(BoxState(name="b"), decode_answer(proc.stdout), 0.0)
+    box = fold_answer(BoxState(name="b"), decode_answer(unframe(nonce, proc.stdout,
+                                                                      max_frame=1 << 30)), 0.0)
     (disk,) = box.disks
     # POSIX df: Filesystem 1024-blocks Used Available Capacity Mounted-on
     line = subprocess.run(["df", "-P", str(root)], capture_output=True, text=True,

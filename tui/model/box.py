@@ -82,8 +82,8 @@ def _label(value: object, limit: int = 120) -> str | None:
     """A short name the box gave (a mount point, a device): printable characters only."""
     if not isinstance(value, str) or not value:
         return None
-    clean = "".join(c if c.isprintable() else "?" for c in value)
-    return clean if len(clean) <= limit else clean[:limit - 3] + "..."
+    safe = clean(value)
+    return safe if len(safe) <= limit else safe[:limit - 3] + "..."
 
 
 class BadAnswer(ValueError):
