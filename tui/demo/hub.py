@@ -3,9 +3,13 @@
 Speaks the calls huggingface_hub 2.x makes for `preupload_lfs_files` and
 `create_commit` without Xet (preupload, LFS batch, basic PUT upload, LFS
 verify, the ndjson commit), plus `get_paths_info` and `/resolve/` for the
-verification. Read from huggingface_hub's own `_commit_api.py`, `lfs.py` and
-`hf_api.py`. It records every Authorization header so a test can see the
-token arrive, and only ever listens on 127.0.0.1. One implementation for the
+verification. Dataset repos too (`stage` and `fetch`): their routes carry a
+`datasets/` prefix, `create_repo` makes them (private unless asked otherwise),
+`list_repo_tree` lists them and `hf_hub_download` reads them (HEAD with the
+X-Repo-Commit and linked ETag/size headers, then GET). Read from
+huggingface_hub's own `_commit_api.py`, `lfs.py`, `hf_api.py` and
+`file_download.py`. It records every Authorization header so a test can see
+the token arrive, and only ever listens on 127.0.0.1. One implementation for the
 demo (a box pushes to it) and the tests (tests/support/hub_server.py).
 """
 
@@ -22,10 +26,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/(?P<op>preupload|commit|paths-info)/"
-                 r"(?P<rev>[^/]+)$")
-BATCH = re.compile(r"^/(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch$")
-RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
+# A repo's key in HubState.repos is "org/name" for a model, "datasets/org/name" for a data set.
+API = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+/[^/]+)/"
+                 r"(?P<op>preupload|commit|paths-info)/(?P<rev>[^/]+)$")
+TREE = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)"
+                  r"(?:/(?P<path>.*))?$")
+BATCH = re.compile(r"^/(?P<prefix>datasets/)?(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch$")
+RESOLVE = re.compile(r"^/(?P<prefix>datasets/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/"
+                     r"(?P<path>.+)$")
+LFS_OVER_BYTES = 10 * 1000 * 1000  # the Hub sends bigger files to LFS whatever their name
+
+
+def repo_key(kind: str | None, repo: str) -> str:
+    return f"datasets/{repo}" if kind in ("datasets", "datasets/", "dataset") else repo
 
 
 def git_blob_id(data: bytes) -> str:
@@ -53,12 +66,17 @@ class HubState:
     commits: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     lie_about: set[str] = field(default_factory=set)  # paths whose sha256 paths-info misreports
+    corrupt: set[str] = field(default_factory=set)  # paths served with one byte flipped
+    private: dict[str, bool] = field(default_factory=dict)  # repos made by create_repo
+    heads: dict[str, str] = field(default_factory=dict)  # repo -> its last commit
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def upload_mode(path: str) -> str:
-    """Like the Hub's default .gitattributes: weights go to LFS, small text stays in git."""
-    return "lfs" if path.endswith((".pt", ".pth", ".bin", ".safetensors")) else "regular"
+def upload_mode(path: str, size: int = 0) -> str:
+    """Like the Hub's default .gitattributes: weights and archives go to LFS, small text stays
+    in git, and anything over 10 MB goes to LFS."""
+    lfs = path.endswith((".pt", ".pth", ".bin", ".safetensors", ".tar", ".tar.gz", ".zip"))
+    return "lfs" if lfs or size > LFS_OVER_BYTES else "regular"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -121,21 +139,25 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             self._send(401, {"error": "Invalid credentials"})
             return
+        if path == "/api/repos/create":
+            self._create_repo(json.loads(body))
+            return
         if match := BATCH.match(path):
-            if self._repo(match["repo"]) is not None:
+            if self._repo(repo_key(match["prefix"], match["repo"])) is not None:
                 self._lfs_batch(json.loads(body))
             return
         match = API.match(path)
         if match is None:
             self._send(404, {"error": f"no route {path}"})
             return
-        files = self._repo(match["repo"])
+        key = repo_key(match["kind"], match["repo"])
+        files = self._repo(key)
         if files is None:
             return
         if match["op"] == "preupload":
             self._preupload(files, json.loads(body))
         elif match["op"] == "commit":
-            self._commit(match["repo"], files, body)
+            self._commit(key, files, body)
         else:
             self._paths_info(files, parse_qs(body.decode()))
 
@@ -153,29 +175,78 @@ class Handler(BaseHTTPRequestHandler):
             self.server.state.lfs_objects[oid] = body
         self._send(200, raw=b"")
 
-    def do_GET(self) -> None:
+    def do_HEAD(self) -> None:
+        self.do_GET(head=True)
+
+    def do_GET(self, head: bool = False) -> None:
         if not self._authorized():
             self._send(401, {"error": "Invalid credentials"})
             return
-        match = RESOLVE.match(urlsplit(self.path).path)
+        path = urlsplit(self.path).path
+        if match := TREE.match(path):
+            files = self._repo(repo_key(match["kind"], match["repo"]))
+            if files is not None:
+                self._send(200, [self._entry(name, stored) for name, stored in sorted(
+                    files.items()) if name.startswith(unquote(match["path"] or ""))])
+            return
+        match = RESOLVE.match(path)
         if match is None:
             self._send(404, {"error": "no route"})
             return
-        files = self._repo(match["repo"])
+        key = repo_key(match["prefix"], match["repo"])
+        files = self._repo(key)
         if files is None:
             return
-        stored = files.get(unquote(match["path"]))
+        name = unquote(match["path"])
+        stored = files.get(name)
         if stored is None:
             self._send(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
             return
-        self._send(200, raw=stored.data)
+        data = stored.data
+        if name in self.server.state.corrupt and data:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        etag = stored.sha256 if stored.lfs else git_blob_id(stored.data)
+        headers = {"X-Repo-Commit": self.server.state.heads.get(key, "0" * 40),
+                   "ETag": f'"{etag}"'}
+        if stored.lfs:
+            headers |= {"X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(len(data))}
+        if head:
+            self.send_response(200)
+            for k, v in {**headers, "Content-Length": str(len(data))}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            return
+        self._send(200, raw=data, headers=headers)
 
     # -- endpoints ------------------------------------------------------------------
+
+    def _create_repo(self, payload: dict[str, Any]) -> None:
+        """POST /api/repos/create: a new empty repo, 409 if it exists (exist_ok handles it)."""
+        state = self.server.state
+        repo = f"{payload.get('organization')}/{payload['name']}"
+        key = repo_key(payload.get("type"), repo)
+        with state.lock:
+            if key in state.repos:
+                self._send(409, {"error": "You already created this repo",
+                                 "url": f"{self.server.url}/{key}"})
+                return
+            state.repos[key] = {}
+            state.private[key] = payload.get("visibility", "private" if payload.get(
+                "private", True) else "public") != "public"
+        self._send(200, {"url": f"{self.server.url}/{key}", "name": repo})
+
+    @staticmethod
+    def _entry(path: str, stored: StoredFile) -> dict[str, Any]:
+        entry: dict[str, Any] = {"type": "file", "path": path, "size": len(stored.data),
+                                 "oid": git_blob_id(stored.data)}
+        if stored.lfs:
+            entry["lfs"] = {"oid": stored.sha256, "size": len(stored.data), "pointerSize": 134}
+        return entry
 
     def _preupload(self, files: dict[str, StoredFile], payload: dict[str, Any]) -> None:
         answer = []
         for item in payload["files"]:
-            mode = upload_mode(item["path"])
+            mode = upload_mode(item["path"], int(item.get("size") or 0))
             stored = files.get(item["path"])
             oid = None
             if stored is not None:
@@ -221,6 +292,7 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             files.update(staged)
             state.commits.append(oid)
+            state.heads[repo] = oid
         base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._send(200, {"commitUrl": f"{base}/{repo}/commit/{oid}", "commitOid": oid,
                          "pullRequestUrl": None, "success": True})
