@@ -214,7 +214,7 @@ async def test_a_hung_matmul_stops_at_the_deadline(tmp_path: Path, fleet_of: Box
 
 HOSTILE = textwrap.dedent(r'''
     import json, re, sys
-    nonce = re.search(r'"nonce":"([0-9a-f]+)"', sys.stdin.read()).group(1)
+    nonce = re.search(r"NONCE = '([0-9a-f]+)'", sys.stdin.read()).group(1)
     def frame(obj, raw=None):
         data = raw if raw is not None else json.dumps(obj).encode()
         sys.stdout.buffer.write(b"\n--gpurent-%s %d\n" % (nonce.encode(), len(data)) + data)

@@ -7,27 +7,21 @@ apart the endings a caller must not confuse: it never started, it finished,
 it died (exit status or signal) or the deadline passed; and the last stage the
 program announced, so a crash or a hang is named by where it happened.
 
-This is the one place that opens the channel, so a public BoxSession call for
-on-box programs replaces one line here.
+The channel itself is BoxSession.run_program's (framing, caps, endings); this
+module adds what the preflight programs say about themselves: the stage they
+were in, their JSON frames, and whether they said they were done.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncssh
-
-from tui.remote.framing import FrameError, FrameReader
+from tui.model.box import Connection
 from tui.remote.session import BoxError, BoxSession
-
-STDERR_KEEP = 4096
-READ_CHUNK = 1 << 16
 
 
 @dataclass
@@ -57,105 +51,70 @@ class ProgramRun:
         return self.ended == "finished"
 
 
-def _text_tail(data: bytes, limit: int = 300) -> str:
-    words = " ".join(data.decode("utf-8", "replace").split())
+def _text_tail(text: str, limit: int = 300) -> str:
+    words = " ".join(text.split())
     return words if len(words) <= limit else "..." + words[-(limit - 3):]
 
 
-async def _connection(session: BoxSession) -> asyncssh.SSHClientConnection:
-    return await session.connection()
-
-
-async def run_onbox(session: BoxSession, command: str, payload: bytes, nonce: str, *,
-                    deadline: float, max_frame: int = 16 << 20, max_noise: int = 1 << 20,
+async def run_onbox(session: BoxSession, command: str, source: str, stdin: bytes, *,
+                    deadline: float, what: str, max_frame: int = 16 << 20,
                     on_frame: Callable[[dict[str, Any]], None] | None = None) -> ProgramRun:
-    """Run `command` on the box with `payload` on its stdin; never raises for the box's trouble.
+    """Run `source` on the box under `command` (an interpreter reading stdin) with `stdin`
+    as its input; never raises for the box's trouble.
 
     `deadline` bounds the whole run (seconds). Frames that are not JSON objects
     are dropped; a frame over `max_frame` or a flood of noise ends the run as
     "bad_answer" (the box is not believed further).
     """
-    try:
-        conn = await _connection(session)
-    except BoxError as exc:
-        return ProgramRun("not_started", reason=exc.message)
-    try:
-        proc = await conn.create_process(command, encoding=None)
-    except asyncssh.ChannelOpenError as exc:
-        return ProgramRun("not_started", reason=f"the box refused a session: {exc.reason}")
-    except (asyncssh.Error, OSError) as exc:
-        return ProgramRun("not_started", reason=f"the connection was lost ({exc})")
     run = ProgramRun("exited")
-    reader = FrameReader(nonce, max_frame=max_frame, max_noise=max_noise)
     stage_at = time.monotonic()
-    err = bytearray()
 
-    async def drain_stderr() -> None:
-        while chunk := await proc.stderr.read(READ_CHUNK):
-            err.extend(chunk)
-            del err[:-STDERR_KEEP]
-
-    async def read_frames() -> None:
+    def seen(raw: bytes) -> None:
         nonlocal stage_at
-        while chunk := await proc.stdout.read(READ_CHUNK):
-            for raw in reader.feed(chunk):
-                try:
-                    frame = json.loads(raw)
-                except (ValueError, RecursionError):
-                    continue
-                if not isinstance(frame, dict):
-                    continue
-                if isinstance(frame.get("stage"), str):
-                    run.stage, stage_at = frame["stage"][:200], time.monotonic()
-                if frame.get("done") is True:
-                    run.ended = "finished"
-                run.frames.append(frame)
-                if on_frame is not None:
-                    on_frame(frame)
+        try:
+            frame = json.loads(raw)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(frame, dict):
+            return
+        if isinstance(frame.get("stage"), str):
+            run.stage, stage_at = frame["stage"][:200], time.monotonic()
+        if frame.get("done") is True:
+            run.ended = "finished"
+        run.frames.append(frame)
+        if on_frame is not None:
+            on_frame(frame)
 
-    stderr_task = asyncio.ensure_future(drain_stderr())
     try:
-        proc.stdin.write(payload)
-        proc.stdin.write_eof()
-        async with asyncio.timeout(deadline):
-            await read_frames()
-            await proc.wait()
-            await stderr_task
-    except TimeoutError:
-        run.ended = "timeout"
-        run.reason = f"it did not finish within {deadline:g} s"
-    except FrameError as exc:
-        run.ended = "bad_answer"
-        run.reason = f"its answer cannot be read: {exc}"
-    except (asyncssh.Error, OSError) as exc:
-        run.ended = "lost"
-        run.reason = f"the SSH connection was lost while it ran ({exc or type(exc).__name__})"
-    finally:
-        proc.close()
-        if not stderr_task.done():
-            stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
-                await stderr_task
-    run.stage_seconds = time.monotonic() - stage_at if run.stage else None
-    run.stderr_tail = _text_tail(bytes(err))
-    run.exit_status = proc.exit_status
-    if proc.exit_signal:
-        run.signal = str(proc.exit_signal[0])
-    if run.ended == "exited":
-        if run.signal:  # asyncssh then reports an exit status of -1
+        result = await session.run_program(source, stdin, timeout=deadline, max_frames=None,
+                                           max_frame=max_frame, on_frame=seen, what=what,
+                                           command=command)
+    except BoxError as exc:
+        run.reason = exc.message
+        if exc.connection is Connection.TIMEOUT:
+            run.ended = "timeout"
+        elif "answer cannot be used" in exc.message:
+            run.ended = "bad_answer"
+        elif not run.frames and exc.connection in (Connection.PROBE_FAILED, Connection.PTY_ONLY):
+            run.ended = "not_started"
+        else:
+            run.ended = "lost"
+    else:
+        run.exit_status = result.exit_status
+        run.signal = result.exit_signal
+        run.stderr_tail = _text_tail(result.stderr)
+        if run.ended != "finished" and run.signal:
             run.ended = "signal"
             run.exit_status = None
-        elif proc.exit_status is None:
-            run.ended = "lost"
-            run.reason = "the session ended without an exit status (connection lost?)"
+    run.stage_seconds = time.monotonic() - stage_at if run.stage else None
     return run
 
 
 def interpreter_missing(run: ProgramRun) -> bool:
-    """The shell could not find the interpreter (exit 127, `not found`)."""
-    tail = run.stderr_tail.lower()
-    return not run.frames and (run.exit_status == 127 or (
-        run.exit_status not in (None, 0) and ("not found" in tail or "no such file" in tail)))
+    """The shell could not find the interpreter (exit 127, `not found`): nothing answered."""
+    text = f"{run.reason} {run.stderr_tail}".lower()
+    return not run.frames and run.ended == "not_started" and (
+        "not found" in text or "no such file" in text)
 
 
 def describe_end(run: ProgramRun, what: str, deadline: float) -> str:

@@ -27,7 +27,6 @@ from tui.model.preflight import (
     judge_check,
     judge_doctor,
 )
-from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 from tui.store.journal import Journal
@@ -37,15 +36,18 @@ DOCTOR_DEADLINE = 1800.0
 ALARM_MARGIN = 3  # the box stops itself this many seconds before the client gives up
 
 
+ENTRY = "\nsys.exit(main(sys.stdin.read(), NONCE))\n"
+
+
 @functools.cache
-def _source() -> str:
-    return resources.files("tui.onbox").joinpath("preflight.py").read_text()
+def program(name: str) -> str:
+    """An on-box program of tui/onbox with its entry call: it reads its parameters (JSON)
+    from stdin and answers in frames with the NONCE it is given."""
+    return resources.files("tui.onbox").joinpath(f"{name}.py").read_text() + ENTRY
 
 
-def payload(params: dict[str, Any]) -> bytes:
-    """What the interpreter reads on stdin: the program, its parameters as a literal, the call."""
-    literal = repr(json.dumps(params, separators=(",", ":")))
-    return f"{_source()}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
+def params_bytes(params: dict[str, Any]) -> bytes:
+    return json.dumps(params, separators=(",", ":")).encode()
 
 
 def _alarm(deadline: float) -> int:
@@ -65,8 +67,7 @@ async def check_box(session: BoxSession, box: BoxConfig, *,
                     on_stage: Callable[[str], None] | None = None,
                     clock: Callable[[], float] = time.time) -> CheckReport:
     """Run the check on the box over `session`; a report always comes back."""
-    nonce = new_nonce()
-    params = {"nonce": nonce, "mode": "check", "deadline": _alarm(deadline),
+    params = {"mode": "check", "deadline": _alarm(deadline),
               "persistent": box.persistent, "runs_roots": list(box.runs_roots),
               "matmul_n": 2000, "smi_timeout": 15, "tool_timeout": 120}
 
@@ -74,8 +75,8 @@ async def check_box(session: BoxSession, box: BoxConfig, *,
         if on_stage is not None and isinstance(frame.get("stage"), str):
             on_stage(frame["stage"][:200])
 
-    run = await run_onbox(session, interpreter_command(box.python), payload(params), nonce,
-                          deadline=deadline, on_frame=seen)
+    run = await run_onbox(session, interpreter_command(box.python), program("preflight"),
+                          params_bytes(params), deadline=deadline, what="check", on_frame=seen)
     failure = None
     if not run.done:
         failure = Finding(ERROR, "check.incomplete", _not_run(run, box, "the check", deadline),
@@ -90,16 +91,16 @@ async def doctor_box(session: BoxSession, box: BoxConfig, data: str, *, fast: bo
                      strict: bool = False, deadline: float = DOCTOR_DEADLINE,
                      on_stage: Callable[[str], None] | None = None) -> DoctorReport:
     """LibreYOLO's own `doctor --json` on the box, with the box's interpreter."""
-    nonce = new_nonce()
-    params = {"nonce": nonce, "mode": "doctor", "deadline": _alarm(deadline), "data": data,
+    params = {"mode": "doctor", "deadline": _alarm(deadline), "data": data,
               "fast": fast, "strict": strict, "tool_timeout": max(5, _alarm(deadline) - 2)}
 
     def seen(frame: dict[str, Any]) -> None:
         if on_stage is not None and isinstance(frame.get("stage"), str):
             on_stage(frame["stage"][:200])
 
-    run = await run_onbox(session, interpreter_command(box.python), payload(params), nonce,
-                          deadline=deadline, on_frame=seen)
+    run = await run_onbox(session, interpreter_command(box.python), program("preflight"),
+                          params_bytes(params), deadline=deadline, what="doctor",
+                          on_frame=seen)
     parts = run.parts()
     if not run.done and "doctor" not in parts:
         return judge_doctor(None, box=box.name, data=data, python=box.python,

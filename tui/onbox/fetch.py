@@ -2,9 +2,10 @@
 
 Sent as the source of `<python> -` (the box's `python` key); standard library
 only and Python 3.6 syntax, huggingface_hub imported late (the box's own, so
-the bytes go Hub to box, never through the jump host). The client appends
-`PARAMS = '<json>'` and `sys.exit(main(PARAMS))`; the Hub token rides inside
-PARAMS, on the SSH channel's stdin, never in argv or the environment of a child.
+the bytes go Hub to box, never through the jump host). Started by
+BoxSession.run_program, which ends it with `sys.exit(main(sys.stdin.read(), NONCE))`:
+its parameters, the Hub token among them, arrive on the SSH channel's stdin,
+never in argv or the environment of a child.
 
 Answers are frames (tui/remote/framing.py): `{"stage": ...}` before each step,
 `{"progress": {"step", "done", "total"}}` every few seconds while downloading
@@ -280,7 +281,7 @@ def fetch(params):
         import huggingface_hub
         from huggingface_hub import constants, hf_hub_download
     except ImportError as exc:
-        raise Failed("no_hub", errstr(exc))
+        raise Failed("no_hub", errstr(exc)) from None
     repo, filename = params["repo"], params["filename"]
     size, want = int(params["size"]), params["sha256"]
     dest = os.path.realpath(os.path.expanduser(params["dest"]))
@@ -311,7 +312,7 @@ def fetch(params):
         name = type(exc).__name__
         status = getattr(getattr(exc, "response", None), "status_code", None)
         kind = "auth" if status in (401, 403) else "not_found" if "NotFound" in name else "hub"
-        raise Failed(kind, errstr(exc))
+        raise Failed(kind, errstr(exc)) from None
     finally:
         stop.set()
     download_s = time.time() - started
@@ -339,19 +340,20 @@ def fetch(params):
             files, written = extract(tar, members, dest, total, tick)
             extract_s = time.time() - started
     except tarfile.TarError as exc:
-        raise Failed("bad_tar", errstr(exc))
+        raise Failed("bad_tar", errstr(exc)) from None
     emit({"part": "fetch", "data": {
         "sha256": got, "bytes": got_size, "cached": have_cached, "download_s": download_s,
         "hash_s": hash_s, "extract_s": extract_s, "members": len(members), "files": files,
         "extracted_bytes": written, "dest": dest, "tar": path}})
 
 
-def main(params_text):
-    """Entry point: the client appends `sys.exit(main(PARAMS))` to this source."""
+def main(params_text, nonce):
+    """Entry point: the client ends this source with `sys.exit(main(sys.stdin.read(), NONCE))`
+    (tui/remote/programs.py sets NONCE and stdin)."""
     global _OUT, _NONCE
     params = json.loads(params_text)
     _SECRETS.append(params.get("token"))
-    _NONCE = str(params["nonce"])
+    _NONCE = str(nonce)
     _OUT = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout
     sys.stdout = sys.stderr  # library chatter must not reach the frames' stream
     deadline = int(params.get("deadline") or 0)

@@ -6,8 +6,9 @@ Standard library only and Python 3.6 syntax, like every program in tui/onbox;
 torch is imported late, inside a function, so a box without torch still gets
 every other answer.
 
-The client appends `PARAMS = '<json>'` and `sys.exit(main(PARAMS))`. Every
-answer goes out as a frame (`\\n--gpurent-<nonce> <length>\\n<json>`, see
+It is started by BoxSession.run_program (tui/remote/programs.py): the client
+ends it with `sys.exit(main(sys.stdin.read(), NONCE))`, its parameters (JSON)
+arrive on stdin. Every answer goes out as a frame (`\\n--gpurent-<nonce> <length>\\n<json>`, see
 tui/remote/framing.py), so login banners and library chatter are ignored:
 
   {"stage": "..."}             before each step that could hang or crash, so the
@@ -404,11 +405,12 @@ def check(params):
     part("libreyolo", libreyolo_part(params))
 
 
-def main(params_text):
-    """Entry point: the client appends `sys.exit(main(PARAMS))` to this source."""
+def main(params_text, nonce):
+    """Entry point: the client ends this source with `sys.exit(main(sys.stdin.read(), NONCE))`
+    (tui/remote/programs.py sets NONCE and stdin)."""
     global _OUT, _NONCE
     params = json.loads(params_text)
-    _NONCE = str(params["nonce"])
+    _NONCE = str(nonce)
     _OUT = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout
     sys.stdout = sys.stderr  # torch and friends print; only frames go to the real stdout
     deadline = int(params.get("deadline") or 0)
