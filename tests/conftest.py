@@ -15,7 +15,7 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Keep the panel's own files (pinned keys, ledger) and any agent out of the user's home."""
     home = tmp_path / "xdg"
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
-                     ("XDG_STATE_HOME", "state")):
+                     ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")):
         monkeypatch.setenv(var, str(home / sub))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     monkeypatch.delenv("GPURENT_CONFIG", raising=False)

@@ -346,6 +346,170 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+class _Bar:
+    """A progress bar on stderr (a terminal), or one line per step (a log)."""
+
+    WIDTH = 30
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.step: str | None = None
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        from tui.model.sizing import human_bytes
+
+        if step != self.step:
+            if self.step is not None and self.tty:
+                sys.stderr.write("\n")
+            self.step = step
+            if not self.tty:
+                print(f"{step}: {human_bytes(total)} ...", file=sys.stderr, flush=True)
+        if not self.tty:
+            return
+        share = done / total if total else 1.0
+        filled = int(self.WIDTH * min(share, 1.0))
+        sys.stderr.write(f"\r{step:>8} [{'#' * filled}{'-' * (self.WIDTH - filled)}] "
+                         f"{share:4.0%} {human_bytes(done)} / {human_bytes(total)}   ")
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.step is not None and self.tty:
+            sys.stderr.write("\n")
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    from tui.actions.stage import StageError, stage
+    from tui.model.staging import repo_problem
+
+    if problem := repo_problem(args.repo):
+        print(problem, file=sys.stderr)
+        return EXIT_CONFIG
+    bar = _Bar()
+    try:
+        report = stage(Path(args.dir), args.repo, public=args.public, name=args.name,
+                       tar_path=Path(args.tar) if args.tar else None, keep_tar=args.keep_tar,
+                       progress=bar)
+    except StageError as exc:
+        bar.end()
+        print(f"stage: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    bar.end()
+    print(report.message)
+    print(f"  {report.name}: {report.size} bytes, sha256 {report.sha256}")
+    return report.exit_code
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from tui.actions.stage import StageError, fetch
+    from tui.model.staging import repo_problem
+    from tui.store.journal import Journal
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+    if problem := repo_problem(args.repo):
+        print(problem, file=sys.stderr)
+        return EXIT_CONFIG
+    bar = _Bar()
+    try:
+        report = asyncio.run(fetch(fleet, box, args.repo, filename=args.file, dest=args.to,
+                                   journal=Journal(), deadline=args.timeout,
+                                   keep_tar=args.keep_tar, progress=bar))
+    except StageError as exc:
+        bar.end()
+        print(f"fetch: {exc}", file=sys.stderr)
+        return EXIT_BOX_FAILED
+    bar.end()
+    if args.json:
+        json.dump(report.document(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(report.message)
+        for line in report.refused:
+            print(f"  refused: {line}")
+    return report.exit_code
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    from tui.model.cost import DEFAULT_HOURS_PER_MONTH, PROVIDER_HOURS_PER_MONTH
+    from tui.model.sizing import GB, model_checkpoint, plan_disk
+
+    data = _data_bytes(args.data)
+    if data is None:
+        print(f"size: --data {args.data!r} is neither a number of GB nor an existing folder "
+              "or file", file=sys.stderr)
+        return EXIT_CONFIG
+    checkpoint = None
+    if args.checkpoint_mb is not None:
+        checkpoint = int(args.checkpoint_mb * 1e6)
+    elif args.from_run:
+        weights = [p for p in Path(args.from_run).glob("weights/*.pt") if p.is_file()]
+        if not weights:
+            print(f"size: {args.from_run} has no weights/*.pt", file=sys.stderr)
+            return EXIT_CONFIG
+        checkpoint = max(p.stat().st_size for p in weights)
+    elif args.model:
+        checkpoint = model_checkpoint(args.model)
+        if checkpoint is None:
+            from tui.model.sizing import CHECKPOINT_BYTES
+
+            print(f"size: no measured checkpoint size for {args.model!r} (known: "
+                  f"{', '.join(CHECKPOINT_BYTES)}); give --checkpoint-mb or --from-run",
+                  file=sys.stderr)
+            return EXIT_CONFIG
+    else:
+        print("size: give --model, --checkpoint-mb or --from-run", file=sys.stderr)
+        return EXIT_CONFIG
+    plan = plan_disk(data, checkpoint, args.epochs, args.save_period,
+                     system_bytes=int(args.system_gb * GB))
+    rate, hours, source = args.usd_per_gb_month, args.hours_per_month, ""
+    if args.box:
+        fleet = load_fleet(args.config)
+        box = _box(fleet, args.box)
+        pricing = box.pricing
+        if rate is None and pricing is not None:
+            rate = pricing.storage_usd_per_gb_month
+            source = f"box {box.name}'s [box.pricing]"
+        if hours is None and pricing is not None and pricing.hours_per_month:
+            hours = pricing.hours_per_month
+        if hours is None:
+            hours = PROVIDER_HOURS_PER_MONTH.get(box.provider)
+    if hours is None and args.provider:
+        hours = PROVIDER_HOURS_PER_MONTH.get(args.provider)
+    if rate is not None and hours is None:
+        hours = DEFAULT_HOURS_PER_MONTH
+    if args.json:
+        doc = {"schema": "gpurent.size/1", "data_bytes": plan.data_bytes,
+               "checkpoint_bytes": plan.checkpoint_bytes, "checkpoints": plan.checkpoints,
+               "logs_bytes": plan.logs_bytes, "system_bytes": plan.system_bytes,
+               "headroom_bytes": plan.headroom_bytes, "needed_bytes": plan.needed_bytes,
+               "fetch_peak_bytes": plan.fetch_peak_bytes, "allocate_gb": plan.allocate_gb,
+               "stopped_usd_per_hr": plan.stopped_usd_per_hr(rate, hours)
+               if rate is not None and hours is not None else None}
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(plan.lines(rate, hours, source)))
+    return EXIT_OK
+
+
+def _data_bytes(text: str) -> int | None:
+    """--data: GB as a number, or a local folder or tar whose size is measured."""
+    from tui.model.sizing import GB
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is not None and value >= 0 and value == value:
+        return int(value * GB)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return path.stat().st_size
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return None
+
+
 def add_preflight_commands(sub: argparse._SubParsersAction,
                            common: argparse.ArgumentParser) -> None:
     """The guide's steps before training: check the box, doctor the data (stage, fetch, size)."""
@@ -371,6 +535,59 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
     doctor.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
                         help="give up after this long (default 1800)")
     doctor.set_defaults(func=cmd_doctor)
+    stage = sub.add_parser("stage", parents=[common],
+                           help="pack a data set folder into one tar and upload it to a Hugging "
+                                "Face dataset repo (private), verified by sha256")
+    stage.add_argument("dir", metavar="DIR")
+    stage.add_argument("--repo", required=True, metavar="ORG/NAME")
+    stage.add_argument("--public", action="store_true", help="create the repo public")
+    stage.add_argument("--name", help="the tar's name in the repo (default: <DIR's name>.tar)")
+    stage.add_argument("--tar", metavar="PATH",
+                       help="write the tar here and keep it (default: a cache file, removed "
+                            "once the upload is verified)")
+    stage.add_argument("--keep-tar", action="store_true", help="keep the packed tar")
+    stage.set_defaults(func=cmd_stage)
+    fetch = sub.add_parser("fetch", parents=[common],
+                           help="download a staged tar on the box (its own huggingface_hub), "
+                                "verify its sha256 against the Hub's, unpack it safely")
+    fetch.add_argument("box")
+    fetch.add_argument("repo", metavar="ORG/NAME")
+    fetch.add_argument("--to", metavar="PATH",
+                       help="where to unpack on the box (default: <persistent>/data, else "
+                            "~/data)")
+    fetch.add_argument("--file", help="the tar in the repo (default: its only .tar)")
+    fetch.add_argument("--json", action="store_true", help="print the gpurent.fetch/1 document")
+    fetch.add_argument("--keep-tar", action="store_true",
+                       help="keep the tar in the box's HF cache (default: deleted once "
+                            "unpacked, so it holds no billed disk)")
+    fetch.add_argument("--timeout", type=float, default=4 * 3600.0, metavar="SECONDS",
+                       help="give up after this long (default 4 h)")
+    fetch.set_defaults(func=cmd_fetch)
+    size = sub.add_parser("size", parents=[common],
+                          help="the disk to rent: data + checkpoints + 30%% headroom, and what "
+                               "it costs stopped")
+    size.add_argument("--data", required=True, metavar="GB|PATH",
+                      help="the data set: GB, or a local folder or staged tar to measure")
+    which = size.add_mutually_exclusive_group()
+    which.add_argument("--model", help="e.g. yolox-s, yolo9-c (measured checkpoint sizes)")
+    which.add_argument("--checkpoint-mb", type=float, metavar="MB",
+                       help="one checkpoint's size")
+    which.add_argument("--from-run", metavar="DIR",
+                       help="a finished run's folder: its largest weights/*.pt")
+    size.add_argument("--epochs", type=int, required=True)
+    size.add_argument("--save-period", type=int, default=0, metavar="K",
+                      help="an epoch_<N>.pt every K epochs (LibreYOLO's save_period; "
+                           "default 0: none)")
+    size.add_argument("--system-gb", type=float, default=0.0, metavar="GB",
+                      help="the image and its Python environment, where the provider counts "
+                           "them in the disk")
+    size.add_argument("--box", help="price the stopped disk with this box's [box.pricing]")
+    size.add_argument("--provider", choices=("vast", "runpod", "lambda", "manual"),
+                      help="the provider's hours-per-month convention")
+    size.add_argument("--usd-per-gb-month", type=float, metavar="USD")
+    size.add_argument("--hours-per-month", type=float, metavar="H")
+    size.add_argument("--json", action="store_true")
+    size.set_defaults(func=cmd_size)
 
 
 def build_parser() -> argparse.ArgumentParser:

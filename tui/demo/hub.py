@@ -31,6 +31,7 @@ API = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+/[^/]+)/"
                  r"(?P<op>preupload|commit|paths-info)/(?P<rev>[^/]+)$")
 TREE = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)"
                   r"(?:/(?P<path>.*))?$")
+INFO = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+/[^/]+)(?:/revision/[^/]+)?$")
 BATCH = re.compile(r"^/(?P<prefix>datasets/)?(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch$")
 RESOLVE = re.compile(r"^/(?P<prefix>datasets/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/"
                      r"(?P<path>.+)$")
@@ -183,6 +184,13 @@ class Handler(BaseHTTPRequestHandler):
             self._send(401, {"error": "Invalid credentials"})
             return
         path = urlsplit(self.path).path
+        if match := INFO.match(path):
+            key = repo_key(match["kind"], match["repo"])
+            if self._repo(key) is not None:
+                state = self.server.state
+                self._send(200, {"id": match["repo"], "sha": state.heads.get(key, "0" * 40),
+                                 "private": state.private.get(key, False)})
+            return
         if match := TREE.match(path):
             files = self._repo(repo_key(match["kind"], match["repo"]))
             if files is not None:

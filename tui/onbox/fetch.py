@@ -258,7 +258,8 @@ def free_bytes(path):
 
 
 def forget_download(path):
-    """A download whose sha256 is wrong: drop it from the cache so the next fetch starts over."""
+    """Drop a download from the HF cache (its blob and its snapshot link): a wrong one so the
+    next fetch starts over, an unpacked one so it stops holding disk."""
     try:
         blob = os.path.realpath(path)
         os.unlink(blob)
@@ -341,10 +342,14 @@ def fetch(params):
             extract_s = time.time() - started
     except tarfile.TarError as exc:
         raise Failed("bad_tar", errstr(exc)) from None
+    removed = False
+    if not params.get("keep_tar"):
+        forget_download(path)  # unpacked and whole: the tar would only hold billed disk
+        removed = not os.path.exists(path)
     emit({"part": "fetch", "data": {
         "sha256": got, "bytes": got_size, "cached": have_cached, "download_s": download_s,
         "hash_s": hash_s, "extract_s": extract_s, "members": len(members), "files": files,
-        "extracted_bytes": written, "dest": dest, "tar": path}})
+        "extracted_bytes": written, "dest": dest, "tar": path, "tar_removed": removed}})
 
 
 def main(params_text, nonce):

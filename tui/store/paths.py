@@ -28,6 +28,11 @@ def state_dir() -> Path:
     return _xdg("XDG_STATE_HOME", ".local/state")
 
 
+def cache_dir() -> Path:
+    """What can be rebuilt: the tar `stage` packs before uploading it."""
+    return _xdg("XDG_CACHE_HOME", ".cache")
+
+
 def default_config_path() -> Path:
     return config_dir() / "fleet.toml"
 
