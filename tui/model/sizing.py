@@ -214,11 +214,15 @@ def _disk_for(root: str, disks: Sequence[DiskRow]) -> DiskRow | None:
     return None
 
 
-def project_disk(box: BoxState, *, allocated_gb: float | None = None,
-                 usd_per_gb_month: float | None = None,
-                 hours_per_month: float | None = None) -> DiskProjection:
-    """Whether the box's disks hold its running runs to the end, and what an oversized
-    allocation costs while stopped. Roots sharing a filesystem share its free space."""
+def project_disk(box: BoxState, *, stopped_usd_per_hr: float | None = None
+                 ) -> DiskProjection:
+    """Whether the box's disks hold its running runs to the end, and, with the box's stopped
+    rate, what the part of its disk the runs will never use costs while stopped.
+
+    Roots sharing a filesystem share its free space. The allocation is the runs
+    root filesystem's size as the box reports it (a rented box's disk or volume);
+    the money needs exactly one such filesystem, the one the stopped rate bills.
+    """
     runs = [p for r in box.runs if (p := project_run(r)) is not None]
     warnings: list[DiskWarning] = []
     by_fs: dict[str, tuple[DiskRow, list[RunProjection]]] = {}
@@ -239,17 +243,30 @@ def project_disk(box: BoxState, *, allocated_gb: float | None = None,
                 f"about {human_bytes(need)}, {human_bytes(disk.free)} is free; free some "
                 "space (old epoch_<N>.pt, pushed first) or lower save_period")))
     need_all = sum(p.more_bytes for p in runs)
-    used_now = sum(d.used for d in box.disks) if box.disks else None
-    used_end = used_now + need_all if used_now is not None else None
-    if allocated_gb and used_end is not None and usd_per_gb_month is not None \
-            and hours_per_month is not None:
+    used_end = sum(d.used for d in box.disks) + need_all if box.disks else None
+    if stopped_usd_per_hr and len(box.disks) == 1 and used_end is not None:
+        allocated_gb = box.disks[0].total / GB
         wanted_gb = used_end * (1 + HEADROOM) / GB
         unused_gb = allocated_gb - wanted_gb
         if allocated_gb >= FAR_ABOVE * wanted_gb and unused_gb >= FAR_ABOVE_MIN_GB:
-            rate = stopped_usd_per_hr(unused_gb, usd_per_gb_month, hours_per_month)
+            rate = stopped_usd_per_hr * unused_gb / allocated_gb
             warnings.append(DiskWarning("info", (
-                f"the {allocated_gb:g} GB disk is far above what the runs need (about "
+                f"the {allocated_gb:.0f} GB disk is far above what the runs need (about "
                 f"{math.ceil(wanted_gb)} GB with 30% headroom): the unused "
                 f"{unused_gb:.0f} GB costs ${rate:.4f}/hr while stopped; a disk cannot "
                 f"shrink, so size the next box with `gpurent-tui size`")))
     return DiskProjection(tuple(runs), tuple(warnings), need_all, used_end)
+
+
+def projection_document(projection: DiskProjection) -> dict[str, object]:
+    """The projection for `status --json`."""
+    return {
+        "need_bytes": projection.need_bytes,
+        "used_at_end_bytes": projection.used_at_end_bytes,
+        "warnings": [{"severity": w.severity, "message": w.message}
+                     for w in projection.warnings],
+        "runs": [{"run": p.run, "checkpoint_bytes": p.checkpoint_bytes,
+                  "save_period": p.save_period, "save_points_left": p.save_points_left,
+                  "more_bytes": p.more_bytes, "assumed": p.guess or None}
+                 for p in projection.runs],
+    }

@@ -10,6 +10,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.cost import RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import RunState, format_age
+from tui.model.sizing import DiskProjection, project_disk, projection_document
 
 SCHEMA = "gpurent.status/1"
 
@@ -81,6 +82,12 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
     }
 
 
+def disk_projection(box: BoxState, cost: BoxCost | None) -> DiskProjection:
+    """Will the box's disk hold its running runs to the end (and what an oversized one costs)."""
+    stopped = cost.rates.stopped if cost is not None else None
+    return project_disk(box, stopped_usd_per_hr=stopped.usd_per_hr if stopped else None)
+
+
 def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
     return {
         "name": box.name,
@@ -99,6 +106,7 @@ def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
              "total_bytes": d.total, "used_bytes": d.used, "free_bytes": d.free,
              "used_pct": d.percent}
             for d in box.disks],
+        "disk_projection": projection_document(disk_projection(box, cost)),
         "problems": [*box.root_problems, *box.notices],
         "truncated": box.truncated,
         "cost": cost_document(cost),
@@ -210,6 +218,8 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
                 out.append(f"  ! {box_cost.provider_error}")
         for problem in (*box.root_problems, *box.notices):
             out.append(f"  ! {problem}")
+        for warning in disk_projection(box, box_cost).warnings:
+            out.append(f"  {'!' if warning.severity == 'warning' else '·'} {warning.message}")
         if not box.runs and box.connection is Connection.OK:
             out.append("  no runs found under the runs roots")
         out.extend(_run_line(run) for run in box.runs)
