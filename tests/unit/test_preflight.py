@@ -285,6 +285,6 @@ def test_the_interpreter_is_one_quoted_word() -> None:
 
 
 def test_plain_strips_terminal_controls() -> None:
-    assert plain("a\x1b[31mred\x1b[0m\x07 \x1b]0;title\x07b") == "ared b"
+    assert plain("a\x1b[31mred\x1b[0m\x07 \x1b]0;title\x07b") == "ared\ufffd b"
     assert plain({"a": 1}) == "" and plain(3.5) == "3.5"
     assert len(plain("x" * 10_000, 50)) == 50

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.model.runs import finite, whole
+from tui.model.text import clean
 
 ERROR = "error"
 WARNING = "warning"
@@ -47,9 +48,9 @@ THROTTLE_BITS: tuple[tuple[int, str, str], ...] = (
 # (CUDA's minor version compatibility). Newer drivers run older CUDA builds.
 MIN_DRIVER_FOR_CUDA: dict[int, tuple[int, int]] = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
 
-# Escape sequences whole (CSI `ESC [ ... m`, OSC `ESC ] ... BEL`), then any other control.
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-                      r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Whole escape sequences (CSI `ESC [ ... m`, OSC `ESC ] ... BEL`) go; model.text's clean
+# then makes any other control a visible U+FFFD.
+_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _ARCH = re.compile(r"^(sm|compute)_(\d{2,3})([a-z]?)$")
 
 
@@ -61,7 +62,8 @@ def plain(value: object, cap: int = 500) -> str:
         text = str(value)
     else:
         text = ""  # None, containers: nothing a box should have sent here
-    text = _CONTROL.sub("", text[: cap * 4]).replace("\n", " ").replace("\r", " ").strip()
+    text = _SEQUENCE.sub("", text[: cap * 4]).replace("\n", " ").replace("\r", " ")
+    text = clean(text).strip()
     return text if len(text) <= cap else text[: cap - 3] + "..."
 
 
