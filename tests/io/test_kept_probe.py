@@ -16,6 +16,7 @@ from pathlib import Path
 from support.fleets import DATA, box_entry, make_fleet, runs_root_with
 from support.sshd import KeyPair, Sshd
 
+from tui.demo.servers import BoxServer
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.remote.watch import BoxWatcher
@@ -175,3 +176,32 @@ async def test_a_box_that_cannot_keep_a_probe_is_probed_one_shot(
     finally:
         await kept.close()
         await once.close()
+
+
+async def test_the_demo_boxes_keep_a_probe_and_the_faulty_one_does_not(
+        tmp_path: Path, client_key: KeyPair) -> None:
+    root = runs_root_with(tmp_path, "yolox_completed")
+    states = {}
+    for keep in (True, False):
+        box = BoxServer(f"keep-{keep}", client_key.public_line, keep_probe=keep)
+        await box.start()
+        try:
+            fleet = make_fleet(tmp_path, [{"name": "box", "host": "127.0.0.1", "port": box.port,
+                                           "user": "root",
+                                           "identity_file": str(client_key.private_path),
+                                           "runs_roots": [str(root)]}],
+                               known_hosts=[box.known_hosts_line()])
+            watcher = BoxWatcher(fleet.boxes[0], fleet)
+            try:
+                for _ in range(2):
+                    state = await watcher.refresh()
+                    assert state.connection is Connection.OK, state.error
+                states[keep] = (watcher.session.probe_mode, box.stats.refused_commands,
+                                same_view(state))
+            finally:
+                await watcher.close()
+        finally:
+            await box.close()
+    assert states[True][:2] == ("kept", 0)
+    assert states[False][:2] == ("one-shot", 1)  # tried once, then one-shot
+    assert states[True][2] == states[False][2]

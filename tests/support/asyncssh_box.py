@@ -37,7 +37,10 @@ class FaultyBox(BoxServer):
     """One asyncssh server; `await start()`, then flip `delay` / `drop` or `cut()`."""
 
     def __init__(self, client_public_line: str, *, cwd: Path | None = None) -> None:
-        super().__init__("faulty", client_public_line, cwd=cwd, python=box_python())
+        # One-shot only: its faults act on each probe's first answer, and this box is
+        # also the one that cannot keep a probe (the fallback path is tested on it).
+        super().__init__("faulty", client_public_line, cwd=cwd, python=box_python(),
+                         keep_probe=False)
         self.delay = 0.0
         self.drop = False
 

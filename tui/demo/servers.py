@@ -2,8 +2,9 @@
 
 One implementation for the demo and the tests (tests/support/asyncssh_box.py
 wraps it with faults). A box runs nothing but `python3 -` (what the probe
-and the push program need), plus the few commands it is given (a manual
-box's stop_command): a real child process whose stdin, stdout and stderr are
+and the push program need), the kept probe's `python3 -c` loader
+(tui.remote.programs; unless `keep_probe=False`), and the few commands it is
+given (a manual box's stop_command): a real child process whose stdin, stdout and stderr are
 copied by hand to and from the channel, in bytes, so the exit code and every
 byte arrive as a real sshd would deliver them. With `sftp_root` it also
 serves SFTP, read-only and inside that folder (a local-folder push pulls
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
+
+from tui.remote.programs import SERVE_CODE, SERVE_COMMAND
 
 PROBE_COMMAND = "python3 -"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -117,8 +120,10 @@ class BoxServer:
                  host_key: asyncssh.SSHKey | None = None, jump: bool = False,
                  env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
                  python: str | None = None, sftp_root: str | Path | None = None,
-                 commands: Mapping[str, Command] | None = None) -> None:
+                 commands: Mapping[str, Command] | None = None,
+                 keep_probe: bool = True) -> None:
         self.name = name
+        self.keep_probe = keep_probe
         self.host_key = host_key or asyncssh.generate_private_key("ssh-ed25519")
         line = authorized if isinstance(authorized, str) else \
             authorized.export_public_key("openssh").decode()
@@ -199,7 +204,8 @@ class BoxServer:
             with contextlib.suppress(asyncssh.Error, OSError):
                 process.exit(code)
             return
-        if command != PROBE_COMMAND:
+        keep = self.keep_probe and command == SERVE_COMMAND
+        if command != PROBE_COMMAND and not keep:
             self.stats.refused_commands += 1
             with contextlib.suppress(asyncssh.Error, OSError):
                 process.stderr.write(f"{self.name}: only `{PROBE_COMMAND}` runs here, not "
@@ -207,7 +213,8 @@ class BoxServer:
                 process.exit(NOT_FOUND)
             return
         child = await asyncio.create_subprocess_exec(
-            self.python, "-", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            self.python, *(("-c", SERVE_CODE) if keep else ("-",)),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd)
         self.children.add(child)
         self.stats.probes += 1

@@ -22,7 +22,8 @@ import functools
 import zlib
 
 ONE_SHOT_COMMAND = "python3 -"
-SERVE_COMMAND = "python3 -c 'import sys;exec(sys.stdin.buffer.readline())'"
+SERVE_CODE = "import sys;exec(sys.stdin.buffer.readline())"
+SERVE_COMMAND = f"python3 -c '{SERVE_CODE}'"
 
 
 @functools.lru_cache(maxsize=16)
