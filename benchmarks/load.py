@@ -27,8 +27,10 @@ For each N, two fresh child processes (so RSS and CPU belong to that N alone):
    event loop's queueing delay) and key -> the first frame, encoded for a
    terminal, in which the cursor is on the new row and the row is visible.
 
-Then the boxes' own python3: the CPU of `python3 -c pass` and of one probe run
-locally, so the share of a round that is start-up on the boxes is visible.
+Then the boxes' own python3: the CPU of `python3 -c pass`, of one one-shot
+probe run and of one idle request to a kept probe, locally, so the share of a
+round that is the probe on the boxes is visible. (The watchers keep a probe
+per box, as the panel does: no python3 starts per refresh.)
 
     python benchmarks/load.py [--boxes 10 50 100] [--runs 2] [--epochs 100]
                               [--rounds 8] [--presses 150] [--no-panel]
@@ -89,8 +91,10 @@ from tui.model.box import (  # noqa: E402
 )
 from tui.model.config import FleetConfig, parse_config  # noqa: E402
 from tui.onbox import probe as probe_script  # noqa: E402
+from tui.remote.framing import FrameReader, new_nonce  # noqa: E402
 from tui.remote.hostkeys import host_key_store  # noqa: E402
-from tui.remote.session import probe_payload  # noqa: E402
+from tui.remote.programs import SERVE_CODE  # noqa: E402
+from tui.remote.session import kept_probe_loader, probe_payload  # noqa: E402
 from tui.remote.watch import BoxWatcher  # noqa: E402
 
 SIZE = (160, 48)
@@ -543,10 +547,52 @@ def box_python_costs(root: Path, repeats: int) -> dict[str, Any]:
         state = fold_answer(state, answer, time.time(), 5)
         if not needs_more(answer):
             break
-    probe = cost([python3, "-"], probe_payload(probe_request(state, [str(root)]), "0" * 24))
+    request = probe_request(state, [str(root)])
+    probe = cost([python3, "-"], probe_payload(request, "0" * 24))
+    kept = kept_probe_cost(python3, request, repeats * 10)
     return {"python3": python3, "python3_bare_cpu_s": round(bare[0], 4),
             "python3_bare_wall_s": round(bare[1], 4), "probe_idle_cpu_s": round(probe[0], 4),
-            "probe_idle_wall_s": round(probe[1], 4), "repeats": repeats}
+            "probe_idle_wall_s": round(probe[1], 4), "kept_probe_idle_cpu_s": round(kept, 5),
+            "repeats": repeats}
+
+
+def kept_probe_cost(python3: str, request: dict[str, Any], repeats: int) -> float:
+    """CPU per idle request of one kept probe (`python3 -c` + loader) on this machine,
+    without SSH: utime+stime from /proc, after its first (full) request."""
+    proc = subprocess.Popen([python3, "-c", SERVE_CODE], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    assert proc.stdin is not None and proc.stdout is not None
+    stdout = proc.stdout
+
+    def ask(line: dict[str, Any]) -> None:
+        nonce = new_nonce()
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"nonce": nonce, **line}).encode() + b"\n")
+        proc.stdin.flush()
+        reader = FrameReader(nonce, max_frame=1 << 30)
+        while True:
+            data = os.read(stdout.fileno(), 1 << 16)
+            if not data:
+                raise SystemExit("the kept probe ended without answering")
+            if reader.feed(data):
+                return
+
+    def cpu() -> float:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        proc.stdin.write(kept_probe_loader())
+        ask({"set": {k: v for k, v in request.items() if k != "runs"},
+             "runs": request["runs"]})
+        before = cpu()
+        for _ in range(repeats):
+            ask({})
+        return (cpu() - before) / repeats
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
 
 
 # --- the parent --------------------------------------------------------------------
@@ -671,21 +717,18 @@ def print_report(results: dict[int, dict[str, Any]], box: dict[str, Any],
         print(ratio_line(label, values, unit, per_box=extensive(label, unit)))
     print("  other processes on the machine during the rounds: "
           + ", ".join(f"N={n} {core[n]['others_cpu_pct']} %" for n in ns) + " of one core")
-    floor = {n: n * box["python3_bare_cpu_s"] / args.nproc for n in ns}
-    print("  the boxes' python3 start-ups alone need "
-          + ", ".join(f"N={n} {floor[n] * 1000:.0f} ms" for n in ns)
-          + f" of wall per refresh on {args.nproc} cores ({box['python3_bare_cpu_s'] * 1000:.0f}"
-          f" ms CPU per `python3 -c pass`, {box['probe_idle_cpu_s'] * 1000:.0f} ms per idle "
-          "probe run without SSH); their share of the median wall: "
-          + ", ".join(f"N={n} {100 * floor[n] / adv[n]['wall_s_median']:.0f} %" for n in ns))
-    probes = {n: n * box["probe_idle_cpu_s"] / args.nproc for n in ns}
-    print("  whole probe processes (start-up, unpacking, reading the runs) need "
-          + ", ".join(f"N={n} {probes[n] * 1000:.0f} ms" for n in ns)
-          + " of wall, the boxes' whole CPU (sshd, bash, probe) "
+    kept = {n: n * box["kept_probe_idle_cpu_s"] / args.nproc for n in ns}
+    print("  the boxes' kept probes (one per box, told only what changed) need "
+          + ", ".join(f"N={n} {kept[n] * 1000:.1f} ms" for n in ns)
+          + f" of wall per idle refresh on {args.nproc} cores "
+          f"({box['kept_probe_idle_cpu_s'] * 1000:.2f} ms CPU per idle request without SSH; a "
+          f"one-shot probe, a fresh `python3 -` per refresh, costs "
+          f"{box['probe_idle_cpu_s'] * 1000:.0f} ms, `python3 -c pass` alone "
+          f"{box['python3_bare_cpu_s'] * 1000:.0f} ms); the boxes' whole CPU (sshd, probe) "
           + ", ".join(f"N={n} {adv[n]['box_cpu_s_median'] / args.nproc * 1000:.0f} ms"
                       for n in ns)
-          + f" spread over {args.nproc} cores: the wall per refresh is the boxes' CPU on "
-          "this machine; the client's own CPU is "
+          + f" of wall per advancing refresh spread over {args.nproc} cores; the client's own "
+          "CPU is "
           + ", ".join(f"N={n} {100 * adv[n]['client_cpu_s_median'] / adv[n]['wall_s_median']:.0f}"
                       " %" for n in ns) + " of the wall")
     if not all("panel" in results[n] for n in ns):

@@ -5,6 +5,11 @@ may be slow or metered, on a laptop that also runs everything else. The probe
 promises that a refresh costs what changed, not what the run has written so
 far; this script checks that promise with numbers instead of a unit test.
 
+Both ways of probing are measured side by side in the same run, on the same
+boxes and files: "kept" (one long-lived probe per connection, told only what
+changed: the default) and "one-shot" (the packed probe sent to a fresh
+`python3 -` every refresh: what a box that cannot keep a probe gets).
+
 Setup: N real OpenSSH servers on 127.0.0.1 (one per "box"), each with a runs
 root of R LibreYOLO-shaped runs that already have E epochs of history, watched
 by one BoxWatcher per box (kept across rounds, so sessions stay open). Then:
@@ -14,12 +19,17 @@ by one BoxWatcher per box (kept across rounds, so sessions stay open). Then:
 3. advancing: before each full refresh every run writes one epoch, as
    LibreYOLO does; measured for E and again for a short history, so any
    dependence of the bytes on history length shows.
+Each phase runs once per way of probing, with its own sessions.
 
 Bytes are the SSH channel payload the session counts (in: the probe's
 compressed answer; out: the compressed probe plus request), and the TCP
 payload of the connection (TCP_INFO), which adds SSH framing, MACs and
 channel setup. CPU is this process (asyncssh crypto included) and, apart,
-the boxes' sshd and probe processes, which share this machine's cores.
+the boxes' sshd and probe processes, which share this machine's cores. The
+probe's own CPU is read from /proc: the run time of the kept probe processes
+(schedstat, in ns; utime+stime where that is missing), or, one-shot, the
+cutime+cstime the sshd sessions gain by reaping each refresh's shell and
+python3.
 
     python benchmarks/refresh.py [--boxes 20] [--runs 2] [--epochs 500] [--rounds 10]
 
@@ -63,6 +73,7 @@ from tui.model.config import FleetConfig, parse_config  # noqa: E402
 from tui.model.runs import Health  # noqa: E402
 from tui.onbox import probe as probe_script  # noqa: E402
 from tui.remote.hostkeys import host_key_store  # noqa: E402
+from tui.remote.programs import SERVE_CODE  # noqa: E402
 from tui.remote.session import probe_payload  # noqa: E402
 from tui.remote.watch import BoxWatcher  # noqa: E402
 
@@ -77,6 +88,9 @@ TARGET_BYTES_PER_RUN = 2048
 EPOCH_SECONDS = 80.0  # a plausible GPU epoch; only the numbers in the files use it
 # struct tcp_info (linux/tcp.h): tcpi_bytes_acked and tcpi_bytes_received, both u64.
 TCP_INFO_BYTES_AT = 120
+MODES = ("kept", "one-shot")
+TARGET_IDLE_BYTES_UP = 300      # per box, kept probe
+TARGET_IDLE_PROBE_CPU_S = 0.002  # per box, kept probe
 
 
 # --- LibreYOLO-shaped run files ------------------------------------------------
@@ -221,33 +235,77 @@ def wire_bytes(watcher: BoxWatcher) -> tuple[int, int] | None:
     return received, acked
 
 
-def tree_cpu_seconds(roots: Sequence[int]) -> float:
+def _stat_fields(pid: int | str) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _is_kept_probe(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) >= 3 and argv[1] == b"-c" and argv[2] == SERVE_CODE.encode()
+
+
+@dataclass(frozen=True)
+class BoxCpu:
+    """CPU seconds of the sshd trees: all of it, the kept probes' own, the reaped children's."""
+
+    total: float
+    kept_probes: float
+    reaped: float
+
+
+def tree_cpu(roots: Sequence[int]) -> BoxCpu:
     """CPU time of the sshd listeners and everything below them (reaped probes included)."""
     ppid: dict[int, int] = {}
-    ticks: dict[int, int] = {}
+    fields_of: dict[int, list[str]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
+        fields = _stat_fields(entry.name)
+        if fields is None:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
         pid = int(entry.name)
         ppid[pid] = int(fields[1])
-        ticks[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        fields_of[pid] = fields
     children: dict[int, list[int]] = {}
     for pid, parent in ppid.items():
         children.setdefault(parent, []).append(pid)
-    total, todo, seen = 0, list(roots), set()
+    total = reaped = 0
+    kept = 0.0
+    todo, seen = list(roots), set()
     while todo:
         pid = todo.pop()
-        if pid in seen or pid not in ticks:
+        if pid in seen or pid not in fields_of:
             continue
         seen.add(pid)
-        total += ticks[pid]
+        utime, stime, cutime, cstime = (int(f) for f in fields_of[pid][11:15])
+        total += utime + stime + cutime + cstime
+        reaped += cutime + cstime
+        if _is_kept_probe(pid):
+            kept += _run_seconds(pid, utime + stime)
         todo.extend(children.get(pid, ()))
-    return total / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return BoxCpu(total / tick, kept, reaped / tick)
+
+
+def _run_seconds(pid: int, ticks: int) -> float:
+    """A process's CPU time in ns precision (/proc/PID/schedstat), else from its ticks:
+    an idle kept probe costs well under one 10 ms tick per refresh."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(roots: Sequence[int]) -> float:
+    """CPU time of the sshd listeners and everything below them (reaped probes included)."""
+    return tree_cpu(roots).total
 
 
 @dataclass
@@ -257,6 +315,7 @@ class Round:
     wall: float
     cpu: float
     box_cpu: float
+    probe_cpu: float  # the probe processes' own CPU, all boxes together
     bytes_in: list[int]
     bytes_out: list[int]
     wire_in: list[int] | None
@@ -269,6 +328,7 @@ class Phase:
     boxes: int
     runs: int
     history: int
+    mode: str = "kept"
     rounds: list[Round] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -291,9 +351,11 @@ class Phase:
             "wire_out_per_box": per_box(lambda r: r.wire_out),
             "client_cpu_s_median": statistics.median(r.cpu for r in self.rounds),
             "box_cpu_s_median": statistics.median(r.box_cpu for r in self.rounds),
+            "probe_cpu_s_per_box": statistics.fmean(r.probe_cpu for r in self.rounds)
+            / self.boxes,
         }
         return {"boxes": self.boxes, "runs_per_box": self.runs, "history_epochs": self.history,
-                "rounds": len(self.rounds),
+                "mode": self.mode, "rounds": len(self.rounds),
                 **{k: v if v is None else round(v, 4 if k.endswith("_s") or "_s_" in k else 1)
                    for k, v in figures.items()}}
 
@@ -306,11 +368,15 @@ async def full_refresh(watchers: Sequence[BoxWatcher], sshd_pids: Sequence[int],
                        *, catch_up: bool = False) -> Round:
     """Refresh every box at once and measure it; any box not OK is a failed benchmark."""
     before = _counters(watchers)
-    box_cpu = tree_cpu_seconds(sshd_pids)
+    box_before = tree_cpu(sshd_pids)
     cpu, start = time.process_time(), time.perf_counter()
     states = await asyncio.gather(*(w.refresh(catch_up=catch_up) for w in watchers))
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    box_cpu = tree_cpu_seconds(sshd_pids) - box_cpu
+    box_after = tree_cpu(sshd_pids)
+    box_cpu = box_after.total - box_before.total
+    kept = all(w.session.probe_mode == "kept" for w in watchers)
+    probe_cpu = (box_after.kept_probes - box_before.kept_probes if kept
+                 else box_after.reaped - box_before.reaped)
     after = _counters(watchers)
     for state in states:
         if state.connection is not Connection.OK:
@@ -324,7 +390,7 @@ async def full_refresh(watchers: Sequence[BoxWatcher], sshd_pids: Sequence[int],
         base = w0 or (0, 0)  # a connection opened by this refresh starts at zero
         wire_in.append(w1[0] - base[0])
         wire_out.append(w1[1] - base[1])
-    return Round(wall, cpu, box_cpu,
+    return Round(wall, cpu, box_cpu, probe_cpu,
                  [a[0] - b[0] for a, b in zip(after, before, strict=True)],
                  [a[1] - b[1] for a, b in zip(after, before, strict=True)],
                  wire_in, wire_out)
@@ -407,18 +473,22 @@ def make_runs(tmp: Path, boxes: int, runs: int, epochs: int, started: float
 
 
 async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
-                          args: argparse.Namespace, epochs: int, *, idle: bool, started: float
-                          ) -> tuple[dict[str, Phase], dict[str, Any], dict[str, str]]:
-    """Cold load, (idle,) then advancing rounds, for one history length; its own sessions."""
-    roots, runs = make_runs(tmp, len(servers), args.runs, epochs, started)
-    fleet = fleet_config(tmp, servers, key, roots, f"e{epochs}")
+                          args: argparse.Namespace, epochs: int, *, idle: bool, started: float,
+                          mode: str) -> tuple[dict[str, Phase], dict[str, Any], dict[str, str]]:
+    """Cold load, (idle,) then advancing rounds, for one history length and one way of
+    probing; its own runs and sessions."""
+    roots, runs = make_runs(tmp / mode, len(servers), args.runs, epochs, started)
+    fleet = fleet_config(tmp, servers, key, roots, f"e{epochs}-{mode}")
     store = host_key_store(fleet)
     watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
+    for watcher in watchers:
+        watcher.session.keep_probe = mode == "kept"
     pids = [s._proc.pid for s in servers if s._proc is not None]
-    phases = {name: Phase(name, len(servers), args.runs, epochs)
-              for name in (f"cold E={epochs}", f"idle E={epochs}", f"advancing E={epochs}")}
+    tag = f"E={epochs} {mode}"
+    phases = {name: Phase(name, len(servers), args.runs, epochs, mode)
+              for name in (f"cold {tag}", f"idle {tag}", f"advancing {tag}")}
     try:
-        cold = phases[f"cold E={epochs}"]
+        cold = phases[f"cold {tag}"]
         cold.rounds.append(await full_refresh(watchers, pids, catch_up=True))
         check_runs([w.state for w in watchers], runs)
         conn = watchers[0].session._conns[-1]
@@ -427,10 +497,10 @@ async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
                 "mac": str(conn.get_extra_info("send_mac"))}
         if idle:
             for _ in range(args.rounds):
-                phases[f"idle E={epochs}"].rounds.append(await full_refresh(watchers, pids))
+                phases[f"idle {tag}"].rounds.append(await full_refresh(watchers, pids))
             check_runs([w.state for w in watchers], runs)
         else:
-            del phases[f"idle E={epochs}"]
+            del phases[f"idle {tag}"]
         breakdown: dict[str, Any] = {}
         for index in range(args.rounds):
             for box_runs in runs.values():
@@ -438,8 +508,11 @@ async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
                     run.advance()
             if index == args.rounds - 1:
                 breakdown = advance_breakdown(watchers[0])
-            phases[f"advancing E={epochs}"].rounds.append(await full_refresh(watchers, pids))
+            phases[f"advancing {tag}"].rounds.append(await full_refresh(watchers, pids))
         check_runs([w.state for w in watchers], runs)
+        modes = {w.session.probe_mode for w in watchers}
+        if modes != {mode}:
+            raise SystemExit(f"asked to probe {mode}, the sessions probed {sorted(modes)}")
         return phases, breakdown, info
     finally:
         await asyncio.gather(*(w.close() for w in watchers))
@@ -464,6 +537,8 @@ def fmt(value: float | None, unit: str = "") -> str:
     if value is None:
         return "-"
     if unit == "s":
+        if value < 0.01:
+            return f"{value * 1000:.2f} ms"
         return f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
     if unit == "B":
         return f"{value / 1024:.1f} KiB" if value >= 10240 else f"{value:.0f} B"
@@ -481,6 +556,7 @@ ROWS = (
     ("TCP out per box (SSH framed)", "wire_out_per_box", "B"),
     ("client CPU per refresh", "client_cpu_s_median", "s"),
     ("box CPU per refresh (sshd+probe)", "box_cpu_s_median", "s"),
+    ("probe process CPU per box", "probe_cpu_s_per_box", "s"),
 )
 
 
@@ -500,11 +576,14 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
     start_servers(tmp, args.boxes, key, servers)
     setup = time.perf_counter() - t0
     print(f"{args.boxes} sshd started in {setup:.1f} s; writing runs ...", flush=True)
-    phases, breakdown, info = await measure_history(tmp, servers, key, args, args.epochs,
-                                                    idle=True, started=started)
-    small, small_breakdown, _ = await measure_history(tmp, servers, key, args, args.small_epochs,
-                                                      idle=False, started=started)
-    phases.update(small)
+    phases: dict[str, Phase] = {}
+    for mode in MODES:
+        big, breakdown, info = await measure_history(tmp, servers, key, args, args.epochs,
+                                                     idle=True, started=started, mode=mode)
+        small, small_breakdown, _ = await measure_history(
+            tmp, servers, key, args, args.small_epochs, idle=False, started=started, mode=mode)
+        phases.update(big)
+        phases.update(small)
     return {"phases": phases, "breakdown": breakdown, "breakdown_small": small_breakdown,
             "info": info}
 
@@ -569,13 +648,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print_report(summaries)
 
-    big = summaries[f"advancing E={args.epochs}"]["bytes_in_per_run"]
-    small = summaries[f"advancing E={args.small_epochs}"]["bytes_in_per_run"]
+    big = summaries[f"advancing E={args.epochs} kept"]["bytes_in_per_run"]
+    small = summaries[f"advancing E={args.small_epochs} kept"]["bytes_in_per_run"]
     verdict = "OK" if max(big, small) < TARGET_BYTES_PER_RUN else "OVER TARGET"
     print()
     print(f"advancing one epoch costs {big:.0f} B per run at E={args.epochs} and {small:.0f} B "
           f"at E={args.small_epochs} (ratio {big / small:.2f}); target < "
           f"{TARGET_BYTES_PER_RUN} B: {verdict}")
+    idle = {m: summaries[f"idle E={args.epochs} {m}"] for m in MODES}
+    up, cpu = idle["kept"]["bytes_out_per_box"], idle["kept"]["probe_cpu_s_per_box"]
+    kept_ok = up < TARGET_IDLE_BYTES_UP and cpu < TARGET_IDLE_PROBE_CPU_S
+    print(f"idle refresh, kept probe vs one-shot, per box: bytes up {up:.0f} B vs "
+          f"{idle['one-shot']['bytes_out_per_box']:.0f} B (target < {TARGET_IDLE_BYTES_UP} B), "
+          f"probe CPU {cpu * 1000:.2f} ms vs "
+          f"{idle['one-shot']['probe_cpu_s_per_box'] * 1000:.1f} ms (target < "
+          f"{TARGET_IDLE_PROBE_CPU_S * 1000:g} ms), bytes down "
+          f"{idle['kept']['bytes_in_per_box']:.0f}"
+          f" B vs {idle['one-shot']['bytes_in_per_box']:.0f} B: "
+          f"{'OK' if kept_ok else 'OVER TARGET'}")
+    if not kept_ok:
+        verdict = "OVER TARGET"
     bd = result["breakdown"]
     parts = bd["per_run_compressed"]
     print(f"where an advancing answer's bytes go (box00, E={args.epochs}, marginal compressed "

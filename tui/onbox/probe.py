@@ -17,8 +17,9 @@ Two entry points (the client appends the call to this source):
                              one framed answer per line, until stdin closes.
                              Each line is {"nonce", "set": {...}, "unset": [...],
                              "runs": {path: {changed cursor fields, null = gone}},
-                             "drop": [paths]}: only what changed since the line
-                             before, so an idle refresh sends a nonce.
+                             "drop": [paths]}: only where the client's cursors
+                             differ from what this process holds after its last
+                             answer (see adopt), so an idle refresh sends a nonce.
 
 Request (what `set`/`runs` build up in serve(), or the whole of main's):
   {"roots": [...], "runs": {path: cursor}, "log_cap": int, "metrics_cap": int,
@@ -433,6 +434,8 @@ def find_runs(roots, max_runs, max_dirs=50000):
 
 def _unescape_mount(field):
     """/proc/self/mounts writes a space in a mount point as \\040 (octal)."""
+    if "\\" not in field:
+        return field  # nearly every line: the per-refresh cost of a kept probe stays small
     out, i = [], 0
     while i < len(field):
         if field[i] == "\\" and field[i + 1:i + 4].isdigit() and len(field[i + 1:i + 4]) == 3:
@@ -534,7 +537,8 @@ def build_answer(req, boot=None):
 
 
 def answer_payload(req, boot=None):
-    """The framed answer's payload: the answer as zlib-compressed JSON, and an exit code.
+    """The framed answer's payload (the answer as zlib-compressed JSON), an exit code,
+    and the answer itself.
 
     Compressed because JSON of LibreYOLO's files shrinks about fourfold, which
     is what a slow link to a jump host notices.
@@ -546,7 +550,7 @@ def answer_payload(req, boot=None):
         answer = {"v": PROBE_VERSION, "fatal": _errstr(exc)}
         code = 3
     data = json.dumps(answer, separators=(",", ":")).encode("ascii")
-    return zlib.compress(data, 6), code
+    return zlib.compress(data, 6), code, answer
 
 
 def write_frame(nonce, payload):
@@ -567,7 +571,7 @@ def main(request_text, nonce):
         payload, code = zlib.compress(json.dumps(
             {"v": PROBE_VERSION, "fatal": _errstr(exc)}).encode("ascii")), 3
     else:
-        payload, code = answer_payload(req)
+        payload, code, _ = answer_payload(req)
     write_frame(nonce, payload)
     return code
 
@@ -587,6 +591,58 @@ def apply_delta(req, delta):
                 cursor[key] = value
     for path in delta.get("drop") or []:
         runs.pop(path, None)
+
+
+def _scalar(value):
+    """Only what survives JSON unchanged is adopted (both sides must agree exactly)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _take(cursor, key, value):
+    if _scalar(value):
+        cursor[key] = value
+    else:
+        cursor.pop(key, None)
+
+
+def adopt(req, answer):
+    """Update the request a kept probe holds with the cursors its answer implies.
+
+    The client folds the same answer into its own cursors; it runs this very
+    function on the answer too, so both know what the probe now holds and the
+    next request line carries only where the client's cursors differ from it
+    (nothing at all when the box is idle). A wrong guess here costs a few bytes
+    on the next line, never a wrong answer.
+    """
+    runs = req.get("runs") if isinstance(req, dict) else None
+    if not isinstance(runs, dict) or not isinstance(answer, dict):
+        return
+    listed = answer.get("runs")
+    for raw in listed if isinstance(listed, list) else []:
+        if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
+            continue
+        cursor = runs.setdefault(raw["path"], {})
+        if not isinstance(cursor, dict):
+            continue
+        if "s_sig" in raw:
+            _take(cursor, "s_sig", raw["s_sig"])
+        if "status_error" in raw or ("status" in raw and not isinstance(raw["status"], dict)):
+            cursor.pop("s_sig", None)
+        if "w_sig" in raw:
+            _take(cursor, "w_sig", raw["w_sig"])
+        for part, prefix in (("metrics", "m_"), ("log", "l_")):
+            increment = raw.get(part)
+            if isinstance(increment, dict):
+                for key in ("off", "id", "head"):
+                    _take(cursor, prefix + key, increment.get(key))
+        status = raw.get("status")
+        if isinstance(status, dict):
+            _take(cursor, "pid", status.get("pid"))
+            _take(cursor, "started_at", status.get("started_at"))
+    gone = answer.get("gone")
+    for path in gone if isinstance(gone, list) else []:
+        if isinstance(path, str):
+            runs.pop(path, None)
 
 
 def serve():
@@ -612,5 +668,6 @@ def serve():
         except (ValueError, KeyError, TypeError, AttributeError):
             return 2
         apply_delta(req, delta)
-        payload, _ = answer_payload(req, boot)
+        payload, _, answer = answer_payload(req, boot)
         write_frame(nonce, payload)
+        adopt(req, answer)

@@ -48,6 +48,7 @@ import asyncssh
 
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
+from tui.onbox.probe import adopt
 from tui.remote.channel import PTY_ONLY_FIX, Ending, OnboxProcess, no_answer
 from tui.remote.errors import BoxError, describe_os_error
 from tui.remote.framing import FrameError, inflate, new_nonce
@@ -87,6 +88,12 @@ def probe_payload(request: dict[str, Any], nonce: str) -> bytes:
     in argv or on the remote command line)."""
     return one_shot_payload(_probe_program(_ONE_SHOT_ENTRY), nonce,
                             json.dumps(request, separators=(",", ":")).encode())
+
+
+def kept_probe_loader() -> bytes:
+    """The first stdin line of a kept probe (`programs.SERVE_COMMAND`); request lines
+    follow it (benchmarks start one by hand to measure it)."""
+    return serve_loader(_probe_program(_SERVE_ENTRY))
 
 
 def decode_answer(payload: bytes, limit: int = MAX_ANSWER) -> dict[str, Any]:
@@ -236,11 +243,13 @@ class BoxSession:
         async with self._probe_lock:
             conn = await self.connection()
             sent = received = 0
+            kept = False
             try:
                 async with asyncio.timeout(self.timeout):
                     if self.probe_mode == "kept":
                         try:
                             payload, sent, received = await self._ask_kept(conn, request)
+                            kept = True
                         except _CannotKeep:
                             self._serve_refused = True
                             payload, sent, received = await self._ask_once(conn, request)
@@ -259,12 +268,16 @@ class BoxSession:
                 self.last_bytes_out, self.last_bytes_in = sent, received
                 self.bytes_out += sent
                 self.bytes_in += received
-        try:
-            return decode_answer(payload, self.max_answer)
-        except (FrameError, ValueError) as exc:
-            raise BoxError(Connection.PROBE_FAILED,
-                           f"box {self.box.name}: the probe's answer cannot be used: {exc}") \
-                from None
+            try:
+                answer = decode_answer(payload, self.max_answer)
+                if kept:
+                    adopt(self._probe_held, answer)  # what the kept probe now holds
+            except (FrameError, ValueError) as exc:
+                self._drop_probe()  # what it holds is not known any more
+                raise BoxError(Connection.PROBE_FAILED,
+                               f"box {self.box.name}: the probe's answer cannot be used: "
+                               f"{exc}") from None
+            return answer
 
     def _drop_probe(self) -> None:
         if self._probe is not None:
@@ -298,11 +311,11 @@ class BoxSession:
             got_before = proc.stdout_bytes + proc.stderr_bytes
             try:
                 if proc.bytes_out == 0:
-                    proc.send(serve_loader(_probe_program(_SERVE_ENTRY)))
+                    proc.send(kept_probe_loader())
                     sent += proc.bytes_out
                 proc.send(line)
                 sent += len(line)
-                self._probe_held = request  # the probe applies the line before it answers
+                self._probe_held = request  # it applies the line, answers, then adopts
                 payload = await proc.next_frame(nonce, max_frame=self.max_answer_frame)
             except FrameError as exc:
                 self._drop_probe()
