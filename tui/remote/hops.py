@@ -168,15 +168,18 @@ class JumpPool:
             link.users += 1
             return conn
 
-    def release(self, key: object) -> None:
-        """One user fewer; the last one out closes the connection."""
+    def release(self, key: object) -> asyncssh.SSHClientConnection | None:
+        """One user fewer; the last one out closes the connection (returned, to be
+        waited for)."""
         link = self._links.get(key)
         if link is None or link.users <= 0:
-            return
+            return None
         link.users -= 1
         if link.users == 0 and link.conn is not None:
-            link.conn.close()
-            link.conn = link.client = None
+            conn, link.conn, link.client = link.conn, None, None
+            conn.close()
+            return conn
+        return None
 
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JumpPool] = \

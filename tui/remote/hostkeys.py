@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -51,6 +52,7 @@ class HostKeyStore:
         self.known_hosts = known_hosts
         self.pinned = pinned
         self.accept_new = accept_new
+        self._parsed: dict[Path, tuple[tuple[int, int, int], list[tuple[int, Any]]]] = {}
 
     @property
     def policy(self) -> tuple[str, str, bool]:
@@ -68,17 +70,7 @@ class HostKeyStore:
             names.append((host, False))
         found = []
         for path in self._files():
-            try:
-                lines = path.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            for number, line in enumerate(lines, 1):
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                try:
-                    parsed = asyncssh.import_known_hosts(line)
-                except (ValueError, asyncssh.KeyImportError):
-                    continue
+            for number, parsed in self._lines(path):
                 for name, with_port in names:
                     trusted, cas, revoked = parsed.match(name, "", None)[:3]
                     for marker, keys in ((None, trusted), ("cert-authority", cas),
@@ -88,6 +80,32 @@ class HostKeyStore:
                     if trusted or cas or revoked:
                         break
         return found
+
+    def _lines(self, path: Path) -> list[tuple[int, Any]]:
+        """The readable lines of a known_hosts file, parsed once per change of the file
+        (a big file is not parsed again for every hop of every box)."""
+        try:
+            st = path.stat()
+        except OSError:
+            return []
+        sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._parsed.get(path)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        parsed = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                parsed.append((number, asyncssh.import_known_hosts(line)))
+            except (ValueError, asyncssh.KeyImportError):
+                continue
+        self._parsed[path] = (sig, parsed)
+        return parsed
 
     def judge(self, host: str, port: int) -> tuple[list[asyncssh.SSHKey], list[asyncssh.SSHKey],
                                                    list[asyncssh.SSHKey]]:

@@ -194,8 +194,10 @@ class BoxSession:
         if conns:
             await close_quietly(conns[-1])
         if self._pool is not None:
-            for key in leases:
-                self._pool.release(key)
+            for key in reversed(leases):
+                closed = self._pool.release(key)
+                if closed is not None:
+                    await close_quietly(closed)
 
     async def connect(self) -> None:
         """Open every hop in turn (jump hosts shared, the box its own); on failure, let go
