@@ -8,6 +8,9 @@ work together in the process a user actually starts.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -17,12 +20,16 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZE = (100, 30)
+BOX = "vast-4090x2"  # the demo box pushed, stopped, started and destroyed
+RUN = "baseline-yolox-n"
 RUNNING_ROW = re.compile(r"^(\S+)\s+▶ running\s+(\d+)/\d+", re.MULTILINE)
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -58,15 +65,18 @@ class Tmux:
         (base / f"tmux-{os.getuid()}" / self.label).unlink(missing_ok=True)
 
 
-def wait_for(what: str, check: Callable[[], object], timeout: float) -> object:
-    """Poll `check` until it returns something truthy; fail saying what never happened."""
+def wait_for(what: str, check: Callable[[], object], timeout: float,
+             shown: Callable[[], str] | None = None) -> object:
+    """Poll `check` until it returns something truthy; fail saying what never happened
+    (and what `shown` shows then: the pane)."""
     deadline = time.monotonic() + timeout
     while True:
         found = check()
         if found:
             return found
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            screen = f"; the screen:\n{shown()}" if shown is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{screen}")
         time.sleep(0.25)
 
 
@@ -103,9 +113,35 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
         session.kill()
 
 
-@pytest.mark.parametrize("quit_key", ["q", "C-c"])
-def test_demo_draws_advances_and_quits_clean(tmux: Tmux, tmp_path: Path, quit_key: str) -> None:
-    demo_tmp = tmp_path / "tmp"  # TMPDIR of the demo: its gpurent-demo-* dir goes here
+@dataclass
+class Demo:
+    """`gpurent-tui demo` started in a tmux pane, exactly as a user starts it."""
+
+    tmux: Tmux
+    demo_tmp: Path  # the demo's TMPDIR: its gpurent-demo-* dir goes here
+    exit_file: Path
+    marker: str
+
+    def screen(self) -> str:
+        """The pane now; a demo that died early fails here with what it last showed."""
+        text = self.tmux.screen()
+        if self.tmux.pane_dead():
+            raise AssertionError(f"the demo exited early:\n{text}")
+        return text
+
+    def root(self) -> Path:
+        (root,) = self.demo_tmp.glob("gpurent-demo-*")
+        return root
+
+    def journal(self) -> list[dict[str, Any]]:
+        path = self.root() / "xdg" / "state" / "gpurent-tui" / "journal.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def start_demo(tmux: Tmux, tmp_path: Path, size: tuple[int, int]) -> Demo:
+    demo_tmp = tmp_path / "tmp"
     demo_tmp.mkdir()
     home = tmp_path / "home"
     home.mkdir()
@@ -123,33 +159,114 @@ def test_demo_draws_advances_and_quits_clean(tmux: Tmux, tmp_path: Path, quit_ke
     wrapper.write_text(f"#!/bin/sh\ncd {shlex.quote(str(ROOT))}\n{shlex.join(command)}\n"
                        f"echo $? > {shlex.quote(str(exit_file))}\n")
     wrapper.chmod(0o755)
-
-    width, height = SIZE
+    width, height = size
     tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height),
          str(wrapper))
+    return Demo(tmux, demo_tmp, exit_file, marker)
 
-    def screen() -> str:
-        """The pane now; a demo that died early fails here with what it last showed."""
-        text = tmux.screen()
-        if tmux.pane_dead():
-            raise AssertionError(f"the demo exited early:\n{text}")
-        return text
 
+def wait_drawn(demo: Demo) -> str:
     def drawn() -> str | None:
-        text = screen()
+        text = demo.screen()
         return text if "3/3 boxes up" in text and running_epochs(text) else None
 
     first = wait_for("the panel to show 3/3 boxes up and a running run", drawn, 30)
     assert isinstance(first, str)
-    assert [p.name for p in demo_tmp.glob("gpurent-demo-*")], "the demo ignored TMPDIR"
-    assert any(" -m tui demo" in p for p in leftovers(marker, demo_tmp)), "the scan is blind"
+    return first
+
+
+def quit_clean(demo: Demo, quit_key: str = "q") -> None:
+    demo.tmux("send-keys", "-t", demo.tmux.session, quit_key)
+    wait_for("the demo to exit", demo.tmux.pane_dead, 20)
+    assert demo.exit_file.read_text().strip() == "0", demo.tmux.screen()
+    assert leftovers(demo.marker, demo.demo_tmp) == []
+    assert list(demo.demo_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("quit_key", ["q", "C-c"])
+def test_demo_draws_advances_and_quits_clean(tmux: Tmux, tmp_path: Path, quit_key: str) -> None:
+    demo = start_demo(tmux, tmp_path, SIZE)
+    first = wait_drawn(demo)
+    assert [p.name for p in demo.demo_tmp.glob("gpurent-demo-*")], "the demo ignored TMPDIR"
+    assert any(" -m tui demo" in p for p in leftovers(demo.marker, demo.demo_tmp)), \
+        "the scan is blind"
     before = running_epochs(first)
     wait_for(f"a running run to pass its epoch (first {before})",
              lambda: any(epoch > before[name] for name, epoch
-                         in running_epochs(screen()).items() if name in before), 20)
+                         in running_epochs(demo.screen()).items() if name in before), 20)
+    quit_clean(demo, quit_key)
 
-    tmux("send-keys", "-t", tmux.session, quit_key)
-    wait_for("the demo to exit", tmux.pane_dead, 20)
-    assert exit_file.read_text().strip() == "0", tmux.screen()
-    assert leftovers(marker, demo_tmp) == []
-    assert list(demo_tmp.iterdir()) == []
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_push_stop_start_destroy_each_end_in_a_true_outcome(tmux: Tmux, tmp_path: Path) -> None:
+    """The README's keys on the demo, as a newcomer presses them: p pushes a run (verified
+    at the local folder and the loopback Hub), s stops its box (it goes down), S starts it
+    (it comes back), D refuses over the unpushed runs and p pushes them, verifies, destroys."""
+    demo = start_demo(tmux, tmp_path, (120, 40))
+    wait_drawn(demo)
+    send = functools.partial(demo.tmux, "send-keys", "-t", tmux.session)
+    wait = functools.partial(wait_for, shown=demo.tmux.screen)
+
+    def ended(action: str, count: int = 1) -> list[dict[str, Any]]:
+        entries = [e for e in demo.journal() if e.get("box") == BOX and e["action"] == action]
+        return entries if len(entries) >= count else []
+
+    def wait_ended(action: str, count: int = 1, timeout: float = 60) -> list[dict[str, Any]]:
+        found = wait(f"{count} {action} of {BOX} in the journal", lambda: ended(
+            action, count), timeout)
+        assert isinstance(found, list)
+        return found
+
+    # One step at a time: keys in the same burst as "/" can reach the panel before the
+    # filter field has focus (an Enter then opens the focused run instead).
+    send("/")
+    wait("the filter field", lambda: "filter runs by name" in demo.screen(), 10)
+    send("-l", RUN)
+    wait(f"{RUN} typed into the filter", lambda: RUN in demo.screen().split("3/3 boxes")[0],
+         10)
+    send("Enter")
+    wait(f"only {RUN} on screen", lambda: RUN in demo.screen()
+         and "hidden by the filter" in demo.screen(), 10)
+    time.sleep(1.0)  # the field gives the focus back to the run's row
+
+    send("p")  # push: verified at both destinations, the same bytes as on the box
+    # The first push to the Hub from this box sends it the (demo's) token: asked first.
+    wait("the token question", lambda: f"Send your Hub token to {BOX}?" in demo.screen(), 10)
+    send("y")
+    pushes = wait_ended("push", 2)
+    assert [(p["outcome"], p["verified"]) for p in pushes] == [("done", True)] * 2, pushes
+    run_dir = demo.root() / BOX / "root" / "runs" / RUN
+    local = demo.root() / "pushed" / BOX / RUN
+    for name in ("weights/best.pt", "weights/last.pt", "status.json"):
+        assert sha256(local / name) == sha256(run_dir / name)
+    assert {p["destination"] for p in pushes} == {f"hf://demo/rects-checkpoints/{RUN}/",
+                                                  f"{local}/"}
+
+    send("s")
+    wait("the stop confirmation", lambda: f"Stop {BOX}?" in demo.screen(), 10)
+    send("y")
+    (stop,) = wait_ended("stop")
+    assert stop["outcome"] == "done" and "it reads stopped" in stop["message"], stop
+    wait(f"{BOX} down on screen", lambda: "unreachable" in demo.screen(), 30)
+    time.sleep(1.0)  # its section redrawn, the focus back on the run's row
+
+    send("S")
+    wait("the start confirmation", lambda: f"Start {BOX}?" in demo.screen(), 10)
+    send("y")
+    (start,) = wait_ended("start")
+    assert start["outcome"] == "done" and "it reads running" in start["message"], start
+    wait(f"{BOX} up again on screen", lambda: "3/3 boxes up" in demo.screen(), 30)
+    time.sleep(1.0)
+
+    send("D")  # its other runs were never pushed: refused, and p offered
+    wait("the destroy dialog", lambda: "REFUSED" in demo.screen(), 20)
+    send("p")
+    (destroy,) = wait_ended("destroy", timeout=90)
+    assert destroy["outcome"] == "done", destroy
+    assert "the provider no longer has it" in destroy["message"]
+    pushed = {(p["run"], p["outcome"], p["verified"]) for p in ended("push", 2)}
+    assert {(r, "done", True) for r in ("rects-yolox-n", "rects-yolo9-t")} <= pushed
+    quit_clean(demo)
