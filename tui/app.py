@@ -33,6 +33,7 @@ from tui.messages import ActionEnded, ActionProgress, BoxUpdated, CostsPolled
 from tui.model.box import BoxState, Connection, fold_failure
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
+from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
 from tui.model.policy import Alarms, judge_costs
 from tui.model.retry import backoff_delay
@@ -89,6 +90,7 @@ class GpurentApp(App[None]):
                                                       else None)
         self.journal = journal if journal is not None else Journal()
         self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
+        self.monitors: dict[tuple[str, str], asyncio.Event] = {}  # (box, run path) -> stop
         self._alarms = Alarms()
         self._said: set[str] = set()  # storage problems already notified
         self._journal_seen = self.journal.version  # the version the push notes came from
@@ -342,6 +344,65 @@ class GpurentApp(App[None]):
         self.start_action(box, "destroy", lambda: destroy_from_dialog(
             self.fleet, self.fleet.box(box), self.journal, answer, shown,
             ledger=self._ledger()))
+
+    def launch_form(self, box: str) -> LaunchForm:
+        """The launch form as the box's last launch left it (its journal line)."""
+        from tui.model.launch import form_from_entry, last_entry
+
+        return form_from_entry(last_entry(self.journal.entries, box, "launch"))
+
+    def launch(self, request: LaunchRequest) -> None:
+        """Start a run detached on a box; it shows in its section once it writes status.json
+        (the box is looked at again as soon as the launch ends)."""
+        from tui.actions.launch import launch_from_form
+
+        box, watcher = request.box, self.watchers.get(request.box)
+        self.start_action(box, "launch", lambda: launch_from_form(
+            self.fleet, self.fleet.box(box), request, self.journal, now=self.clock(),
+            session=watcher.session if watcher else None,
+            on_event=lambda text: self.post_message(ActionProgress(box, text))))
+
+    def toggle_monitor(self, box: str, path: str) -> None:
+        """`w`: LibreYOLO's monitor of the run, forwarded to 127.0.0.1 here, until `w` again."""
+        from tui.actions.monitor import MonitorError, close_monitor, hold_monitor, open_monitor
+
+        if (box, path) in self.monitors:
+            self.monitors[(box, path)].set()
+            return
+        watcher, run = self.watchers.get(box), self.states[box].run(path)
+        if watcher is None or run is None:
+            self.notify("no live box to open a monitor on", timeout=TOAST_SECONDS)
+            return
+        stop = self.monitors[(box, path)] = asyncio.Event()
+        self._note(box, Text(f"monitor of {run.name}: starting…"))
+
+        async def hold() -> None:
+            handle = None
+            try:
+                handle = await open_monitor(watcher.session, self.fleet.box(box), path)
+                self._note(box, Text(f"monitor of {run.name}: {handle.run_url}  (w closes it)",
+                                     style="bold"))
+                await hold_monitor(watcher.session, handle, stop,
+                                   say=lambda line: self._note(box, Text(line)))
+            except MonitorError as exc:
+                self._note(box, Text(f"monitor of {run.name}: {exc.message}", style="red"))
+            finally:
+                self.monitors.pop((box, path), None)
+                if handle is not None:
+                    self._note(box, Text(f"monitor of {run.name} closed: "
+                                         f"{await close_monitor(watcher.session, handle)}"))
+
+        self.run_worker(hold(), group=f"monitor:{box}", name=f"monitor {box} {run.name}",
+                        exit_on_error=False)
+
+    async def action_quit(self) -> None:
+        """Close every monitor first: one this panel started must not outlive it on a box."""
+        for stop in list(self.monitors.values()):
+            stop.set()
+        workers = [w for w in self.workers if w.group.startswith("monitor:")]
+        if workers:
+            await asyncio.wait([asyncio.ensure_future(w.wait()) for w in workers], timeout=15)
+        self.exit()
 
     # --- screens -----------------------------------------------------------------------
 

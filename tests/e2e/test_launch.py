@@ -9,8 +9,10 @@ answers `/api/status` through the forward and is gone after Ctrl+C.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,12 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.fleets import box_entry, make_fleet
+from support.fleets import box_entry, make_fleet, runs_root_with
 from support.libreyolo_train import make_dataset, read_status, wait_for, wait_for_state
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
+from tui.app import GpurentApp
 from tui.model.config import FleetConfig
+from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
 
 if not os.environ.get("CI"):
@@ -261,3 +265,50 @@ def _pids_with(text: str) -> list[int]:
                 found.append(int(entry.name))
     return found
 
+
+
+async def test_w_in_the_panel_opens_the_monitor_and_quitting_stops_it(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    runs = runs_root_with(tmp_path, "yolox_completed", "yolox_failed")
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(runs)],
+                                            python=sys.executable)],
+                       known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    app = GpurentApp(fleet)
+
+    def note() -> str:
+        return str(app.notes.get("box", ""))
+
+    async def until(check: Callable[[], object], timeout: float = 60) -> None:
+        for _ in range(int(timeout / 0.05)):
+            if check():
+                return
+            await pilot.pause(0.05)
+        raise AssertionError(f"never happened; the box's note: {note()!r}")
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        await until(lambda: len(screen.fleet_list.order) == 2)
+        box, path = screen.selected or ("", "")
+        name = app.states[box].run(path).name  # type: ignore[union-attr]
+        await pilot.press("w")
+        await until(lambda: "http://127.0.0.1:" in note())
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)\?run=(\S+)", note())
+        assert url is not None and url.group(2) == name
+        status = await asyncio.to_thread(_get, f"{url.group(1)}api/status?run={name}")
+        assert status == json.loads((runs / name / "status.json").read_text())
+        monitors = _pids_with(path)
+        assert len(monitors) == 1
+
+        await pilot.press("w")  # w again: closed, and the monitor it started stopped
+        await until(lambda: "closed: monitor stopped" in note())
+        await until(lambda: not any(_alive(p) for p in monitors), timeout=10)
+        assert not app.monitors
+
+        await pilot.press("w")  # open again, then quit the panel with it open
+        await until(lambda: "http://127.0.0.1:" in note())
+        monitors = _pids_with(path)
+        assert len(monitors) == 1
+        await pilot.press("q")
+    wait_for(lambda: not any(_alive(p) for p in monitors), timeout=10)

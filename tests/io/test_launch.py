@@ -20,6 +20,7 @@ import pytest
 from support.fleets import box_entry, make_fleet
 from support.libreyolo_train import read_status, wait_for
 from support.sshd import KeyPair, Sshd
+from support.stand_in_trainer import TRAINER
 
 from tui.__main__ import main
 from tui.actions.launch import start_detached
@@ -30,31 +31,6 @@ from tui.store.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TRAINER = r"""
-import json, os, sys, time
-
-def write(state, **more):
-    run = os.environ["GPURENT_RUN_DIR"]
-    os.makedirs(run, exist_ok=True)
-    doc = dict(schema_version=1, state=state, pid=os.getpid(), total_epochs=2, **more)
-    with open(os.path.join(run, "status.json.tmp"), "w") as f:
-        json.dump(doc, f)
-    os.replace(os.path.join(run, "status.json.tmp"), os.path.join(run, "status.json"))
-
-mode = sys.argv[1]
-print("stand-in trainer", sys.argv[1:], flush=True)
-if mode == "crash":
-    print("\x1b]52;c;aGk=\x07loading data\x1b[2J\r", flush=True)
-    sys.stderr.write("FileNotFoundError: /data/missing.yaml not found\n")
-    sys.exit(3)
-time.sleep(float(sys.argv[2]))
-if mode == "fail":
-    write("failed", error={"type": "RuntimeError", "message": "CUDA out of memory"})
-    sys.exit(1)
-write("running", current_epoch=None)
-time.sleep(float(sys.argv[3]))
-write("completed", completed_epochs=2)
-"""
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
+from tui.screens.launch import LaunchScreen
 from tui.screens.run_detail import RunDetail
 
 Factory = Callable[..., Sshd]
@@ -85,7 +86,7 @@ def fleet(tmp_path: Path, server: Sshd, key: KeyPair, **top: object):  # type: i
 def test_every_binding_can_be_remapped() -> None:
     bindings = [*GpurentApp.BINDINGS, *FleetScreen.BINDINGS, *RunDetail.BINDINGS,
                 *CostScreen.BINDINGS, *ConfirmScreen.BINDINGS, *DestroyScreen.BINDINGS,
-                *JournalScreen.BINDINGS]
+                *JournalScreen.BINDINGS, *LaunchScreen.BINDINGS]
     assert {b.id for b in bindings if isinstance(b, Binding)} == set(KEY_ACTIONS)
 
 

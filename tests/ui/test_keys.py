@@ -12,6 +12,7 @@ from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
+from tui.screens.launch import LaunchScreen
 from tui.screens.run_detail import RunDetail
 
 
@@ -22,7 +23,8 @@ def ids_and_keys(bindings: list[object]) -> dict[str, str]:
 def test_default_keys_are_the_apps_bindings() -> None:
     screens = {"the fleet": FleetScreen, "the run detail": RunDetail,
                "the cost screen": CostScreen, "the journal": JournalScreen,
-               "a stop/start confirmation": ConfirmScreen, "the destroy dialog": DestroyScreen}
+               "a stop/start confirmation": ConfirmScreen, "the destroy dialog": DestroyScreen,
+               "the launch form": LaunchScreen}
     everywhere = ids_and_keys(GpurentApp.BINDINGS)
     assert set(everywhere) == set(EVERYWHERE)
     found = dict(everywhere)

@@ -138,8 +138,10 @@ def test_the_form_starts_from_the_boxs_last_launch() -> None:
     assert shlex.split(form.extra) == ["--no-pretrained", "--lr0", "0.02"]
     assert form.name == "" and form.imgsz == LaunchForm().imgsz
     script = form_from_entry({"files": [{"name": "t.py", "path": "/home/me/t.py"}],
-                              "message": "python t.py", "run_path": "/root/runs/t"})
+                              "message": "python t.py --lr '0.1 x'",
+                              "run_path": "/root/runs/t"})
     assert script.script == "/home/me/t.py" and script.project == "/root/runs"
+    assert shlex.split(script.extra) == ["--lr", "0.1 x"]
     assert form_from_entry(None) == LaunchForm()
     assert form_from_entry({"message": "'unbalanced"}).model == LaunchForm().model
 

@@ -36,10 +36,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tui.actions.flows import Report
 from tui.actions.preflight import doctor_box
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
-from tui.model.launch import LaunchOutcome, LaunchPlan, check_refusal, outside_roots, redact
+from tui.model.launch import (
+    LaunchError,
+    LaunchOutcome,
+    LaunchPlan,
+    LaunchRequest,
+    check_refusal,
+    form_args,
+    outside_roots,
+    plan_launch,
+    redact,
+)
 from tui.model.text import clean_block
 from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
@@ -208,12 +219,12 @@ async def _doctor(session: BoxSession, box: BoxConfig, data: str, say: Event) ->
     report = await doctor_box(session, box, data)
     if report.failure:
         return f"libreyolo doctor could not check {data}: {report.failure} " \
-               "(pass --no-doctor to launch without it)"
+               "(skip the doctor, --no-doctor, to launch without it)"
     if report.exit_code:
         found = "; ".join(f"{f.check_id}: {f.message}" for f in report.errors[:5]) \
             or "errors found"
         return f"libreyolo doctor found errors in {data}: {found} " \
-               "(fix the data set, or pass --no-doctor)"
+               "(fix the data set, or skip the doctor: --no-doctor)"
     say(f"doctor: {data} ok ({len(report.warnings)} warning(s))")
     return None
 
@@ -350,3 +361,47 @@ async def launch(fleet: FleetConfig, box: BoxConfig, plan: LaunchPlan, journal: 
                                 wait=wait, on_event=on_event)
     finally:
         await session.close()
+
+
+def outcome_report(outcome: LaunchOutcome, tail: int = TAIL_LINES) -> Report:
+    """The outcome as the panel's action words (the run's path first when it started)."""
+    report = Report()
+    if outcome.outcome == "started":
+        return report.say(f"{outcome.run_dir}: {outcome.message}")
+    report.fail(f"{outcome.outcome}: {outcome.message}")
+    for line in tail_lines(outcome.tail, tail) if outcome.tail else ():
+        report.say(line)
+    return report
+
+
+async def launch_from_form(fleet: FleetConfig, box: BoxConfig, request: LaunchRequest,
+                           journal: Journal, *, session: BoxSession | None = None,
+                           now: float, on_event: Event | None = None) -> Report:
+    """The panel's launch: the form's fields planned like the command line's arguments,
+    over the session the panel holds (or a new one)."""
+    form = request.form
+    script_path = str(Path(form.script).expanduser()) if form.script.strip() else None
+    try:
+        extra = shlex.split(form.extra)
+        plan = plan_launch(box.name, box.runs_roots, now=now, resume=request.resume,
+                           name=form.name.strip() or None,
+                           project=form.project.strip() or None,
+                           script_name=Path(script_path).name if script_path else None,
+                           train_args=extra if script_path else form_args(form),
+                           data=(form.data.strip() or None) if script_path else None)
+        script_text = Path(script_path).read_text(encoding="utf-8") if script_path else None
+    except (LaunchError, ValueError) as exc:
+        return Report().fail(f"launch on {box.name}: {exc}")
+    except (OSError, UnicodeDecodeError) as exc:
+        return Report().fail(f"launch on {box.name}: cannot read the script {script_path}: "
+                             f"{getattr(exc, 'strerror', None) or exc}")
+    own = session is None
+    session = session or BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        outcome = await launch_run(session, box, plan, journal, script_path=script_path,
+                                   script_text=script_text, force=request.force,
+                                   doctor=request.doctor, on_event=on_event)
+    finally:
+        if own:
+            await session.close()
+    return outcome_report(outcome)

@@ -50,6 +50,11 @@ class MonitorHandle:
     ticks: Any
     log: str | None
     listener: asyncssh.SSHListener | None
+    conn: asyncssh.SSHClientConnection | None = None  # the connection the forward rides
+
+    @property
+    def forwarding(self) -> bool:
+        return self.listener is not None and self.conn is not None and not self.conn.is_closed()
 
     @property
     def url(self) -> str:
@@ -108,7 +113,8 @@ async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
         message = exc.message if isinstance(exc, BoxError) else str(exc)
         raise MonitorError(f"box {box.name}: cannot forward a local port to the monitor "
                            f"({message})") from None
-    return MonitorHandle(local_port=listener.get_port(), listener=listener, **handle_args)
+    return MonitorHandle(local_port=listener.get_port(), listener=listener, conn=conn,
+                         **handle_args)
 
 
 async def _forward(conn: asyncssh.SSHClientConnection, local_port: int | None,
@@ -139,12 +145,13 @@ async def _stop_started(session: BoxSession, handle: MonitorHandle) -> str:
 async def hold_monitor(session: BoxSession, handle: MonitorHandle, stop: asyncio.Event, *,
                        say: Callable[[str], None] = lambda _: None,
                        check_seconds: float = 1.0, retry_seconds: float = 3.0) -> None:
-    """Keep the forward up until `stop` is set: when the connection drops, log in again
-    and forward the same local port anew (the monitor on the box never noticed)."""
+    """Keep the forward up until `stop` is set: when its connection drops, log in again
+    (or take the session's new connection, when the panel already did) and forward the
+    same local port anew; the monitor on the box never noticed."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), check_seconds)
-        if stop.is_set() or session.connected:
+        if stop.is_set() or handle.forwarding:
             continue
         say(f"the connection to box {handle.box} was lost; forwarding again when it is back")
         if handle.listener is not None:
@@ -152,8 +159,9 @@ async def hold_monitor(session: BoxSession, handle: MonitorHandle, stop: asyncio
             handle.listener = None
         while not stop.is_set():
             try:
-                conn = await session.connection()
-                handle.listener = await _forward(conn, handle.local_port, handle.remote_port)
+                handle.conn = await session.connection()
+                handle.listener = await _forward(handle.conn, handle.local_port,
+                                                 handle.remote_port)
             except (BoxError, asyncssh.Error, OSError) as exc:
                 reason = exc.message if isinstance(exc, BoxError) else str(exc)
                 say(f"not yet: {clean_text(reason)}")

@@ -247,6 +247,17 @@ class LaunchForm:
         return replace(self, **{k: str(v) for k, v in values.items() if k in known})
 
 
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What the panel's launch form asks for: the box, the fields, the three overrides."""
+
+    box: str
+    form: LaunchForm
+    resume: bool = False
+    force: bool = False
+    doctor: bool = True
+
+
 FORM_OPTIONS = ("model", "data", "epochs", "batch", "imgsz", "device", "save-period")
 _INT_FIELDS = {"epochs": 1, "batch": -1, "save_period": 1}
 
@@ -299,6 +310,8 @@ def form_from_entry(entry: Mapping[str, Any] | None, base: LaunchForm = LaunchFo
     values: dict[str, str] = {}
     if script:
         values["script"] = script
+        if command[:1] == ["python"]:
+            values["extra"] = shlex.join(command[2:])
     elif command[:2] == ["libreyolo", "train"]:
         args = command[2:]
         for key in ("name", "project", "resume"):

@@ -33,6 +33,7 @@ from tui.model.cost import usd
 from tui.model.meter import FleetCost
 from tui.model.runs import format_age
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
+from tui.screens.launch import LaunchScreen
 from widgets.fleet_head import FleetHead
 from widgets.fleet_list import FleetList, RunKey
 from widgets.fleet_text import BoxView
@@ -58,6 +59,8 @@ class FleetScreen(Screen[None]):
         Binding("s", "stop", "Stop box", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
         Binding("D", "destroy", "Destroy box", id="destroy", show=False),
+        Binding("L", "launch", "Launch a run", id="launch", show=False),
+        Binding("w", "monitor", "Web monitor", id="monitor", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
         Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
         Binding("escape", "clear_filter", "Clear the filter", id="back", show=False),
@@ -345,3 +348,16 @@ class FleetScreen(Screen[None]):
                 app.destroy(box, answer, unpushed)
 
         app.push_screen(DestroyScreen(box, losses, unpushed), chosen)
+
+    def action_launch(self) -> None:
+        """The launch form for the cursor's box (the first box when no run is shown)."""
+        app = self.gpurent
+        key = self.cursor()
+        box = key[0] if key is not None else app.fleet.boxes[0].name
+        app.push_screen(LaunchScreen([b.name for b in app.fleet.boxes], box, app.launch_form),
+                        lambda request: app.launch(request) if request else None)
+
+    def action_monitor(self) -> None:
+        key = self._chosen()
+        if key is not None:
+            self.gpurent.toggle_monitor(*key)

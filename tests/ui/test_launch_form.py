@@ -1,0 +1,135 @@
+"""`L` in the panel: the launch form, prefilled from the box's last launch, starts a run
+that shows in its box's section once it writes status.json (real sshd, a stand-in trainer)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd
+from support.stand_in_trainer import TRAINER
+from textual.pilot import Pilot
+from textual.widgets import Checkbox, Input, Select, Static
+
+from tui.app import GpurentApp
+from tui.model.launch import plan_launch
+from tui.screens.fleet import FleetScreen
+from tui.screens.launch import LaunchScreen
+from tui.store.journal import Journal
+
+
+async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 20.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the panel never showed the expected state")
+
+
+def fleet_screen(app: GpurentApp) -> FleetScreen:
+    screen = app.screen_stack[0]
+    assert isinstance(screen, FleetScreen)
+    return screen
+
+
+def shown(app: GpurentApp) -> list[str]:
+    return [app.states[box].run(path).name  # type: ignore[union-attr]
+            for box, path in fleet_screen(app).fleet_list.order]
+
+
+def box_text(app: GpurentApp, name: str) -> str:
+    return fleet_screen(app).fleet_list.text(name)
+
+
+def form_value(app: GpurentApp, field: str) -> str:
+    return app.screen.query_one(f"#f-{field}", Input).value
+
+
+async def set_field(pilot: Pilot, field: str, value: str) -> None:
+    app = pilot.app
+    app.screen.query_one(f"#f-{field}", Input).value = value
+    await pilot.pause()
+
+
+async def test_launch_form_prefills_checks_and_starts_a_run_that_appears(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    config = make_fleet(tmp_path, [box_entry(server, client_key, "alpha", runs_roots=[str(root)]),
+                                   box_entry(server, client_key, "beta",
+                                             runs_roots=[str(tmp_path / "other")])],
+                        known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(TRAINER)
+    # alpha's last launch was `libreyolo train` with these arguments: the form starts there.
+    earlier = plan_launch("alpha", [str(root)], name="old", train_args=[
+        "--data", "/d/coco.yaml", "--model", "yolox-m", "--epochs", "300", "--no-pretrained"])
+    Journal().record(box="alpha", action="launch", outcome="started", run="old",
+                     run_path=earlier.run_dir, message=shlex.join(earlier.command()))
+    app = GpurentApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: shown(app) == ["yolox_completed"])
+        await pilot.press("L")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        assert app.screen.query_one("#box", Select).value == "alpha"
+        assert (form_value(app, "model"), form_value(app, "data"), form_value(app, "epochs"),
+                form_value(app, "extra"), form_value(app, "project")) == (
+            "yolox-m", "/d/coco.yaml", "300", "--no-pretrained", str(root))
+        assert form_value(app, "name") == ""
+
+        # Bad fields are named and nothing is sent.
+        await set_field(pilot, "epochs", "many")
+        await pilot.press("ctrl+s")
+        problems = str(app.screen.query_one("#problems", Static).render())
+        assert "epochs: a whole number" in problems
+        assert isinstance(app.screen, LaunchScreen) and not app.busy
+
+        # Your own script instead, with its arguments; the data set is still doctored
+        # first, and this box's python3 has no LibreYOLO: refused, nothing started.
+        await set_field(pilot, "script", str(trainer))
+        await set_field(pilot, "extra", "ok 0.5 30")
+        await set_field(pilot, "epochs", "300")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+        await until(pilot, lambda: "launch failed" in box_text(app, "alpha"), timeout=60)
+        assert "libreyolo doctor could not check /d/coco.yaml" in box_text(app, "alpha")
+
+        # The form starts from that attempt; skip the doctor this time: the run appears.
+        await pilot.press("L")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        assert (form_value(app, "script"), form_value(app, "extra")) == (
+            str(trainer), "ok 0.5 30")
+        app.screen.query_one("#no_doctor", Checkbox).value = True
+        await set_field(pilot, "name", "from the panel")
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+        await until(pilot, lambda: "from the panel" in shown(app), timeout=60)
+        assert "launch done" in box_text(app, "alpha")
+
+    refused, entry = [e for e in Journal().entries if e["files"]]
+    assert refused["outcome"] == "refused" and "doctor" in refused["error"]
+    assert entry["outcome"] == "started" and entry["files"][0]["path"] == str(trainer)
+    assert entry["message"] == "python trainer.py ok 0.5 30"
+
+
+async def test_escape_cancels_and_another_box_refills_the_form(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    config = make_fleet(tmp_path, [box_entry(server, client_key, "alpha"),
+                                   box_entry(server, client_key, "beta")],
+                        known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    Journal().record(box="beta", action="launch", outcome="started", run="b1",
+                     run_path="/root/runs/b1", message="python b.py --lr 1",
+                     files=[{"name": "b.py", "path": "/home/me/b.py"}])
+    app = GpurentApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("L")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        assert form_value(app, "script") == ""
+        app.screen.query_one("#box", Select).value = "beta"
+        await until(pilot, lambda: form_value(app, "script") == "/home/me/b.py")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+        assert not app.busy
