@@ -13,13 +13,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.fleets import box_entry, make_fleet
 from support.libreyolo_train import read_status, wait_for
-from support.sshd import KeyPair, Sshd
+from support.sshd import KeyPair, Sshd, bin_dir_without
 from support.stand_in_trainer import TRAINER
 
 from tui.__main__ import main
@@ -194,3 +195,58 @@ async def test_start_detached_outlives_the_connection(
         await session.close()
         if "started" in locals():
             os.kill(started.pid, signal.SIGKILL)
+
+
+FAKE_PYTHON = r"""#!PYTHON
+# A box that lies: whatever program it is sent, it answers hostile frames.
+import json, os, re, sys
+data = sys.stdin.read()
+nonce = re.search(r"NONCE = '([0-9a-f]+)'", data).group(1)
+mode = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "mode")).read().strip()
+
+def frame(obj):
+    p = json.dumps(obj).encode()
+    sys.stdout.buffer.write(b"\n--gpurent-" + nonce.encode() + b" " + str(len(p)).encode()
+                            + b"\n" + p)
+    sys.stdout.flush()
+
+print("Welcome to your rented box!")
+if mode == "flood":
+    frame({"started": {"pid": 1}})
+    sys.stdout.buffer.write(b"\n--gpurent-" + nonce.encode() + b" 99999999999\n")
+    sys.exit(0)
+frame({"started": {"pid": "not a pid", "run_dir": "/x\x1b]0;evil title\x07",
+                   "log": "\x1b[2J"}})
+frame({"died": {"exit": 2, "tail": ("\x1b]52;c;aGk=\x07evil " + "A" * 5000 + "\r\n") * 100}})
+"""
+
+
+def test_a_lying_box_cannot_flood_or_steer_the_terminal(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    bin_dir = bin_dir_without(tmp_path / "bin", ["python3*"])
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON.replace("PYTHON", sys.executable, 1))
+    fake.chmod(0o755)
+    (bin_dir / "mode").write_text("lies")
+    server = sshd_factory(env={"PATH": str(bin_dir)})
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key)],
+                       known_hosts=[server.known_hosts_line()])
+    command = ["launch", "box", "--config", fleet.source, "--name", "x", "--no-doctor", "--",
+               "--data", "d.yaml"]
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\r" not in err
+    assert "exited 2 before the run wrote status.json" in err
+    tail = err.split("--- its output (last 40 lines) ---\n", 1)[1].splitlines()
+    assert 1 <= len(tail) <= 40 and all(len(line) <= 400 for line in tail)
+    assert tail[-1].startswith("\ufffd]52;c;aGk=\ufffdevil AAAA")
+    assert len(err) < 40_000
+
+    (bin_dir / "mode").write_text("flood")  # an answer over the cap: believed no further
+    started = time.monotonic()
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert "launch on box box unknown" in err and "over the cap" in err
+    assert time.monotonic() - started < 30  # not asked again and again
+    assert [e["outcome"] for e in Journal().entries] == ["failed", "unknown"]

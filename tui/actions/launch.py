@@ -61,6 +61,9 @@ LAUNCHER_COMMAND = "python3 -"
 DEFAULT_WAIT = 600.0
 MAX_FRAME = 1 << 20
 TAIL_LINES = 40
+TAIL_CHARS = 8000  # of a process's output kept for the report (the box sends ~6000)
+LINE_CHARS = 400
+MESSAGE_CHARS = 2000
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY",
               "LAMBDA_API_KEY")
 Event = Callable[[str], None]
@@ -76,13 +79,18 @@ def _source() -> str:
     return resources.files("tui.onbox").joinpath("launch.py").read_text()
 
 
+def _cut(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 1] + "…"
+
+
 def clean_text(text: str) -> str:
     """Box output made safe for a terminal (controls become U+FFFD; newlines stay)."""
     return clean_block(text)
 
 
 def tail_lines(text: str, count: int = TAIL_LINES) -> list[str]:
-    lines = [line.rstrip() for line in clean_text(text).splitlines()]
+    """The last `count` lines of box output, cleaned, each cut at LINE_CHARS."""
+    lines = [_cut(line.rstrip()) for line in clean_text(text).splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     return lines[-count:]
@@ -94,7 +102,7 @@ def tail_lines(text: str, count: int = TAIL_LINES) -> list[str]:
 class LauncherRun:
     """What one run of the on-box launcher said, and how it ended."""
 
-    ended: str  # "exited" | "lost" (after it may have started) | "not_started"
+    ended: str  # "exited" | "lost" (after it may have started) | "not_started" | "bad_answer"
     frames: list[dict[str, Any]] = field(default_factory=list)
     exit_status: int | None = None
     stderr: str = ""
@@ -133,7 +141,10 @@ async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline:
             _source(), json.dumps(params).encode(), timeout=deadline, max_frames=None,
             max_frame=MAX_FRAME, on_frame=seen, what="launcher", command=LAUNCHER_COMMAND)
     except BoxError as exc:
-        return LauncherRun("lost", frames, reason=exc.message)
+        # Lost or timed out: the launcher may have done its work, so ask again. Anything
+        # else (an answer over the cap, a flood, no python3) is not asked again.
+        lost = exc.connection in (Connection.UNREACHABLE, Connection.TIMEOUT)
+        return LauncherRun("lost" if lost else "bad_answer", frames, reason=exc.message)
     if result.exit_status is None and not result.exit_signal:
         return LauncherRun("lost", frames, stderr=result.stderr,
                            reason=f"box {session.box.name}: the connection was lost")
@@ -208,9 +219,13 @@ def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
 
 def _outcome(plan: LaunchPlan, outcome: str, message: str, *, run_dir: str = "",
              pid: int | None = None, tail: str = "") -> LaunchOutcome:
-    return LaunchOutcome(box=plan.box, name=plan.name, run_dir=run_dir or plan.run_dir,
-                         outcome=outcome, message=clean_text(message), pid=pid,
-                         tail=clean_text(tail))
+    """Everything from the box is cleaned and bounded here, whatever the box sent."""
+    message = clean_text(message)
+    if len(message) > MESSAGE_CHARS:
+        message = message[:MESSAGE_CHARS - 1] + "…"
+    return LaunchOutcome(box=plan.box, name=plan.name,
+                         run_dir=clean_text(run_dir or plan.run_dir), outcome=outcome,
+                         message=message, pid=pid, tail=clean_text(tail[-TAIL_CHARS:]))
 
 
 async def _doctor(session: BoxSession, box: BoxConfig, data: str, say: Event) -> str | None:
@@ -251,13 +266,23 @@ async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
         outcome = _outcome(plan, "refused", refusal)
         journal_launch(journal, plan, outcome, script_path, script_text)
         return outcome
-    outcome = await _launch(session, box, plan, script_text=script_text, wait=wait, say=say)
+    started: dict[str, Any] = {}
+    try:
+        outcome = await _launch(session, box, plan, script_text=script_text, wait=wait,
+                                say=say, seen=started)
+    except asyncio.CancelledError:  # Ctrl+C, or the panel quit: the run may be starting
+        journal_launch(journal, plan, _outcome(
+            plan, "unknown", "interrupted while waiting for status.json; the process may "
+                             "be running on the box", pid=started.get("pid")),
+                       script_path, script_text)
+        raise
     journal_launch(journal, plan, outcome, script_path, script_text)
     return outcome
 
 
 async def _launch(session: BoxSession, box: BoxConfig, plan: LaunchPlan, *,
-                  script_text: str | None, wait: float, say: Event) -> LaunchOutcome:
+                  script_text: str | None, wait: float, say: Event,
+                  seen: dict[str, Any]) -> LaunchOutcome:
     launch_id = new_nonce()
     params: dict[str, Any] = {
         "mode": "launch", "id": launch_id, "python": box_python(box), "kind": plan.kind,
@@ -266,7 +291,6 @@ async def _launch(session: BoxSession, box: BoxConfig, plan: LaunchPlan, *,
         "wait": wait}
     if plan.kind == "script":
         params["script"] = {"name": plan.script_name, "text": script_text or ""}
-    seen: dict[str, Any] = {}
 
     def on_frame(frame: dict[str, Any]) -> None:
         started = frame.get("started")

@@ -13,7 +13,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 SECRET_OPTION = re.compile(r"token|secret|password|passwd|api[-_]?key", re.IGNORECASE)
@@ -339,7 +339,6 @@ class LaunchOutcome:
     message: str
     pid: int | None = None
     tail: str = ""
-    lines: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def code(self) -> int:
