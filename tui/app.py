@@ -14,6 +14,7 @@ shows fixed snapshots (snapshot tests, screenshots) through the same code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -36,6 +37,7 @@ from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
 from tui.model.policy import Alarms, judge_costs
+from tui.model.preflight import CheckVerdict, last_check_verdicts
 from tui.model.retry import backoff_delay
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
@@ -98,6 +100,8 @@ class GpurentApp(App[None]):
         self._cost_pending = False
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
         self.set_reactive(GpurentApp.pushes, self._all_pushes())
+        self.checks: dict[str, CheckVerdict] = last_check_verdicts(self.journal.entries)
+        self._doctor_paths: dict[str, str] = {}  # box -> the data set last doctored
 
     def get_default_screen(self) -> Screen[None]:
         return FleetScreen()
@@ -404,6 +408,57 @@ class GpurentApp(App[None]):
             await asyncio.wait([asyncio.ensure_future(w.wait()) for w in workers], timeout=15)
         self.exit()
 
+    # --- before the GPU bills: check and doctor ------------------------------------------
+
+    def check(self, box: str) -> None:
+        """`g`: torch, CUDA, one real matmul per GPU, GPU health, LibreYOLO and HF_HOME on
+        the box; the steps on its line, the verdict in its header and the journal."""
+        from tui.actions.preflight import check_box, journal_check, report_lines
+        from tui.model.preflight import verdict_of
+
+        config = self.fleet.box(box)
+
+        def stage(words: str) -> None:
+            self.post_message(ActionProgress(box, f"checking: {words}"))
+
+        async def work() -> Report:
+            async with self._session(box) as session:
+                report = await check_box(session, config, on_stage=stage)
+            journal_check(self.journal, report)
+            self.checks = {**self.checks, box: verdict_of(report)}
+            return Report(report.exit_code, report_lines(report))
+
+        self.start_action(box, "check", work)
+
+    def open_doctor(self, box: str) -> None:
+        """`G`: LibreYOLO's doctor on a data set on the box, in its own screen."""
+        from tui.actions.preflight import doctor_box
+        from tui.screens.doctor import DoctorScreen
+
+        config = self.fleet.box(box)
+
+        async def doctor(data: str):  # type: ignore[no-untyped-def]
+            self._doctor_paths[box] = data  # offered again when the screen opens next
+            async with self._session(box) as session:
+                return await doctor_box(session, config, data)
+
+        self.push_screen(DoctorScreen(box, doctor, self._doctor_paths.get(box, "")))
+
+    @contextlib.asynccontextmanager
+    async def _session(self, box: str):  # type: ignore[no-untyped-def]
+        """The box's watcher session (already logged in); a session of its own otherwise."""
+        from tui.remote.session import BoxSession
+
+        watcher = self.watchers.get(box)
+        if watcher is not None:
+            yield watcher.session
+            return
+        session = BoxSession(self.fleet.box(box), self.fleet, host_key_store(self.fleet))
+        try:
+            yield session
+        finally:
+            await session.close()
+
     # --- screens -----------------------------------------------------------------------
 
     def open_run(self, box_name: str, path: str) -> None:
@@ -437,6 +492,12 @@ class GpurentApp(App[None]):
                                 self.screen_stack[0].action_filter)
         yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
                             "spend over time", self.action_costs)
+        for name in self.states:
+            yield SystemCommand(escape(f"Check {name}"), "torch, CUDA, a real matmul per GPU, "
+                                "GPU health, LibreYOLO, HF_HOME", lambda b=name: self.check(b))
+            yield SystemCommand(escape(f"Doctor a data set on {name}"), "LibreYOLO's own "
+                                "dataset checks, run on the box", lambda b=name:
+                                self.open_doctor(b))
         for box in self.states.values():
             for run in box.runs:
                 # The palette reads both as markup: a run named "[/]" would crash it.

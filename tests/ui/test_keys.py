@@ -10,6 +10,7 @@ from tui.model.config import KEY_ACTIONS
 from tui.model.keys import DEFAULT_KEYS, EVERYWHERE, SCREENS
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
+from tui.screens.doctor import DoctorScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
 from tui.screens.launch import LaunchScreen
@@ -24,7 +25,7 @@ def test_default_keys_are_the_apps_bindings() -> None:
     screens = {"the fleet": FleetScreen, "the run detail": RunDetail,
                "the cost screen": CostScreen, "the journal": JournalScreen,
                "a stop/start confirmation": ConfirmScreen, "the destroy dialog": DestroyScreen,
-               "the launch form": LaunchScreen}
+               "the launch form": LaunchScreen, "the doctor": DoctorScreen}
     everywhere = ids_and_keys(GpurentApp.BINDINGS)
     assert set(everywhere) == set(EVERYWHERE)
     found = dict(everywhere)

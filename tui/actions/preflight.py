@@ -108,11 +108,17 @@ async def doctor_box(session: BoxSession, box: BoxConfig, data: str, *, fast: bo
     return judge_doctor(parts.get("doctor"), box=box.name, data=data, python=box.python)
 
 
+def report_lines(report: CheckReport) -> list[str]:
+    """A check's outcome in a few lines for a box's line in the panel: problems first,
+    each with its fix, then warnings; or what passed."""
+    lines = [f"✗ {f.message}" + (f" (fix: {f.fix})" if f.fix else "") for f in report.errors]
+    lines += [f"! {f.message}" + (f" (fix: {f.fix})" if f.fix else "") for f in report.warnings]
+    return lines or [report.summary]
+
+
 def journal_check(journal: Journal, report: CheckReport) -> None:
     """One journal line per check: the verdict and its first problem, never a secret."""
-    outcome = {"ok": "ok", "warnings": "ok", "problems": "problems"}[report.verdict]
-    if not report.complete:
-        outcome = "failed"
+    outcome = report.verdict if report.complete else "failed"  # ok|warnings|problems|failed
     journal.record(box=report.box, action="check", outcome=outcome, message=report.summary,
                    error=report.errors[0].message if report.errors else None,
                    at=report.checked_at)

@@ -19,15 +19,17 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "confirm_yes": "y", "confirm_no": "n,escape",
     "destroy_cancel": "escape", "destroy_push_first": "p", "destroy_override": "t",
     "launch": "L", "monitor": "w", "launch_go": "ctrl+s", "launch_cancel": "escape",
+    "check": "g", "doctor": "G",
 }
 # Bound on the app: active on every screen (a screen's own binding of a key wins there).
 EVERYWHERE = ("quit", "refresh", "cost", "journal", "help")
 SCREENS: Mapping[str, tuple[str, ...]] = {
     "the fleet": ("open", "filter", "push", "push_box", "stop", "start", "destroy", "next",
-                  "previous", "back", "launch", "monitor"),
+                  "previous", "back", "launch", "monitor", "check", "doctor"),
     "the run detail": ("back", "series"),
     "the cost screen": ("back",),
     "the journal": ("back",),
+    "the doctor": ("back",),
     "a stop/start confirmation": ("confirm_yes", "confirm_no"),
     "the destroy dialog": ("destroy_cancel", "destroy_push_first", "destroy_override"),
     "the launch form": ("launch_go", "launch_cancel"),

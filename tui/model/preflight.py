@@ -1009,3 +1009,32 @@ def judge_doctor(raw: Mapping[str, Any] | None, *, box: str, data: str, python: 
     return DoctorReport(box, data, tuple(findings), summary, stats,
                         libreyolo_version=version,
                         dropped=whole(report.get("findings_dropped")) or 0)
+
+
+# -- the panel's verdict in a box's header ---------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckVerdict:
+    """The last check of a box, as its header shows it: from a report or the journal."""
+
+    verdict: str  # ok | warnings | problems | failed (the check itself did not finish)
+    summary: str
+    at: float | None
+
+
+def verdict_of(report: CheckReport) -> CheckVerdict:
+    verdict = report.verdict if report.complete else "failed"
+    return CheckVerdict(verdict, report.summary, report.checked_at)
+
+
+def last_check_verdicts(entries: Sequence[Mapping[str, Any]]) -> dict[str, CheckVerdict]:
+    """Every box's last `check` in the journal (a restarted panel still shows it)."""
+    found: dict[str, CheckVerdict] = {}
+    for entry in entries:
+        if entry.get("action") != "check" or not isinstance(entry.get("box"), str):
+            continue
+        outcome = entry.get("outcome")
+        verdict = outcome if outcome in ("ok", "warnings", "problems", "failed") else "failed"
+        found[entry["box"]] = CheckVerdict(str(verdict), plain(entry.get("message"), 300),
+                                           finite(entry.get("time")))
+    return found

@@ -37,6 +37,7 @@ from tui.screens.launch import LaunchScreen
 from widgets.fleet_head import FleetHead
 from widgets.fleet_list import FleetList, RunKey
 from widgets.fleet_text import BoxView
+from widgets.preflight_text import check_item
 
 if TYPE_CHECKING:
     from tui.app import GpurentApp
@@ -64,6 +65,8 @@ class FleetScreen(Screen[None]):
         Binding("j,down", "next_run", "Next run", id="next", show=False),
         Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
         Binding("escape", "clear_filter", "Clear the filter", id="back", show=False),
+        Binding("g", "check", "Check box", id="check", show=False),
+        Binding("G", "doctor", "Doctor a data set", id="doctor", show=False),
     ]
 
     filter: reactive[str] = reactive("", init=False)
@@ -109,8 +112,10 @@ class FleetScreen(Screen[None]):
         return self.query_one(FleetList)
 
     def head_items(self, name: str) -> tuple[Text, ...]:
-        """Extra items for a box's head line, after its GPUs and disks."""
-        return ()
+        """Extra items for a box's head line, after its GPUs and disks: its last check."""
+        app = self.gpurent
+        item = check_item(app.checks.get(name))
+        return (item,) if item is not None else ()
 
     def _boxes(self) -> tuple[BoxState, ...]:
         return tuple(self.gpurent.states.values())
@@ -275,6 +280,27 @@ class FleetScreen(Screen[None]):
             run = self.gpurent.states[key[0]].run(key[1])
             if run is not None:
                 self.gpurent.push(key[0], [run.name])
+
+    def _box_of_cursor(self) -> str | None:
+        """The box the cursor's run is on; a fleet of one box needs no cursor."""
+        key = self.cursor()
+        if key is not None:
+            return key[0]
+        boxes = self.gpurent.fleet.boxes
+        if len(boxes) == 1:
+            return boxes[0].name
+        self.notify("move to a run of the box (j/k), or pick the box in ctrl+p", timeout=4)
+        return None
+
+    def action_check(self) -> None:
+        box = self._box_of_cursor()
+        if box is not None:
+            self.gpurent.check(box)
+
+    def action_doctor(self) -> None:
+        box = self._box_of_cursor()
+        if box is not None:
+            self.gpurent.open_doctor(box)
 
     def action_push_box(self) -> None:
         key = self._chosen()
