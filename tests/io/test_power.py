@@ -314,6 +314,25 @@ async def test_destroy_then_the_api_goes_down_is_unknown(
     assert (out.state_before, out.state_after) == ("running", None)
 
 
+@pytest.mark.parametrize("answer", [
+    Fault(200, {"success": False, "msg": "API key not found"}),  # Vast's refused key
+    Fault(200, {"instances": None}),                              # an empty answer
+    Fault(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"}),
+], ids=["key-not-found", "no-instance", "401"])
+async def test_only_a_404_or_a_destroyed_state_proves_a_destroy(
+        tmp_path: Path, serve: Callable[..., ProviderServer], fake: FakeTime,
+        answer: Fault) -> None:
+    """"not found" in the words of a refused key read as proof the instance was gone:
+    the destroy was reported done while the box kept billing."""
+    server = serve("vast")
+    server.settle_gets = 1000  # the instance is still there, whatever the API says
+    fake.hooks.append(lambda: server.fail(*[dataclasses.replace(answer, method="GET")] * 20))
+    out = await act("destroy", tmp_path, server, fake, observe_timeout=12.0)
+    assert out.outcome == "unknown", out.message
+    assert "may still be billing" in out.message and out.state_after != "destroyed"
+    assert server.count("DELETE") == 1
+
+
 async def test_an_effect_never_seen_in_time_is_unknown(
         tmp_path: Path, serve: Callable[..., ProviderServer], fake: FakeTime) -> None:
     server = serve("vast")
@@ -403,22 +422,56 @@ def manual_fleet(tmp_path: Path, server: Sshd, key: KeyPair, **commands: str) ->
                       known_hosts=[server.known_hosts_line()])
 
 
-async def test_manual_stop_command_runs_over_the_session(
+async def test_manual_stop_command_runs_over_the_session_but_exit_0_is_not_the_effect(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """A command that exits 0 while the box keeps answering SSH has not been seen to stop
+    it: the outcome is unknown, and the meter keeps billing (it used to read "done")."""
     marker = tmp_path / "box-was-stopped"
     server = sshd_factory()
-    fleet = manual_fleet(tmp_path, server, client_key, stop_command=f"touch '{marker}'")
+    fleet = manual_fleet(tmp_path, server, client_key, stop_command=f"touch '{marker}'",
+                         pricing={"running_usd_per_hr": 2.5})
     box = fleet.boxes[0]
     session = BoxSession(box, fleet, host_key_store(fleet))
     try:
-        out = await stop_box(box, fleet, ssh=session)
+        out = await stop_box(box, fleet, ssh=session, observe_timeout=1.0, poll_interval=0.2)
         assert session.connected and session.connects == 1  # the session is the caller's
     finally:
         await session.close()
-    assert out.outcome == "done", out.message
     assert marker.exists()
-    assert "done (command exited 0)" in out.message and "cannot be observed" in out.message
-    assert out.state_before is None and out.state_after is None
+    assert out.outcome == "unknown", out.message
+    assert "command ran; effect not observed" in out.message
+    assert "it still answers SSH" in out.message and "set observe_command" in out.message
+    assert "billing $2.50/hr" in out.message
+    assert out.state_after is None
+
+
+async def test_manual_destroy_is_done_once_the_box_stops_answering(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    # The command takes the box off the network (here: it ends the box's sshd listener).
+    fleet = manual_fleet(tmp_path, server, client_key,
+                         destroy_command=f"kill $(cat '{server.pid_path}')")
+    out = await destroy_box(fleet.boxes[0], fleet, observe_timeout=20.0, poll_interval=0.2)
+    assert out.outcome == "done", out.message
+    assert out.state_after == "destroyed"
+    assert "its command exited 0, and the box no longer answers SSH" in out.message
+
+
+async def test_manual_observe_command_decides(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    gone = tmp_path / "console-says-gone"
+    fleet = manual_fleet(tmp_path, server, client_key, destroy_command="true",
+                         observe_command=f"echo looking at $GPURENT_BOX; test -e '{gone}'")
+    box = fleet.boxes[0]
+    out = await destroy_box(box, fleet, observe_timeout=0.6, poll_interval=0.2)
+    assert out.outcome == "unknown", out.message
+    assert "command ran; effect not observed" in out.message
+    assert "observe_command exited 1: looking at own-box" in out.message
+    gone.touch()
+    out = await destroy_box(box, fleet, observe_timeout=5.0, poll_interval=0.2)
+    assert out.outcome == "done" and out.state_after == "destroyed", out.message
+    assert "its observe_command exited 0" in out.message
 
 
 async def test_manual_command_failure_shows_exit_status_and_stderr(
@@ -438,9 +491,10 @@ async def test_manual_command_that_drops_the_connection_is_unknown(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
     server = sshd_factory()
     fleet = manual_fleet(tmp_path, server, client_key, stop_command="kill -9 $PPID")
-    out = await stop_box(fleet.boxes[0], fleet)
+    out = await stop_box(fleet.boxes[0], fleet, observe_timeout=1.0, poll_interval=0.2)
     assert out.outcome == "unknown", out.message
-    assert "not confirmed" in out.message and "own console" in out.message
+    assert "command ran; effect not observed" in out.message
+    assert "its command was sent but it ended without an exit status" in out.message
 
 
 async def test_manual_box_without_commands_or_reach(

@@ -26,7 +26,7 @@ from support.provider_servers import (
     vast_instance,
 )
 
-from tui.model.config import FleetConfig, parse_config
+from tui.model.config import ConfigError, FleetConfig, parse_config
 from tui.providers import ProviderError, make_client
 from tui.providers.base import HttpProvider, retry_after_seconds
 from tui.providers.vast import vast_state
@@ -648,3 +648,62 @@ async def test_loopback_actions_change_state_like_the_provider(sleeps: Sleeps) -
             await client.destroy("x7k2m9q4p1")
             await client.get("x7k2m9q4p1")
             assert (await client.get("x7k2m9q4p1")).state == "destroyed"
+
+
+# --- a stranger's words: auth before "not found", keys starred whole, no control codes ---
+
+
+@pytest.mark.parametrize("msg", ["API key not found", "No such api_key", "Invalid token"])
+async def test_vast_api_key_not_found_is_auth_not_a_missing_instance(
+        servers: dict[str, ProviderServer], sleeps: Sleeps, msg: str) -> None:
+    """Vast says a refused key with HTTP 200 {"success": false}; the words "not found"
+    made it read as "no such instance", which a destroy took as proof it was gone."""
+    servers["vast"].fail(Fault(200, {"success": False, "msg": msg}))
+    exc = await failure(servers["vast"], sleeps, "12345678")
+    assert exc.kind == "auth" and not exc.gone, exc.message
+
+
+async def test_only_an_http_404_for_the_instance_is_gone(servers: dict[str, ProviderServer],
+                                                         sleeps: Sleeps) -> None:
+    assert (await failure(servers["vast"], sleeps, "999")).gone  # 404 for that instance
+    servers["vast"].fail(Fault(200, {"instances": None}))
+    empty = await failure(servers["vast"], sleeps, "12345678")
+    assert empty.kind == "not_found" and not empty.gone
+    assert (await failure(servers["runpod"], sleeps, "gone1234")).gone
+    servers["lambda"].fail(Fault(401, {"error": {"code": "global/invalid-api-key",
+                                                 "message": "API key not found"}}))
+    refused = await failure(servers["lambda"], sleeps, "abc")
+    assert refused.kind == "auth" and not refused.gone
+
+
+def test_plain_http_base_url_only_for_loopback() -> None:
+    for url in ("http://127.0.0.1:9", "http://localhost:8/x", "http://[::1]:7",
+                "https://api.example.com"):
+        make_client("vast", fleet_with(), env={"VAST_URL": url})
+    for url in ("http://api.example.com", "http://127.0.0.1@evil.example.com/",
+                "http://127.0.0.1.evil.example.com"):
+        with pytest.raises(ValueError, match="loopback"):
+            make_client("vast", fleet_with(), env={"VAST_URL": url})
+        with pytest.raises(ConfigError, match="loopback"):
+            fleet_with(runpod=url)
+
+
+async def test_a_key_is_starred_before_the_body_is_cut(servers: dict[str, ProviderServer],
+                                                       sleeps: Sleeps) -> None:
+    """The body was cut to 200 characters and then starred: a key across the cut leaked
+    its first half."""
+    key = KEYS["runpod"]
+    for offset in range(180, 200, 3):
+        body = "x" * offset + f" {key} " + "y" * 300
+        servers["runpod"].fail(Fault(400, body))
+        exc = await failure(servers["runpod"], sleeps, "x7k2m9q4p1")
+        assert key[:8] not in exc.message, (offset, exc.message)
+
+
+async def test_provider_words_reach_no_terminal_as_control_codes(
+        servers: dict[str, ProviderServer], sleeps: Sleeps) -> None:
+    servers["vast"].fail(Fault(200, {"success": False,
+                                     "msg": "boom \x1b]52;c;cHduZWQ=\x07 \x1b[2J\x9b31m"}))
+    exc = await failure(servers["vast"], sleeps, "12345678")
+    assert "boom" in exc.message
+    assert not any(c in exc.message for c in "\x1b\x07\x9b")

@@ -7,8 +7,10 @@ destroyed. When the effect cannot be observed (the API went down, the key
 was refused, the time ran out, the request's answer was lost) the outcome is
 "unknown" and the words say what may still be billing; a request whose fate
 is unknown is never sent again. A manual box runs its own stop_command or
-destroy_command over SSH; its effect cannot be observed, so a zero exit is
-reported as just that.
+destroy_command over SSH; a zero exit only says the command ran, so the
+effect is then watched for (tui.actions.observe: the user's observe_command,
+or the box no longer answering SSH); unseen, the outcome is "unknown:
+command ran; effect not observed", and the meter keeps billing.
 
 One action per box at a time, in this process: a second press while one is
 in flight is refused before anything is sent.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.actions.box_command import run_box_command
+from tui.actions.observe import observe_manual
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.providers import InstanceInfo, PowerClient, ProviderError, make_client
@@ -102,13 +105,18 @@ async def _power(action: str, box: BoxConfig, fleet: FleetConfig, client: PowerC
     _IN_FLIGHT[box.name] = action
     try:
         if box.provider == "manual":
-            return await _by_command(action, box, fleet, ssh, observe_timeout)
+            return await _by_command(action, box, fleet, ssh, observe_timeout, poll_interval,
+                                     sleep, clock)
         if not box.instance_id:
             return PowerOutcome(action, box.name, "refused",
                                 f"box {box.name} has no instance_id in the config, so the panel "
                                 f"cannot tell {box.provider} what to {action}: nothing was sent")
         own = client is None
-        api = make_client(box.provider, fleet, sleep=sleep) if client is None else client
+        try:
+            api = make_client(box.provider, fleet, sleep=sleep) if client is None else client
+        except ValueError as exc:
+            return PowerOutcome(action, box.name, "refused", f"box {box.name}: {exc}; nothing "
+                                "was sent")
         try:
             return await _ByProvider(action, box, api, observe_timeout, poll_interval,
                                      sleep, clock).run()
@@ -222,7 +230,7 @@ class _ByProvider:
             try:
                 info = await self.client.get(self.iid)
             except ProviderError as exc:
-                if exc.kind == "not_found" and self.action == "destroy":
+                if exc.gone and self.action == "destroy":  # HTTP 404 for this instance
                     return self.outcome("done", f"destroyed {self.where}: the provider no "
                                         "longer has it. Nothing is billed any more; its disk "
                                         "is gone.", state_after="destroyed")
@@ -266,11 +274,10 @@ class _ByProvider:
 
 
 async def _by_command(action: str, box: BoxConfig, fleet: FleetConfig, ssh: BoxSession | None,
-                      timeout: float) -> PowerOutcome:
-    """A manual box: its own command over SSH, given `timeout` (observe_timeout) to finish.
-
-    The effect itself cannot be seen, so a zero exit is reported as just that.
-    """
+                      timeout: float, poll_interval: float, sleep: Sleep,
+                      clock: Clock) -> PowerOutcome:
+    """A manual box: its own command over SSH, given `timeout` (observe_timeout) to finish,
+    then the effect watched for as long again. Done only when the effect is seen."""
     if action == "start":
         return PowerOutcome(action, box.name, "refused",
                             f"box {box.name} is a manual box: the panel has no way to start it; "
@@ -293,18 +300,27 @@ async def _by_command(action: str, box: BoxConfig, fleet: FleetConfig, ssh: BoxS
         return PowerOutcome(action, box.name, "failed",
                             f"could not run the {key} of box {box.name}: {result.reason}. "
                             f"Nothing was run; the box is still running and {billing}.")
-    if result.ended != "exited":
-        return PowerOutcome(action, box.name, "unknown",
-                            f"{action} of box {box.name} not confirmed: its {key} was sent but "
-                            f"{result.reason}. It may still be running and {billing}: check "
-                            "it from its own console.")
-    if result.exit_status == 0:
-        said = f" Its error output: {result.stderr_tail}" if result.stderr_tail else ""
+    if result.ended == "exited" and result.exit_status != 0:
+        return PowerOutcome(action, box.name, "failed",
+                            f"the {key} of box {box.name} exited {result.exit_status}: "
+                            f"{result.stderr_tail or 'no error output'}. The box is probably "
+                            f"still running and {billing}.")
+    ran = ("its command exited 0" if result.ended == "exited"
+           else f"its command was sent but {result.reason}")
+    seen = await observe_manual(action, box, fleet, observe_timeout=timeout,
+                                poll_interval=poll_interval, sleep=sleep, clock=clock)
+    target = _TARGET[action]
+    if seen.seen:
         return PowerOutcome(action, box.name, "done",
-                            f"{key} on box {box.name}: done (command exited 0). A manual "
-                            f"box's state cannot be observed: check that it {_PAST[action]}."
-                            f"{said}")
-    return PowerOutcome(action, box.name, "failed",
-                        f"the {key} of box {box.name} exited {result.exit_status}: "
-                        f"{result.stderr_tail or 'no error output'}. The box is probably still "
-                        f"running and {billing}.")
+                            f"{_PAST[action]} box {box.name}: {ran}, and {seen.how}. "
+                            + ("Nothing is billed any more, if its provider bills by the "
+                               "machine." if action == "destroy" else
+                               "Its disk may still bill."),
+                            state_after=target)
+    said = f" Its error output: {result.stderr_tail}." if result.stderr_tail else ""
+    how = ("set observe_command for box " + box.name + " to tell the panel how to see it"
+           if not box.observe_command else "check it from its own console")
+    return PowerOutcome(action, box.name, "unknown",
+                        f"{action} of box {box.name}: command ran; effect not observed ({ran}, "
+                        f"but {seen.how}). It may still be running and {billing}: {how}."
+                        f"{said}")

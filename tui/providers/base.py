@@ -28,6 +28,9 @@ from typing import Any, ClassVar, Protocol
 
 import httpx2
 
+from tui.model.config import plain_http_allowed
+from tui.model.text import clean
+
 STATES = ("running", "starting", "stopped", "stopping", "destroyed", "error", "unknown")
 KINDS = ("rate_limited", "not_allowed", "not_found", "auth", "timeout", "server", "bad_answer",
          "unreachable", "no_key")
@@ -68,7 +71,8 @@ class ProviderError(Exception):
 
     def __init__(self, kind: str, message: str, status: int | None = None, *,
                  provider: str | None = None, instance_id: str | None = None,
-                 retry_after: float | None = None, maybe_applied: bool = False) -> None:
+                 retry_after: float | None = None, maybe_applied: bool = False,
+                 gone: bool = False) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}")
         super().__init__(message)
@@ -81,6 +85,10 @@ class ProviderError(Exception):
         # An action whose fate is unknown (timeout, 5xx, connection lost after
         # sending): the instance may have changed; only a fresh read can tell.
         self.maybe_applied = maybe_applied
+        # The provider answered HTTP 404 for this very instance: the only error that proves
+        # a destroy. "not found" words in a 200 or a 401 body prove nothing (Vast answers
+        # {"success": false, "msg": "API key not found"} with 200).
+        self.gone = gone
 
     def __repr__(self) -> str:
         return (f"ProviderError(kind={self.kind!r}, status={self.status!r}, "
@@ -239,6 +247,10 @@ class HttpProvider:
 
     def __init__(self, base_url: str, key: Secret | None, *, timeout: float = 10.0,
                  sleep: Sleep = asyncio.sleep, max_tries: int = 5) -> None:
+        if not plain_http_allowed(base_url):
+            raise ValueError(f"{self.title} base_url {base_url!r}: plain http:// only for a "
+                             "loopback address; the API key would cross the network "
+                             "unencrypted: use https://")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.max_tries = max(1, max_tries)
@@ -291,16 +303,21 @@ class HttpProvider:
 
     # --- the shared machinery ---
 
+    def redact(self, text: str) -> str:
+        """The text with the API key starred: a server may echo it anywhere in a body."""
+        return text.replace(self._key.reveal(), "***") if self._key is not None else text
+
     def error(self, kind: str, subject: str, what: str, status: int | None = None, *,
               instance_id: str | None = None, retry_after: float | None = None,
-              maybe_applied: bool = False) -> ProviderError:
-        # `what` may quote the server, which may echo the key: starred. The subject
-        # is ours (an instance id), left intact even if a short key occurs in it.
-        if self._key is not None:
-            what = what.replace(self._key.reveal(), "***")
+              maybe_applied: bool = False, gone: bool = False) -> ProviderError:
+        # `what` may quote the server, which may echo the key: starred (the bodies it
+        # quotes were starred whole before they were cut). The subject is ours (an
+        # instance id), left intact even if a short key occurs in it. A provider's
+        # words may hold control sequences: they never reach a terminal.
+        what = clean(self.redact(what))
         return ProviderError(kind, f"{self.title} {subject}: {what}", status,
                              provider=self.name, instance_id=instance_id, retry_after=retry_after,
-                             maybe_applied=maybe_applied)
+                             maybe_applied=maybe_applied, gone=gone)
 
     async def act(self, method: str, path: str, *, subject: str, instance_id: str,
                   body: Any = None) -> Any:
@@ -366,12 +383,14 @@ class HttpProvider:
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _said(self, response: httpx2.Response) -> str:
-        return self.said(_json_or(response.text), response.text)
+        body = self.redact(response.text)
+        return self.said(_json_or(body), body)
 
     def _decode(self, response: httpx2.Response, subject: str, instance_id: str | None,
                 action: bool = False) -> Any:
         status = response.status_code
-        data = _json_or(response.text)
+        body = self.redact(response.text)  # whole, before any of it is cut for a message
+        data = _json_or(body)
         if 200 <= status < 300:
             if not response.content:
                 return None
@@ -379,7 +398,7 @@ class HttpProvider:
                 return None  # accepted; what it did is for a fresh read to tell
             if data is _NOT_JSON:
                 raise self.error("bad_answer", subject, f"HTTP {status} but not JSON: "
-                                 f"{_excerpt(response.text)!r}", status, instance_id=instance_id)
+                                 f"{_excerpt(body)!r}", status, instance_id=instance_id)
             failure = self.failure_in(data)
             if failure is not None:
                 kind, words = failure
@@ -387,10 +406,11 @@ class HttpProvider:
                                  instance_id=instance_id)
             return data
         kind = _KIND_BY_STATUS.get(status) or self.kind_from_body(data) or "bad_answer"
-        what = f"{_WHAT[kind]} (HTTP {status}: {self.said(data, response.text)})"
+        what = f"{_WHAT[kind]} (HTTP {status}: {self.said(data, body)})"
         if kind == "auth":
             what += f"; check {self.key_var}"
-        raise self.error(kind, subject, what, status, instance_id=instance_id)
+        raise self.error(kind, subject, what, status, instance_id=instance_id,
+                         gone=status == 404 and instance_id is not None)
 
 
 def _json_or(body: str) -> Any:

@@ -81,11 +81,12 @@ def vast_info(obj: Mapping[str, Any], instance_id: str | None = None) -> Instanc
 def _vast_kind(words: str) -> str:
     """Vast's error codes are not documented: read the kind from the words."""
     lowered = words.lower()
+    # Auth first: "API key not found" is about the key, not the instance.
+    if any(w in lowered for w in ("auth", "api key", "api_key", "apikey", "permission",
+                                  "forbidden", "unauthorized", "credential", "token")):
+        return "auth"
     if any(w in lowered for w in ("not_found", "no_such", "not found", "does not exist")):
         return "not_found"
-    if any(w in lowered for w in ("auth", "api key", "api_key", "permission", "forbidden",
-                                  "unauthorized")):
-        return "auth"
     if "too frequent" in lowered or "rate" in lowered:
         return "rate_limited"
     if "not_allowed" in lowered or "not allowed" in lowered:
