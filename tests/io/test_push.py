@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -314,3 +315,235 @@ async def test_box_without_huggingface_hub_fails_clearly(
     assert local_result.outcome == "done" and local_result.verified
     assert (local / "gpu-1" / "r1" / "weights" / "best.pt").read_bytes() == \
         files["weights/best.pt"]
+
+
+# --- a hostile box: names it should not give, bytes it should not send, words it cannot back ---
+
+
+def hostile_python(tmp_path: Path, patch: str) -> Path:
+    """A directory whose `python3` runs our push program with `patch` (Python defining
+    functions) put in just before the program is called: a box that speaks the protocol
+    and lies in it. Everything else that box runs is run unchanged."""
+    bindir = tmp_path / "hostile-bin"
+    bindir.mkdir()
+    (bindir / "patch.py").write_text(patch)
+    wrapper = bindir / "python3"
+    wrapper.write_text(f"""#!{sys.executable}
+import subprocess, sys
+real = {sys.executable!r}
+if sys.argv[1:] != ["-"]:
+    import os
+    os.execv(real, [real, *sys.argv[1:]])
+src = sys.stdin.buffer.read()
+marker = b"\\nPARAMS = "
+if marker in src:
+    patch = open({str(bindir / "patch.py")!r}, "rb").read()
+    src = src.replace(marker, b"\\n" + patch + marker, 1)
+    with open({str(bindir / "payloads")!r}, "ab") as seen:
+        seen.write(src + b"\\n\\0\\n")
+sys.exit(subprocess.run([real, "-"], input=src).returncode)
+""")
+    wrapper.chmod(0o755)
+    return bindir
+
+
+def lying_listing(name: str) -> str:
+    """A push program whose listing names `name` (outside what a push selects), with the
+    true size and sha256 of what lies there on the box, and that sends those bytes."""
+    return f"""
+def list_files(params):
+    path = os.path.join(params["run_path"], {name!r})
+    data = open(path, "rb").read()
+    emit({{"done": {{"files": [{{"name": {name!r}, "size": len(data), "mtime": 1.0,
+        "mtime_ns": 1000000000, "inode": 1, "sha256": hashlib.sha256(data).hexdigest(),
+        "steady": True}}], "hub": False}}}})
+"""
+
+
+@pytest.mark.parametrize("kind", ["relative", "absolute"])
+async def test_a_box_listing_a_name_outside_the_run_writes_nothing(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, kind: str) -> None:
+    """The box supplied both the bytes and the hash of `../../../victim`: the push wrote
+    them over the user's file outside the destination and called it verified."""
+    victim = tmp_path / "deep" / "victim"  # the user's own file next to the destination
+    victim.parent.mkdir()
+    victim.write_bytes(b"the user's precious file\n")
+    # What the box says lives at that name, seen from its run directory.
+    run, _ = make_run(tmp_path / "box" / "a" / "runs", "r1")
+    (tmp_path / "box" / "victim").write_bytes(b"pwned by the box\n")
+    name = "../../../victim" if kind == "relative" else str(victim)
+    if kind == "absolute":
+        victim_copy = victim.read_bytes()
+    server = sshd_factory(env={"PATH": f"{hostile_python(tmp_path, lying_listing(name))}:"
+                                       f"{SYSTEM_PATH}"})
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(tmp_path / "deep" / "ckpt"))
+    (result,) = await push(fleet, run, "r1")
+    assert victim.read_bytes() == b"the user's precious file\n"
+    if kind == "absolute":
+        assert victim.read_bytes() == victim_copy
+    assert result.outcome == "failed" and not result.verified
+    assert "did not ask for" in result.message and "nothing was written" in result.message
+    assert not (tmp_path / "deep" / "ckpt").exists() or \
+        not list((tmp_path / "deep" / "ckpt").rglob("*.part"))
+
+
+async def test_a_link_planted_in_the_destination_redirects_no_write(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})
+    run, files = make_run(tmp_path / "runs", "r1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep me\n")
+    root = tmp_path / "ckpt"
+    dest = root / "gpu-1" / "r1"
+    (dest / "weights").mkdir(parents=True)
+    # A link where the part file goes, and one under a final name.
+    (dest / "weights" / ".best.pt.part").symlink_to(victim)
+    (dest / "weights" / "last.pt").symlink_to(victim)
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(root))
+    (result,) = await push(fleet, run, "r1")
+    assert result.outcome == "done", result.message
+    assert victim.read_bytes() == b"keep me\n"
+    for name in ("weights/best.pt", "weights/last.pt"):
+        path = dest / name
+        assert not path.is_symlink() and path.read_bytes() == files[name]
+        assert path.stat().st_mode & 0o777 == 0o600
+    for folder in (root / "gpu-1", dest, dest / "weights"):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+
+    # A folder of the destination replaced by a link: refused, nothing written through it.
+    shutil.rmtree(dest)
+    dest.symlink_to(elsewhere, target_is_directory=True)
+    (refused,) = await push(fleet, run, "r1")
+    assert refused.outcome == "failed" and not refused.verified
+    assert "symbolic link" in refused.message and "refused" in refused.message
+    assert list(elsewhere.iterdir()) == []
+
+
+class NoSftpSshd(Sshd):
+    """A box without `Subsystem sftp` (RunPod's basic proxy offers none)."""
+
+    def config_text(self) -> str:
+        return super().config_text().replace("Subsystem sftp internal-sftp\n", "")
+
+
+async def test_without_sftp_the_push_streams_over_exec_resumes_and_verifies(
+        tmp_path: Path, client_key: KeyPair) -> None:
+    server = NoSftpSshd(tmp_path / "sshd-nosftp", [client_key.public_line],
+                        home=tmp_path / "home-nosftp", env={"PATH": SYSTEM_PATH})
+    server.start()
+    try:
+        run, files = make_run(tmp_path / "runs", "r1", results=True)
+        root = tmp_path / "ckpt"
+        dest = root / "gpu-1" / "r1"
+        (dest / "weights").mkdir(parents=True)
+        best = files["weights/best.pt"]
+        (dest / "weights" / ".best.pt.part").write_bytes(best[:100_000])
+        fleet = fleet_for(tmp_path, server, client_key, local_dir=str(root))
+        counter = Bytes()
+        (result,) = await push(fleet, run, "r1", include_epochs=True, progress=counter)
+    finally:
+        server.stop()
+    assert result.outcome == "done" and result.verified, result.message
+    assert result.how == "over an exec channel (the box offers no SFTP)"
+    assert "over an exec channel" in result.message and "resumed at 100000" in result.message
+    for f in result.files:
+        assert (dest / f.name).read_bytes() == files[f.name]
+    assert counter.moved["weights/best.pt"] == len(best) - 100_000
+
+
+async def test_push_program_noise_around_its_frames_is_ignored(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """A box whose shell or libraries print around the program's answer (a login banner,
+    a library writing to stdout): only the frames count."""
+    noisy = """
+_real_send = send
+def send(payload):
+    _OUT.write(b"Welcome to your vast.ai container!\\n{not json}\\n")
+    _real_send(payload)
+    _OUT.write(b"\\x1b[2J more chatter\\n")
+"""
+    server = sshd_factory(env={"PATH": f"{hostile_python(tmp_path, noisy)}:{SYSTEM_PATH}"})
+    run, files = make_run(tmp_path / "runs", "r1")
+    root = tmp_path / "ckpt"
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(root))
+    (result,) = await push(fleet, run, "r1")
+    assert result.outcome == "done" and result.verified, result.message
+    assert (root / "gpu-1" / "r1" / "weights" / "best.pt").read_bytes() == \
+        files["weights/best.pt"]
+
+
+async def test_a_box_that_says_done_without_uploading_is_not_verified(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """The box reported the Hub's sha256 itself; a box that never uploaded could claim
+    every file matched. Now the panel asks the Hub."""
+    liar = """
+def hub_push(params):
+    commit = "f" * 40
+    files = {}
+    for f in params["files"]:
+        with open(os.path.join(params["run_path"], f["name"]), "rb") as src:
+            sha = hashlib.sha256(src.read(f["size"])).hexdigest()
+        files[f["name"]] = {"sha256": sha, "size": f["size"], "how": "lfs"}
+    emit({"committed": commit})
+    emit({"done": {"commit": commit, "files": files, "changed": []}})
+"""
+    bindir = hostile_python(tmp_path, liar)
+    server = sshd_factory(env={"PATH": f"{bindir}:{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run, _ = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO)
+    with HubServer([REPO], token=TOKEN) as hub:
+        (result,) = await push(fleet, run, "r1", token=TOKEN, hub_endpoint=hub.url)
+    assert hub.state.commits == [] and hub.state.repos[REPO] == {}
+    assert result.outcome == "failed" and not result.verified, result.message
+    assert "not verified" in result.message and "the Hub does not list" in result.message
+    assert TOKEN not in result.message
+
+
+async def test_upload_from_the_panel_keeps_the_token_off_the_box(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    # The loopback Hub speaks LFS, not Xet (read once, when huggingface_hub is imported).
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    bindir = hostile_python(tmp_path, "")  # records every program the box is sent
+    server = sshd_factory(env={"PATH": f"{bindir}:{SYSTEM_PATH}"})  # no huggingface_hub
+    run, files = make_run(tmp_path / "runs", "r1", results=True)
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO, upload_from="panel")
+    with HubServer([REPO], token=TOKEN) as hub:
+        (result,) = await push(fleet, run, "r1", token=TOKEN, hub_endpoint=hub.url)
+    assert result.outcome == "done" and result.verified, result.message
+    assert result.how == "pulled to this machine and uploaded from here"
+    stored = hub.state.repos[REPO]
+    assert {name: f.sha256 for name, f in stored.items()} == \
+        {f"r1/{f.name}": sha(files[f.name]) for f in result.files}
+    sent = (bindir / "payloads").read_bytes()
+    params = [line for line in sent.splitlines() if line.startswith(b"PARAMS = ")]
+    assert params and TOKEN.encode() not in sent
+    assert not any(b"token" in line or b'"hub"' in line for line in params)
+    staging = tmp_path / "xdg" / "state" / "gpurent-tui" / "staging"
+    assert not (staging / "gpu-1" / "r1").exists()  # removed once the Hub holds them
+
+
+async def test_a_box_token_variable_is_used_and_nothing_else(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scoped = "hf_ScopedToOneRepoOnly0123456789abcdef"
+    monkeypatch.setenv("HF_TOKEN", TOKEN)  # the wide token must not go to this box
+    monkeypatch.delenv("HF_TOKEN_GPU1", raising=False)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run, _ = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO, token_env="HF_TOKEN_GPU1")
+    with HubServer([REPO], token=scoped) as hub:
+        (unset,) = await push(fleet, run, "r1", hub_endpoint=hub.url)
+        assert unset.outcome == "failed" and "HF_TOKEN_GPU1" in unset.message
+        assert "is not set" in unset.message and hub.state.requests == []
+        monkeypatch.setenv("HF_TOKEN_GPU1", scoped)
+        (result,) = await push(fleet, run, "r1", hub_endpoint=hub.url)
+    assert result.verified, result.message
+    assert f"Bearer {TOKEN}" not in hub.state.authorizations
+    assert f"Bearer {scoped}" in hub.state.authorizations
