@@ -20,6 +20,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, ConfigError, ConfigProblem, FleetConfig, parse_config
 from tui.model.meter import FleetCost
 from tui.model.status_doc import status_document, status_table
+from tui.model.text import clean_block
 from tui.store import paths
 
 EXIT_OK = 0
@@ -70,7 +71,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         json.dump(status_document(boxes, now, cost), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(status_table(boxes, now, cost))
+        print(clean_block(status_table(boxes, now, cost)))  # no box's control sequences
     ok = all(b.connection is Connection.OK for b in boxes)
     return EXIT_OK if ok else EXIT_BOX_FAILED
 
