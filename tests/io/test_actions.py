@@ -5,8 +5,11 @@ Real sshd boxes on 127.0.0.1, a loopback Vast API, local-folder pushes over SFTP
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -194,3 +197,241 @@ async def test_over_budget_pushes_then_stops_when_configured(
     assert actions == [("push", "done"), ("stop", "done")]
     assert (out / "gpu-a" / "yolox_completed" / "weights" / "best.pt").exists()
     assert vast.count("PUT") == 1
+
+
+# --- the guard fails closed, on a fresh look, and only a typed override passes it ---
+
+
+async def wait_for(pilot: object, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+    raise AssertionError("the panel never showed the expected state")
+
+
+async def test_panel_typed_confirmation_never_overrides_the_guard(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
+    """Push and verify, let training rewrite best.pt, press D, type the name: the dialog
+    (drawn from the panel's last look) showed nothing unpushed, and the typed name was
+    taken as the override: the box was destroyed "overriding the guard"."""
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+    from tui.screens.confirm import DestroyScreen
+    from tui.screens.fleet import RunRow
+
+    server = sshd_factory()
+    root, config = box_with_weights(tmp_path, server, client_key, vast,
+                                    push={"local_dir": str(tmp_path / "out")})
+    # The panel refreshes rarely: its picture is the one from before training went on.
+    fleet = parse_config(Path(config).read_text().replace("refresh_seconds = 1",
+                                                          "refresh_seconds = 3600"), config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query(RunRow))
+                       and bool(app.query(RunRow).first().run.weights))
+        app.query(RunRow).first().focus()
+        await pilot.press("p")
+        await wait_for(pilot, lambda: any(e.get("action") == "push" for e in
+                                          app.journal.entries) and "gpu-a" not in app.busy)
+        assert app.journal.entries[-1]["verified"] is True
+        best = root / "yolox_completed" / "weights" / "best.pt"
+        best.write_bytes(b"B" * 50_000)  # training improved it: same size, new bytes
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        assert app.screen.unpushed == []  # the panel's last look had it pushed
+        await pilot.press(*"gpu-a", "enter")
+        await wait_for(pilot, lambda: any(e.get("action") == "destroy"
+                                          for e in app.journal.entries)
+                       and "gpu-a" not in app.busy)
+    last = app.journal.entries[-1]
+    assert (last["action"], last["outcome"]) == ("destroy", "refused")
+    assert "best.pt changed since the last verified push" in last["message"]
+    assert vast.count("DELETE") == 0
+
+
+async def test_panel_override_accepts_what_was_shown_and_nothing_more(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+    from tui.screens.confirm import DestroyScreen
+    from tui.screens.fleet import RunRow
+
+    server = sshd_factory()
+    root, config = box_with_weights(tmp_path, server, client_key, vast)
+    fleet = parse_config(Path(config).read_text().replace("refresh_seconds = 1",
+                                                          "refresh_seconds = 3600"), config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query(RunRow))
+                       and bool(app.query(RunRow).first().run.weights))
+        app.query(RunRow).first().focus()
+        # A second run appears after the panel looked: the override shown does not cover it.
+        other = root / "second" / "weights"
+        other.mkdir(parents=True)
+        (root / "second" / "status.json").write_text(
+            (root / "yolox_completed" / "status.json").read_text())
+        (other / "best.pt").write_bytes(b"2" * 1000)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        assert [u.run for u in app.screen.unpushed] == ["yolox_completed"]
+        await pilot.press("t", *"gpu-a", "enter")
+        await wait_for(pilot, lambda: any(e.get("action") == "destroy"
+                                          for e in app.journal.entries)
+                       and "gpu-a" not in app.busy)
+        refused = app.journal.entries[-1]
+        assert refused["outcome"] == "refused" and vast.count("DELETE") == 0
+        assert "changed since the dialog" in refused["message"] and "second" in \
+            refused["message"]
+        # Looked at again, both are shown; the typed override now destroys.
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(app.states["gpu-a"].runs) == 2)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        await pilot.press("t", *"gpu-a", "enter")
+        await wait_for(pilot, lambda: app.journal.entries[-1].get("outcome") != "refused"
+                       and "gpu-a" not in app.busy)
+    done = app.journal.entries[-1]
+    assert (done["action"], done["outcome"]) == ("destroy", "done")
+    lost = {(f["run"], f["name"]) for f in done["files"]}
+    assert lost == {("yolox_completed", "weights/best.pt"),
+                    ("yolox_completed", "weights/last.pt"), ("second", "weights/best.pt")}
+    assert vast.count("DELETE") == 1
+
+
+def incomplete(root: Path, case: str) -> str:
+    """Make the box's picture incomplete in one way; what the refusal must say."""
+    run = root / "yolox_completed"
+    if case == "unmounted":
+        return "an unmounted volume"  # (the second runs root does not exist)
+    if case == "cut short":
+        for n in range(1001):
+            (root / "many" / f"r{n:04d}").mkdir(parents=True)
+            (root / "many" / f"r{n:04d}" / "results.csv").write_text("epoch\n")
+        return "cut short"
+    if case == "weights unlistable":
+        (run / "weights" / "best.pt").unlink()
+        (run / "weights" / "last.pt").unlink()
+        (run / "weights").rmdir()
+        (run / "weights").symlink_to(run / "weights")  # a loop: listing it fails
+        return "could not be listed"
+    if case == "run below a run":
+        nested = root / "exp" / "inner" / "weights"
+        nested.mkdir(parents=True)
+        (root / "exp" / "results.csv").write_text("epoch\n")  # exp looks like a run
+        (root / "exp" / "inner" / "status.json").write_text((run / "status.json").read_text())
+        (nested / "best.pt").write_bytes(b"x" * 100)
+        return "a run below another run's directory"
+    assert case == "loose weights"
+    (root / "scratch" / "weights").mkdir(parents=True)
+    (root / "scratch" / "weights" / "best.pt").write_bytes(b"x" * 100)
+    return "checkpoints in a weights folder outside any run"
+
+
+@pytest.mark.parametrize("case", ["unmounted", "cut short", "weights unlistable",
+                                  "run below a run", "loose weights"])
+def test_an_incomplete_picture_refuses_until_overridden_and_the_loss_is_journalled(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    server = sshd_factory()
+    out = tmp_path / "out"
+    root, config = box_with_weights(tmp_path, server, client_key, vast,
+                                    push={"local_dir": str(out)})
+    if case == "unmounted":
+        text = Path(config).read_text().replace(
+            f'runs_roots = ["{root}"]', f'runs_roots = ["{root}", "/mnt/volume-not-mounted"]')
+        Path(config).write_text(text)
+    if case != "weights unlistable":
+        assert main(["push", "gpu-a", "--config", config]) == 0  # what it can see is safe
+    words = incomplete(root, case)
+    assert main(["destroy", "gpu-a", "--yes", "--push-first", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert "refused" in said and "cannot see everything" in said and words in said, said
+    assert vast.count("DELETE") == 0
+    assert main(["destroy", "gpu-a", "--yes", "--force-unpushed", "--config", config]) == 0
+    said = capsys.readouterr().out
+    assert "overriding the guard" in said and "destroy gpu-a: done" in said
+    done = journal(isolated_dirs)[-1]
+    assert (done["action"], done["outcome"]) == ("destroy", "done")
+    assert done["files"], "a forced destroy journals what it lost"
+    assert any(f["run"] == "picture incomplete" and words in f["why"] for f in done["files"])
+    assert done["runs"] and all(r["name"] and r["path"] for r in done["runs"])
+
+
+def test_a_checkpoint_replaced_at_the_same_size_and_mtime_is_unpushed(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The guard compared size and mtime with a second of slack: a checkpoint written
+    again (a new file renamed over it, as torch.save to a temp name does) at the same size
+    within the same second read as already pushed."""
+    server = sshd_factory()
+    root, config = box_with_weights(tmp_path, server, client_key, vast,
+                                    push={"local_dir": str(tmp_path / "out")})
+    assert main(["push", "gpu-a", "--config", config]) == 0
+    best = root / "yolox_completed" / "weights" / "best.pt"
+    before = best.stat()
+    fresh = best.with_name("best.pt.tmp")
+    fresh.write_bytes(b"N" * before.st_size)
+    fresh.replace(best)
+    os.utime(best, ns=(before.st_atime_ns, before.st_mtime_ns))  # even the same mtime
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert "best.pt changed since the last verified push" in said
+    assert vast.count("DELETE") == 0
+
+
+def test_a_live_training_process_is_named_in_the_refusal(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    server = sshd_factory()
+    root, config = box_with_weights(tmp_path, server, client_key, vast)
+    status = root / "yolox_completed" / "status.json"
+    doc = json.loads(status.read_text())
+    doc.update(state="running", pid=os.getpid(), started_at=datetime.now(UTC).isoformat(),
+               updated_at=datetime.now(UTC).isoformat())
+    status.write_text(json.dumps(doc))
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert "its training process is alive, so they will change again" in said
+
+
+def test_the_first_push_to_the_hub_from_a_box_says_the_token_goes_there(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    server = sshd_factory()
+    _, config = box_with_weights(tmp_path, server, client_key, vast,
+                                 push={"hf_repo": "me/runs", "local_dir": str(tmp_path / "o")})
+    main(["push", "gpu-a", "--config", config])
+    first = capsys.readouterr().out
+    assert "sends your Hugging Face token" in first and "stranger's machine" in first
+    assert 'upload_from = "panel"' in first and "token_env" in first
+    main(["push", "gpu-a", "--config", config])
+    assert "sends your Hugging Face token" not in capsys.readouterr().out
+
+
+async def test_a_push_made_by_the_cli_reaches_a_running_panel(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
+    """The panel read the journal once, at start: its destroy dialog called runs pushed
+    meanwhile by `gpurent-tui push` never pushed, and its rows never said so."""
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+    from tui.screens.confirm import DestroyScreen
+    from tui.screens.fleet import RunRow
+
+    server = sshd_factory()
+    _, config = box_with_weights(tmp_path, server, client_key, vast,
+                                 push={"local_dir": str(tmp_path / "out")})
+    fleet = parse_config(Path(config).read_text(), config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query(RunRow))
+                       and bool(app.query(RunRow).first().run.weights))
+        row = app.query(RunRow).first()
+        assert "pushed" not in (row.pushed or "")
+        code = await asyncio.to_thread(main, ["push", "gpu-a", "--config", config])
+        assert code == 0
+        await wait_for(pilot, lambda: "verified" in (row.pushed or ""))
+        row.focus()
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        assert app.screen.unpushed == []
