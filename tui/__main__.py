@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -692,7 +693,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _LostConnectionWrites(logging.Filter):
+    """asyncio's own note that something wrote to a socket after it broke: SFTP keeps many
+    requests in flight, so a dropped push printed it five times over our own words for
+    the same loss ("connection lost during the push ..."). Only that note is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "socket.send() raised exception."
+
+
+def quiet_lost_connection_writes() -> None:
+    log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _LostConnectionWrites) for f in log.filters):
+        log.addFilter(_LostConnectionWrites())
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_lost_connection_writes()
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after `--` is libreyolo train's (or a script's), never ours: split it
