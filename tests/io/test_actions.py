@@ -202,6 +202,19 @@ async def test_over_budget_pushes_then_stops_when_configured(
 # --- the guard fails closed, on a fresh look, and only a typed override passes it ---
 
 
+def painted(app: object) -> str:
+    """The characters the panel paints now, without styles."""
+    import io
+
+    from rich.console import Console
+
+    size = app.size  # type: ignore[attr-defined]
+    console = Console(width=size.width, height=size.height, file=io.StringIO(),
+                      force_terminal=True, record=True)
+    console.print(app.screen._compositor.render_update(full=True))  # type: ignore[attr-defined]
+    return console.export_text(styles=False)
+
+
 async def wait_for(pilot: object, check: Callable[[], bool], timeout: float = 30.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if check():
@@ -218,7 +231,6 @@ async def test_panel_typed_confirmation_never_overrides_the_guard(
     from tui.app import GpurentApp
     from tui.model.config import parse_config
     from tui.screens.confirm import DestroyScreen
-    from tui.screens.fleet import RunRow
 
     server = sshd_factory()
     root, config = box_with_weights(tmp_path, server, client_key, vast,
@@ -228,9 +240,8 @@ async def test_panel_typed_confirmation_never_overrides_the_guard(
                                                           "refresh_seconds = 3600"), config)
     app = GpurentApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: bool(app.query(RunRow))
-                       and bool(app.query(RunRow).first().run.weights))
-        app.query(RunRow).first().focus()
+        await wait_for(pilot, lambda: bool(app.states["gpu-a"].runs)
+                       and bool(app.states["gpu-a"].runs[0].weights))
         await pilot.press("p")
         await wait_for(pilot, lambda: any(e.get("action") == "push" for e in
                                           app.journal.entries) and "gpu-a" not in app.busy)
@@ -255,7 +266,6 @@ async def test_panel_override_accepts_what_was_shown_and_nothing_more(
     from tui.app import GpurentApp
     from tui.model.config import parse_config
     from tui.screens.confirm import DestroyScreen
-    from tui.screens.fleet import RunRow
 
     server = sshd_factory()
     root, config = box_with_weights(tmp_path, server, client_key, vast)
@@ -263,9 +273,8 @@ async def test_panel_override_accepts_what_was_shown_and_nothing_more(
                                                           "refresh_seconds = 3600"), config)
     app = GpurentApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: bool(app.query(RunRow))
-                       and bool(app.query(RunRow).first().run.weights))
-        app.query(RunRow).first().focus()
+        await wait_for(pilot, lambda: bool(app.states["gpu-a"].runs)
+                       and bool(app.states["gpu-a"].runs[0].weights))
         # A second run appears after the panel looked: the override shown does not cover it.
         other = root / "second" / "weights"
         other.mkdir(parents=True)
@@ -416,7 +425,6 @@ async def test_a_push_made_by_the_cli_reaches_a_running_panel(
     from tui.app import GpurentApp
     from tui.model.config import parse_config
     from tui.screens.confirm import DestroyScreen
-    from tui.screens.fleet import RunRow
 
     server = sshd_factory()
     _, config = box_with_weights(tmp_path, server, client_key, vast,
@@ -424,14 +432,15 @@ async def test_a_push_made_by_the_cli_reaches_a_running_panel(
     fleet = parse_config(Path(config).read_text(), config)
     app = GpurentApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: bool(app.query(RunRow))
-                       and bool(app.query(RunRow).first().run.weights))
-        row = app.query(RunRow).first()
-        assert "pushed" not in (row.pushed or "")
+        await wait_for(pilot, lambda: bool(app.states["gpu-a"].runs)
+                       and bool(app.states["gpu-a"].runs[0].weights))
+        run = app.states["gpu-a"].runs[0]
+        assert run.path not in app.pushes.get("gpu-a", {})
+        assert "pushed" not in painted(app)
         code = await asyncio.to_thread(main, ["push", "gpu-a", "--config", config])
         assert code == 0
-        await wait_for(pilot, lambda: "verified" in (row.pushed or ""))
-        row.focus()
+        await wait_for(pilot, lambda: run.path in app.pushes.get("gpu-a", {}))
+        await wait_for(pilot, lambda: "verified" in painted(app))
         await pilot.press("D")
         await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
         assert app.screen.unpushed == []

@@ -21,7 +21,6 @@ from textual.pilot import Pilot
 from tui.__main__ import main
 from tui.app import GpurentApp
 from tui.model.config import FleetConfig
-from tui.screens.fleet import BoxSection, RunRow
 
 Factory = Callable[..., Sshd]
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"  # "rm -rf ~" into the clipboard
@@ -75,14 +74,13 @@ async def test_the_panel_paints_no_control_sequence_from_a_box(
     fleet = hostile_fleet(tmp_path, sshd_factory(), client_key)
     app = GpurentApp(fleet)
     async with app.run_test(size=(120, 36)) as pilot:
-        await until(pilot, lambda: bool(app.query(RunRow)))
+        await until(pilot, lambda: bool(app.states["gpu"].runs))
         await pilot.pause(0.2)
         screens = [painted(app)]
-        row = app.query(RunRow).first()
-        section = next(iter(app.query(BoxSection)))
-        assert not any(c in row.run.name + row.run.reason for c in CONTROLS)
-        assert not any(c in line for line in row.run.log_tail for c in CONTROLS)
-        app.open_run(section.box.name, row.run.path)
+        (run,) = app.states["gpu"].runs
+        assert not any(c in run.name + run.reason for c in CONTROLS)
+        assert not any(c in line for line in run.log_tail for c in CONTROLS)
+        app.open_run("gpu", run.path)
         await pilot.pause(0.3)
         screens.append(painted(app))
     text = "\n".join(screens)
