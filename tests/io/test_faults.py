@@ -751,7 +751,7 @@ async def test_panel_says_once_that_the_ledger_and_journal_cannot_be_used(
     root = runs_root_with(tmp_path, "yolox_completed")
     fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(root)],
                                             pricing={"running_usd_per_hr": 1.5},
-                                            stop_command="true")],
+                                            stop_command="true", observe_command="true")],
                        known_hosts=[server.known_hosts_line()], refresh_seconds=0.2)
     app = GpurentApp(fleet)
     async with app.run_test(size=(120, 40)) as pilot:
