@@ -60,3 +60,11 @@ def test_too_few_epochs_use_libreyolos_figure_or_what_there_is() -> None:
     assert pace.eta_seconds == 0.0
     run = run_with([8.0], 11, None)
     assert run.eta_seconds == pytest.approx(80.0) and "so far" in run.pace.method
+
+
+def test_without_a_total_libreyolos_eta_is_all_there_is() -> None:
+    status = {"eta_seconds": 120.0}
+    history = run_with([5.0, 5.0, 5.0], 3, None).history
+    pace = estimate_pace(history, status, None)
+    assert pace.eta_seconds == 120.0 and pace.epoch_seconds == 5.0
+    assert estimate_pace(history, {}, None).eta_seconds is None

@@ -156,8 +156,9 @@ def estimate_pace(history: tuple[EpochPoint, ...], status: Mapping[str, Any] | N
     method = f"mean of last {len(kept)} epochs ({each:.1f} s)"
     if len(kept) < len(times):
         method += f", {len(times) - len(kept)} paused one(s) left out"
-    if remaining is None:
-        return Pace(each, None, method)
+    if remaining is None:  # no total_epochs: LibreYOLO's own figure is all there is
+        return Pace(each, theirs, "LibreYOLO's (total epochs unknown)" if theirs is not None
+                    else method)
     ours = each * remaining
     if theirs is not None and abs(theirs - ours) <= max(PACE_AGREE * ours, 60.0):
         return Pace(each, theirs, f"LibreYOLO's, agrees with {method}")
