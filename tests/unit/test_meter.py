@@ -284,3 +284,17 @@ def test_a_start_not_read_back_bills_the_running_rate_from_when_it_was_sent(
     cost = meter_.update([])
     assert cost.boxes["vast"].accrued_usd == pytest.approx(3.4828 + 0.0694 + 3.4828)
     assert cost.boxes["vast"].doubt == event.note
+
+
+def test_a_poweroff_that_cut_its_own_connection_is_seen_when_the_box_stays_down(
+        tmp_path: Path) -> None:
+    meter_, now = clocked(MANUAL, tmp_path)
+    box = meter_.fleet.box("lab")
+    meter_.update([up("lab", T0)])
+    # `sudo poweroff` drops the session (outcome unknown at 3660); the panel's own
+    # refresh had already found the box gone at 3610, after the command was sent.
+    record_outcome(meter_.ledger, box, Said("stop", "lab", "unknown"), T0 + 3600, T0 + 3660)
+    now[0] = T0 + 3700
+    meter_.update([down("lab", T0 + 3610)])
+    last = meter_.ledger.last("lab")
+    assert last is not None and (last.t, last.state) == (T0 + 3610, "stopped")

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Protocol
 
 from tui.model.bill import RUNNING_STATES, Event, unconfirmed_note
-from tui.model.box import BoxState, Connection
+from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import InstanceFacts, Rate, box_rates, usd
 from tui.model.meter import FAILED, FleetCost, Gone, activity_mark, meter, observe
@@ -193,8 +193,9 @@ def record_outcome(ledger: Ledger, box: BoxConfig, outcome: Outcome, sent_at: fl
     elif outcome.outcome == "unknown" or outcome.outcome == "done":
         if running is None:
             return None
-        event = Event(sent_at if outcome.action == "start" else ended_at, box.name, "unknown",
-                      running.usd_per_hr, running.source,
+        # From when it was sent: whatever is seen after that (a box that stops
+        # answering, a provider read) is news about this action.
+        event = Event(sent_at, box.name, "unknown", running.usd_per_hr, running.source,
                       unconfirmed_note(outcome.action, usd(running.usd_per_hr)))
     else:
         return None
@@ -206,5 +207,4 @@ def record_outcome(ledger: Ledger, box: BoxConfig, outcome: Outcome, sent_at: fl
     return ledger.record(event)
 
 
-__all__ = ["PROVIDER_POLL_SECONDS", "Connection", "CostMeter", "local_midnight",
-           "record_outcome"]
+__all__ = ["PROVIDER_POLL_SECONDS", "CostMeter", "local_midnight", "record_outcome"]
