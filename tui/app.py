@@ -25,7 +25,7 @@ from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.markup import escape
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -69,10 +69,10 @@ class GpurentApp(App[None]):
     ]
 
     # The state the screens watch (each assignment is a new immutable value).
-    box_state: reactive[BoxState | None] = reactive(None, always_update=True, init=False)
-    cost: reactive[FleetCost | None] = reactive(None, always_update=True, init=False)
-    notes: reactive[Mapping[str, Text]] = reactive(dict, init=False)  # box -> action words
-    pushes: reactive[Mapping[str, Mapping[str, PushRecord]]] = reactive(dict, init=False)
+    box_state: reactive[BoxState | None] = var(None, always_update=True, init=False)
+    cost: reactive[FleetCost | None] = var(None, always_update=True, init=False)
+    notes: reactive[Mapping[str, Text]] = var(dict, init=False)  # box -> action words
+    pushes: reactive[Mapping[str, Mapping[str, PushRecord]]] = var(dict, init=False)
 
     def __init__(self, fleet: FleetConfig, *, clock: Callable[[], float] = time.time,
                  states: Iterable[BoxState] | None = None, live: bool = True,

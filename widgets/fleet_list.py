@@ -23,7 +23,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
 from textual.geometry import Region, Size
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -61,8 +61,8 @@ class FleetList(ScrollView, can_focus=False):
     FleetList > .fleet-list--spark-high { color: $primary; }
     """
 
-    filter: reactive[str] = reactive("", init=False)
-    selected: reactive[RunKey | None] = reactive(None, init=False)
+    filter: reactive[str] = var("", init=False)
+    selected: reactive[RunKey | None] = var(None, init=False)
 
     def __init__(self, views: Iterable[BoxView], now: float, *, id: str | None = "fleet"
                  ) -> None:

@@ -16,7 +16,6 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
@@ -161,6 +160,34 @@ def spark_values(values: list[float]) -> list[float]:
     return [v / peak for v in values]
 
 
+_SPARKS: dict[tuple[str, int, object], str] = {}
+
+
+def run_sparkline(run: RunState) -> str:
+    """The run's loss sparkline, drawn again only when its history changed (a refresh that
+    added nothing keeps the same history)."""
+    key = (run.path, len(run.history), run.history[-1] if run.history else None)
+    spark = _SPARKS.get(key)
+    if spark is None:
+        if len(_SPARKS) > 4096:
+            _SPARKS.clear()
+        spark = _SPARKS[key] = sparkline(loss_tail(run))
+    return spark
+
+
+def loss_tail(run: RunState, count: int = SPARK_POINTS) -> list[float]:
+    """The run's last `count` losses, read from the end of its history (a refresh must
+    not walk 2,000 epochs to draw 14 cells)."""
+    tail: list[float] = []
+    for point in reversed(run.history):
+        if point.loss is not None:
+            tail.append(point.loss)
+            if len(tail) == count:
+                break
+    tail.reverse()
+    return tail
+
+
 def sparkline(values: list[float], cells: int = SPARK_CELLS) -> str:
     """The last values as eighth-block bars, `cells` wide, bucketed and scaled as
     Textual's Sparkline draws them (each cell the max of its bucket, the lowest value
@@ -172,15 +199,15 @@ def sparkline(values: list[float], cells: int = SPARK_CELLS) -> str:
         return SPARK_BLOCKS[-1] * cells
     low, high = min(data), max(data)
     extent = high - low or 1
-    step = Fraction(len(data), cells)
+    count = len(data)
     buckets = [part for i in range(cells)
-               if (part := data[int(step * i):int(step * (i + 1))])]
+               if (part := data[i * count // cells:(i + 1) * count // cells])]
     bars = []
-    index = 0.0
+    index, step = 0.0, len(buckets) / cells
     for _ in range(cells):
         ratio = (max(buckets[int(index)]) - low) / extent
         bars.append(SPARK_BLOCKS[int(ratio * (len(SPARK_BLOCKS) - 1))])
-        index += len(buckets) / cells
+        index += step
     return "".join(bars)
 
 
@@ -312,7 +339,7 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         shown.append(run.path)
         cost = view.cost.runs.get(run.path) if view.cost else None
         pushed = run_push_note(run, view.pushes, box, due)
-        lines.append(Line(run_main_line(run), run=run.path, spark=sparkline(run.loss_history)))
+        lines.append(Line(run_main_line(run), run=run.path, spark=run_sparkline(run)))
         lines.append(Line(run_detail_line(run, now, cost, pushed, due), 2, run=run.path))
     hidden = len(box.runs) - len(shown)
     if hidden:

@@ -23,7 +23,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.reactive import reactive
+from textual.reactive import reactive, var
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -69,8 +69,8 @@ class FleetScreen(Screen[None]):
         Binding("G", "doctor", "Doctor a data set", id="doctor", show=False),
     ]
 
-    filter: reactive[str] = reactive("", init=False)
-    selected: reactive[RunKey | None] = reactive(None, init=False)
+    filter: reactive[str] = var("", init=False)
+    selected: reactive[RunKey | None] = var(None, init=False)
 
     def __init__(self) -> None:
         super().__init__()
