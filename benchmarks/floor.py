@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -63,6 +63,7 @@ from textual.widgets import Static  # noqa: E402
 from tui.messages import BoxUpdated  # noqa: E402
 from tui.model.box import BoxState, fold_answer  # noqa: E402
 from tui.model.config import FleetConfig, parse_config  # noqa: E402
+from tui.model.runs import EpochPoint  # noqa: E402
 from widgets.fleet_text import run_detail_line, run_main_line  # noqa: E402
 
 SIZE = (160, 48)
@@ -106,16 +107,17 @@ def synthetic_states(boxes: int, runs: int, epochs: int) -> list[BoxState]:
 
 
 def advanced(state: BoxState, epoch: int) -> BoxState:
-    """The box one epoch later, as its next refresh would fold it."""
+    """The box one epoch later: each run's status and history move on (what its next
+    refresh would fold; the floors only redraw the words, the panel its whole box)."""
     runs = []
     for run in state.runs:
-        b, r = (int(x) for x in run.name.removeprefix("yolox-n-").split("-"))
-        answer = run_answer(b, r, epoch, start=epoch)
-        answer["metrics"]["off"] = 10**9  # only the new line, on top of the held history
-        runs.append(answer)
-    return fold_answer(state, {"v": 1, "time": NOW + epoch, "runs": runs,
-                               "gpus": {"rows": ["0, NVIDIA GeForce RTX 4090, 96, 20480, "
-                                                 "24564, 66, 410.0"]}, "disks": []}, NOW)
+        status = {**(run.status or {}), "current_epoch": epoch, "completed_epochs": epoch,
+                  "train_loss": 2.0 + 1.0 / epoch}
+        point = EpochPoint(epoch=epoch, loss=2.0 + 1.0 / epoch, metric=0.4,
+                           metric_name="mAP50-95", seconds=80.0)
+        runs.append(replace(run, status=status, history=(*run.history[1:], point),
+                            reason=f"epoch {epoch}"))
+    return replace(state, runs=tuple(runs))
 
 
 def row_texts(state: BoxState) -> list[tuple[Key, Text, Text]]:
@@ -482,6 +484,12 @@ async def measure(make: Callable[[], Any], states: list[BoxState], args: argpars
         finally:
             task.cancel()
     return out
+
+
+def median_of(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Field by field medians of repeated key phases (numbers only)."""
+    keys = {k for r in results for k, v in r.items() if isinstance(v, int | float)}
+    return {k: round(statistics.median(r[k] for r in results if k in r), 2) for k in keys}
 
 
 def ratios(panel: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:

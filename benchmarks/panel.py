@@ -79,6 +79,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
+import floor  # noqa: E402
 from refresh import (  # noqa: E402
     Run,
     code_under_test,
@@ -88,7 +89,6 @@ from refresh import (  # noqa: E402
 )
 from rich.console import RenderableType  # noqa: E402
 from support.sshd import KeyPair, Sshd, make_keypair  # noqa: E402
-from textual import events  # noqa: E402
 from textual._compositor import CompositorUpdate  # noqa: E402
 from textual.message import Message  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
@@ -263,61 +263,48 @@ class CpuWindow:
                                                / self.wall, 3) if self.app.watchers else 0}
 
 
-def next_target(app: GpurentApp, direction: int) -> tuple[str, RunKey, int]:
-    """The key that moves the cursor one row on, sweeping down then up (no wrap-around)."""
-    rows = run_rows(app)
-    selected = fleet_screen(app).selected
-    index = rows.index(selected) if selected in rows else 0
-    if not 0 <= index + direction < len(rows):
-        direction = -direction
-    return ("j" if direction > 0 else "k"), rows[index + direction], direction
+class LoopLag:
+    """How long the event loop was held: a task that asks to wake every 5 ms records how
+    late each wake-up came (a fold, a parse, a layout that blocks shows here)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(0.005)
+            self.lags.append(max(0.0, loop.time() - start - 0.005))
+
+    def __enter__(self) -> LoopLag:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def summary(self) -> dict[str, Any]:
+        if not self.lags:
+            return {"n": 0}
+        ms = [v * 1000 for v in self.lags]
+        return {"n": len(ms), "max_ms": round(max(ms), 1), "p99_ms": round(pct(ms, 99), 1),
+                "over_20ms": sum(v > 20 for v in ms)}
 
 
-async def key_latencies(app: BenchApp, presses: int, budget: float,
-                        rng: random.Random) -> dict[str, Any]:
-    """Key event handed to the driver -> first rendered frame showing the new focus.
-
-    Stops after `presses` or `budget` seconds, whichever comes first."""
-    deadline = time.perf_counter() + budget
-    driver = app._driver
-    assert driver is not None
-    loop = asyncio.get_running_loop()
-    values: list[float] = []
-    misses = 0
-    direction = 1
-    for _ in range(presses):
-        if time.perf_counter() > deadline:
-            break
-        key, target, direction = next_target(app, direction)
-        painted: asyncio.Future[float] = loop.create_future()
-
-        def hook(now: float, target: RunKey = target,
-                 painted: asyncio.Future[float] = painted) -> bool:
-            if on_screen(app, target):
-                if not painted.done():
-                    painted.set_result(now)
-                return True
-            return painted.done()
-
-        app.frame_hooks.append(hook)
-        event = events.Key(key, key)
-        event.set_sender(app)
-        start = time.perf_counter()
-        driver.send_message(event)
-        try:
-            values.append(await asyncio.wait_for(painted, 5.0) - start)
-        except TimeoutError:
-            misses += 1
-            app.frame_hooks = [h for h in app.frame_hooks if h is not hook]
-        # 10-50 ms between a frame and the next key (a held key repeats every ~30 ms):
-        # random, so presses land at every phase of a refresh.
-        await asyncio.sleep(rng.uniform(0.01, 0.05))
-    return latency_summary(values, misses)
+async def key_phase(app: BenchApp, args: argparse.Namespace, rng: random.Random,
+                    background_pct: float) -> dict[str, Any]:
+    """The shared harness (benchmarks/floor.py): key -> frame, CPU and frames per press."""
+    keys = await floor.key_latencies(app, args.presses, args.key_budget, rng)
+    return {**keys, **floor.per_press(keys, background_pct)}
 
 
 async def pilot_latencies(pilot: Pilot[None], app: BenchApp, presses: int,
                           budget: float) -> dict[str, Any]:
     """`await pilot.press(key); await pilot.pause()` wall time: what a test would see."""
+    driven = floor.Driven(app)
     deadline = time.perf_counter() + budget
     values: list[float] = []
     misses = 0
@@ -325,12 +312,16 @@ async def pilot_latencies(pilot: Pilot[None], app: BenchApp, presses: int,
     for _ in range(presses):
         if time.perf_counter() > deadline:
             break
-        key, target, direction = next_target(app, direction)
+        order = driven.order()
+        index = order.index(driven.selected()) if driven.selected() in order else 0
+        if not 0 <= index + direction < len(order):
+            direction = -direction
+        target = order[index + direction]
         start = time.perf_counter()
-        await pilot.press(key)
+        await pilot.press("j" if direction > 0 else "k")
         await pilot.pause()
         elapsed = time.perf_counter() - start
-        if fleet_screen(app).selected == target:
+        if driven.selected() == target:
             values.append(elapsed)
         else:
             misses += 1
@@ -460,14 +451,17 @@ async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespa
     """The live app's measurements, in order; fills `out` and returns True when all done."""
     expected_rows = args.boxes * args.runs
     marks["run_test_entered"] = time.perf_counter()
-    await until(app, lambda: "all_data" in marks, args.load_timeout, "every run's history")
+    with LoopLag() as lag:
+        await until(app, lambda: "all_data" in marks, args.load_timeout,
+                    "every run's history")
     await pilot.pause()
     gc.collect()
     out["startup"] = {
         "first_frame_s": round(app.frames[0] - start, 3),
         "run_test_entered_s": round(marks["run_test_entered"] - start, 3),
         "first_run_on_screen_s": round(marks["first_data"] - start, 3),
-        "all_history_on_screen_s": round(marks["all_data"] - start, 3)}
+        "all_history_on_screen_s": round(marks["all_data"] - start, 3),
+        "loop_lag": lag.summary()}
     out["memory"] = {"rss_before_app_mib": mib(rss_before),
                      "rss_loaded_mib": mib(vm_kib("VmRSS")),
                      "rss_delta_mib": mib(vm_kib("VmRSS") - rss_before),
@@ -478,9 +472,9 @@ async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespa
           f"{args.idle:.0f} s idle ...", flush=True)
 
     await asyncio.sleep(args.settle)
-    with CpuWindow(app, sshd_pids) as idle:
+    with CpuWindow(app, sshd_pids) as idle, LoopLag() as lag:
         await asyncio.sleep(args.idle)
-    out["idle"] = idle.summary()
+    out["idle"] = {**idle.summary(), "loop_lag": lag.summary()}
     if args.profile > 0:
         profile = cProfile.Profile(time.process_time)
         profile.enable()
@@ -488,10 +482,15 @@ async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespa
         profile.disable()
         out["idle_profile"] = profile_summary(profile, args.profile)
 
-    print(f"  {args.presses} key presses idle ...", flush=True)
-    with CpuWindow(app, sshd_pids) as keys:
-        out["keys_idle"] = await key_latencies(app, args.presses, args.key_budget, rng)
-    out["keys_idle_cpu"] = keys.summary()
+    idle_pct = 100 * idle.cpu / idle.wall
+    out["keys_idle_repeats"] = []
+    for repeat in range(args.repeats):
+        print(f"  {args.presses} key presses idle ({repeat + 1}/{args.repeats}) ...",
+              flush=True)
+        with CpuWindow(app, sshd_pids) as keys:
+            out["keys_idle_repeats"].append(await key_phase(app, args, rng, idle_pct))
+        out["keys_idle_cpu"] = keys.summary()
+    out["keys_idle"] = floor.median_of(out["keys_idle_repeats"])
     out["pilot_idle"] = await pilot_latencies(pilot, app, args.pilot_presses,
                                               args.pilot_budget)
 
@@ -502,13 +501,16 @@ async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespa
     try:
         await asyncio.sleep(2 * args.load_period)
         cpu0 = writer.cpu_so_far()
-        with CpuWindow(app, sshd_pids) as load:  # no keys: what the refreshes cost
+        with CpuWindow(app, sshd_pids) as load, LoopLag() as lag:  # no keys: the refreshes
             await asyncio.sleep(args.load_window)
         harness = writer.cpu_so_far() - cpu0
-        with CpuWindow(app, sshd_pids) as keys:
-            out["keys_load"] = await key_latencies(app, args.presses, args.key_budget,
-                                                   rng)
-        out["keys_load_cpu"] = keys.summary(writer.cpu_so_far() - cpu0 - harness)
+        load_pct = 100 * load.cpu / load.wall  # the writer's thread included, as in keys
+        out["keys_load_repeats"] = []
+        for _ in range(args.repeats):
+            with CpuWindow(app, sshd_pids) as keys:
+                out["keys_load_repeats"].append(await key_phase(app, args, rng, load_pct))
+        out["keys_load"] = floor.median_of(out["keys_load_repeats"])
+        out["keys_load_cpu"] = keys.summary()
         out["pilot_load"] = await pilot_latencies(pilot, app, args.pilot_presses,
                                                   args.pilot_budget)
     finally:
@@ -516,7 +518,7 @@ async def measure_live(app: BenchApp, pilot: Pilot[None], args: argparse.Namespa
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
     out["load"] = {**load.summary(harness), "writer_cpu_s": round(harness, 3),
-                   "epochs_written_per_run": writer.ticks}
+                   "epochs_written_per_run": writer.ticks, "loop_lag": lag.summary()}
     for watcher in app.watchers.values():
         watcher.poke()
     caught = time.perf_counter()
@@ -597,6 +599,22 @@ async def traced_memory(args: argparse.Namespace, fleet: FleetConfig,
                  "mib": round(s.size / 2**20, 2)} for s in top]}
 
 
+async def floor_phase(args: argparse.Namespace, states: list[BoxState]
+                      ) -> dict[str, list[dict[str, Any]]]:
+    """Textual's floor over the same loaded runs, measured the same way (benchmarks/floor.py):
+    one line-API view and one Static per run, each `repeats` times, interleaved."""
+    makers = {"line floor": lambda: floor.LineFloor(states),
+              "static floor": lambda: floor.StaticFloor(states)}
+    settings = argparse.Namespace(**{**vars(args), "idle": args.floor_idle})
+    rng = random.Random(11)
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in makers}
+    for repeat in range(args.repeats):
+        for name, make in makers.items():
+            print(f"  Textual's floor: {name} ({repeat + 1}/{args.repeats}) ...", flush=True)
+            results[name].append(await floor.measure(make, states, settings, rng))
+    return results
+
+
 def cli_startup(repeats: int) -> dict[str, Any]:
     """Wall time of the CLI in fresh interpreters, and where `import tui.app` spends it."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
@@ -665,7 +683,8 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
     print("  fixed snapshots (live=False) ...", flush=True)
     fixed = await fixed_phase(args, fleet, states, pids)
     traced = await traced_memory(args, fleet, states) if args.tracemalloc else {}
-    return {**live, "fixed": fixed, "traced": traced,
+    floors = await floor_phase(args, states) if args.floor else {}
+    return {**live, "fixed": fixed, "traced": traced, "floors": floors,
             "metrics_line_bytes": round(metrics_bytes / args.epochs, 1),
             "box_python": states[0].python or "?"}
 
@@ -707,12 +726,17 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         print("  cumulative CPU in the panel's own code:")
         for item in prof["gpurent_cumulative"][:8]:
             print(f"      {item['cum_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
-    print(f"2. key -> frame showing the new focus ({args.presses} presses of j/k)")
+    print(f"2. key -> frame showing the cursor on the new row ({args.presses} presses of j/k, "
+          f"medians of {args.repeats} repeats)")
     lat("idle", r["keys_idle"])
+    row("  CPU per key press, idle; frames per press",
+        f"{r['keys_idle']['cpu_ms_per_press']:.1f} ms", f"{r['keys_idle']['frames_per_press']}")
     ki = r["keys_idle_cpu"]
     row("  panel CPU while pressing keys, idle", f"{ki['app_cpu_pct']:.1f} %",
         f"{ki['frames_per_s']} frames/s; others {ki['others_cpu_pct']} %")
     lat(f"boxes refreshed every {args.load_period:g} s, runs advancing", r["keys_load"])
+    row("  CPU per key press, under load; frames per press",
+        f"{r['keys_load']['cpu_ms_per_press']:.1f} ms", f"{r['keys_load']['frames_per_press']}")
     kl = r["keys_load_cpu"]
     row("  panel CPU while pressing keys, under load", f"{kl['app_cpu_pct']:.1f} %",
         f"boxes {kl['boxes_cpu_pct']:.1f} %, {kl['frames_per_s']} frames/s; "
@@ -721,6 +745,11 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"over {load['wall_s']} s; boxes {load['boxes_cpu_pct']:.1f} %, "
         f"{load['frames_per_s']} frames/s, {load['box_updates_per_box_s']} updates/box/s; "
         f"others {load['others_cpu_pct']} %")
+    for name, window in (("idle", idle), ("under load", load)):
+        lag = window.get("loop_lag", {})
+        if lag.get("n"):
+            row(f"  event loop held, {name}", f"{lag['max_ms']:.1f} ms",
+                f"max; p99 {lag['p99_ms']} ms, {lag['over_20ms']} wake-ups over 20 ms")
     lat("pilot.press + pilot.pause, idle", r["pilot_idle"])
     lat("pilot.press + pilot.pause, under load", r["pilot_load"])
     print(f"3. memory, {args.boxes} x {args.runs} runs x {args.epochs} epochs "
@@ -741,7 +770,13 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     row("live: -> first run on screen", f"{st['first_run_on_screen_s']:.2f} s",
         f"whole {args.epochs}-epoch history loaded first")
     row("live: -> every run's history on screen", f"{st['all_history_on_screen_s']:.2f} s")
+    lag = st.get("loop_lag", {})
+    if lag.get("n"):
+        row("  event loop held, while history streamed in", f"{lag['max_ms']:.1f} ms",
+            f"max; p99 {lag['p99_ms']} ms, {lag['over_20ms']} wake-ups over 20 ms")
     cli = r["cli"]
+    if r.get("floors"):
+        print_floors(r, args)
     row("python -c pass", f"{cli['python_bare_s'] * 1000:.0f} ms",
         f"median of {cli['repeats']}")
     row("python -m tui --help", f"{cli['tui_help_s'] * 1000:.0f} ms")
@@ -749,6 +784,41 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"{cli['import_tui_app_s'] * 1000:.0f} ms",
         "-X importtime self ms: " + ", ".join(
             f"{k} {v:.0f}" for k, v in list(cli["import_tui_app_self_ms_by_package"].items())[:5]))
+
+
+def print_floors(r: dict[str, Any], args: argparse.Namespace) -> None:
+    """The live panel beside Textual's floor over the same runs, and the ratios."""
+    floors = {name: {"idle_cpu_pct": statistics.median(x["idle_cpu_pct"] for x in runs),
+                     "keys_idle": floor.median_of([x["keys_idle"] for x in runs]),
+                     "keys_load": floor.median_of([x["keys_load"] for x in runs])}
+              for name, runs in r["floors"].items()}
+    panel = {"idle_cpu_pct": r["idle"]["app_cpu_pct"], "keys_idle": r["keys_idle"],
+             "keys_load": r["keys_load"]}
+    apps = {"live panel": panel, **floors}
+    print(f"5. against Textual's floor: the same {args.boxes * args.runs} runs, headless "
+          f"{SIZE[0]}x{SIZE[1]}, medians of {args.repeats} repeats")
+    print(f"  {'':<44}" + "".join(f"{name:>14}" for name in apps))
+    rows = [("idle CPU, % of a core", ("idle_cpu_pct",)),
+            ("key -> frame idle, median ms", ("keys_idle", "median_ms")),
+            ("key -> frame idle, p95 ms", ("keys_idle", "p95_ms")),
+            ("CPU per key press idle, ms", ("keys_idle", "cpu_ms_per_press")),
+            ("frames per key press idle", ("keys_idle", "frames_per_press")),
+            ("key -> frame under a 1 s refresh, median ms", ("keys_load", "median_ms")),
+            ("key -> frame under a 1 s refresh, p95 ms", ("keys_load", "p95_ms")),
+            ("CPU per key press under refresh, ms", ("keys_load", "cpu_ms_per_press"))]
+    for label, path in rows:
+        cells = []
+        for values in apps.values():
+            value: Any = values
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            cells.append(f"{value:>14.2f}" if isinstance(value, int | float) else f"{'-':>14}")
+        print(f"  {label:<44}" + "".join(cells))
+    if "line floor" in floors:
+        print("  live panel / line-API floor: " + ", ".join(
+            f"{k} x{v}" for k, v in floor.ratios(panel, floors["line floor"]).items()))
+    print("  (the floors are idle for real: no SSH, no watchers, no clock; under refresh they "
+          "redraw every row each second, the panel folds real answers from real sshd)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -776,6 +846,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", type=float, default=0.0,
                         help="cProfile this many seconds of idle and print where it goes")
     parser.add_argument("--no-tracemalloc", dest="tracemalloc", action="store_false")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="repeats of each key phase (live panel and floors; medians)")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="skip Textual's floor (benchmarks/floor.py) over the same runs")
+    parser.add_argument("--floor-idle", type=float, default=5.0,
+                        help="idle CPU window of each floor app, seconds")
     parser.add_argument("--cli-repeats", type=int, default=5)
     parser.add_argument("--load-timeout", type=float, default=180.0)
     args = parser.parse_args(argv)

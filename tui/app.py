@@ -39,6 +39,7 @@ from tui.model.meter import FleetCost
 from tui.model.policy import Alarms, judge_costs
 from tui.model.preflight import CheckVerdict, last_check_verdicts
 from tui.model.retry import backoff_delay
+from tui.model.text import clean
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
@@ -49,7 +50,7 @@ from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
-from widgets.fleet_text import clean, clock_time
+from widgets.fleet_text import clock_time
 
 COST_COALESCE_SECONDS = 0.25
 TOAST_SECONDS = 4

@@ -4,15 +4,14 @@ No Textual here, no I/O: every line the fleet list draws is made by one of
 these from an immutable BoxState/RunState (and the money picture), so they
 are tested with plain values and the widget only lays the lines out.
 
-Text from a box (run names, reasons, errors) is a stranger's: control
-characters are replaced before they reach the terminal, and widths are
+Text from a box (run names, reasons, errors) is a stranger's: it goes through
+tui.model.text's cleaner before it reaches the terminal, and widths are
 counted in terminal cells (CJK and emoji take two), not characters.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from tui.model.cost import RunCost
 from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
+from tui.model.text import clean, clean_block
 from widgets.badges import badge, bar
 from widgets.money_text import box_money_line, fleet_money, run_money
 
@@ -32,17 +32,6 @@ NAME_CELLS = 20
 SPARK_POINTS = 60
 SPARK_CELLS = 14
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def clean(text: str, *, lines: bool = False) -> str:
-    """Box text with control characters (escape sequences, bells) made visible as `?`:
-    a run name must never drive the user's terminal. Newlines become spaces unless
-    `lines` keeps them (a multi-line error)."""
-    text = text.replace("\t", " ")
-    if not lines:
-        text = text.replace("\n", " ")
-    return _CONTROL.sub("?", text)
 
 
 def fit(text: str, cells: int) -> str:
@@ -239,6 +228,8 @@ def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = No
         if gpu.mem_used_mib is not None and gpu.mem_total_mib:
             text.append(f" {gpu.mem_used_mib / 1024:.0f}/{gpu.mem_total_mib / 1024:.0f}G",
                         style="dim")
+    if box.loading and box.connection is Connection.OK:
+        text.append("  loading history…", style="dim")
     if not box.gpus and box.gpu_note and box.connection is Connection.OK:
         text.append(f"  ({clean(box.gpu_note)})", style="dim")
     for disk in box.disks:
@@ -258,7 +249,7 @@ def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text 
         retry = ""
         if box.retry_at is not None:
             retry = f" (retry in {due.countdown(box.retry_at - now)})"
-        lines.append(f"{clean(box.error, lines=True)}{retry}")
+        lines.append(f"{clean_block(box.error)}{retry}")
     lines.extend(clean(str(p)) for p in (*box.root_problems, *box.notices))
     if box.connection is Connection.OK and not box.runs:
         lines.append("no runs found under the runs roots")

@@ -85,7 +85,8 @@ async def watching(fleet: FleetConfig) -> AsyncIterator[dict[str, Watch]]:
 
 
 def is_ok(state: BoxState) -> bool:
-    return state.connection is Connection.OK
+    """Answered, with every run's history in (a first look answers without it)."""
+    return state.connection is Connection.OK and not state.loading
 
 
 def run_names(state: BoxState) -> list[str]:
@@ -132,13 +133,14 @@ async def test_slow_box_times_out_alone_then_recovers_by_itself(
         assert run_names(first) == ["yolox_completed", "yolox_failed"]
         faulty.delay = 4.0  # longer than the box's 1.5 s timeout
         mark = len(w["good"].updates)
-        slow = await w["hurt"].until(lambda s: not is_ok(s), timeout=10)
+        slow = await w["hurt"].until(lambda s: s.connection is not Connection.OK, timeout=10)
         assert slow.connection is Connection.TIMEOUT
         assert "probe did not answer within 1.5 s" in (slow.error or "")
         assert slow.runs == first.runs  # nothing gathered is lost
         assert slow.retry_at is not None
         # The good box kept refreshing while the slow one hung.
-        assert len(w["good"].updates) > mark and all(is_ok(s) for s in w["good"].updates)
+        assert len(w["good"].updates) > mark
+        assert all(s.connection is Connection.OK for s in w["good"].updates)
         faulty.delay = 0.0
         back = await w["hurt"].until(is_ok, after=len(w["hurt"].updates), timeout=15)
         assert recorded(back) == recorded(first) and back.failures == 0
@@ -150,7 +152,7 @@ async def test_connection_dropped_mid_probe_is_unreachable_then_recovers(
     async with watching(fleet) as w:
         first = await w["hurt"].until(is_ok)
         faulty.drop = True
-        dropped = await w["hurt"].until(lambda s: not is_ok(s), timeout=10)
+        dropped = await w["hurt"].until(lambda s: s.connection is not Connection.OK, timeout=10)
         assert dropped.connection is Connection.UNREACHABLE, dropped.error
         assert "connection lost during the probe" in (dropped.error or "")
         assert dropped.runs == first.runs
@@ -195,7 +197,7 @@ async def test_sshd_killed_mid_probe_then_back_without_a_poke(
                 await asyncio.sleep(0.02)
         killed_at = time.monotonic()
         server.stop()  # mid-probe: the probe sleeps on the box
-        down = await w["box"].until(lambda s: not is_ok(s))
+        down = await w["box"].until(lambda s: s.connection is not Connection.OK)
         # Noticed when the connection dropped, not after the 15 s timeout.
         assert time.monotonic() - killed_at < 8
         # The session may die a moment before its connection does: sshd then reports the
@@ -219,14 +221,14 @@ async def test_network_cut_and_restored_reconnects_by_itself(
     async with watching(fleet) as w:
         first = await w["hurt"].until(is_ok)
         await faulty.cut()
-        down = await w["hurt"].until(lambda s: not is_ok(s))
+        down = await w["hurt"].until(lambda s: s.connection is not Connection.OK)
         assert down.connection is Connection.UNREACHABLE, down.error
         again = await w["hurt"].until(lambda s: "connection refused" in (s.error or ""))
         assert recorded(again) == recorded(first) and again.failures >= 1
         await faulty.restore()
         back = await w["hurt"].until(is_ok, after=len(w["hurt"].updates))
         assert recorded(back) == recorded(first)
-        assert all(is_ok(s) for s in w["good"].updates)
+        assert all(s.connection is Connection.OK for s in w["good"].updates)
 
 
 async def test_jump_host_killed_then_back_while_the_box_is_fine(
@@ -252,7 +254,8 @@ async def test_jump_host_killed_then_back_while_the_box_is_fine(
         jump.start()
         back = await w["behind"].until(is_ok, after=len(w["behind"].updates))
         assert recorded(back) == recorded(first)
-        assert all(is_ok(s) for s in w["direct"].updates)  # the box itself never went down
+        # The box itself never went down.
+        assert all(s.connection is Connection.OK for s in w["direct"].updates)
 
 
 # --- host keys and identities -------------------------------------------------------------
@@ -529,14 +532,15 @@ async def test_fifty_thousand_metrics_lines_catch_up_bounded_and_responsive(
         # ~0.1 s per 1 MB read on an idle 2-core machine (compact lines: 9,000 a read).
         assert worst < 1.5, f"the event loop stalled {worst:.2f} s while the history was read"
         # A box that was down at the start catches up the same way once it answers.
-        await w["late"].until(lambda s: not is_ok(s))
+        await w["late"].until(lambda s: s.connection is not Connection.OK)
         await faulty.restore()
         late = await w["late"].until(caught_up, timeout=30)
         assert late.runs[0].history == run.history
         # After the catch-up only what is new travels.
         with (root / "yolox_completed" / "metrics.jsonl").open("a") as f:
             f.write(json.dumps({"epoch": 50_001, "train/loss": 0.1}) + "\n")
-        more = await w["long"].until(lambda s: s.runs[0].history[-1].epoch == 50_001)
+        more = await w["long"].until(lambda s: bool(s.runs and s.runs[0].history)
+                                     and s.runs[0].history[-1].epoch == 50_001)
         assert len(more.runs[0].history) == HISTORY_LIMIT
         assert w["long"].watcher.session.last_bytes_in < 2000
 

@@ -10,7 +10,6 @@ from widgets.fleet_text import (
     Due,
     box_head_line,
     box_problem_line,
-    clean,
     fit,
     matches,
     run_main_line,
@@ -46,11 +45,11 @@ def test_fit_counts_cells() -> None:
 
 
 def test_box_text_cannot_drive_the_terminal() -> None:
-    assert clean("evil\x1b[2Jname\x07") == "evil?[2Jname?"
-    assert clean("two\nlines") == "two lines"
-    assert clean("two\nlines", lines=True) == "two\nlines"
     line = run_main_line(run("\x1b]0;owned\x07x")).plain
-    assert "\x1b" not in line and "\x07" not in line
+    assert "\x1b" not in line and "\x07" not in line and "\ufffd" in line
+    box = BoxState(name="b", connection=Connection.UNREACHABLE, error="gone\x1b[2J\nretry")
+    problem = box_problem_line(box, 0.0)
+    assert problem is not None and problem.plain == "gone\ufffd[2J\nretry"
 
 
 def test_filter_by_health_word_or_name() -> None:

@@ -142,6 +142,7 @@ class BoxState:
     root_problems: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
     truncated: bool = False
+    loading: bool = False  # some run's history is still arriving, a capped read at a time
     hidden: tuple[str, ...] = ()  # what the search saw but could not look into, and why
     python: str | None = None
     refresh_seconds: float | None = None
@@ -352,6 +353,7 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
         runs=tuple(sorted(runs.values(), key=lambda r: r.name)),
         gpus=gpus, gpu_note=gpu_note, disks=tuple(disks), root_problems=tuple(root_problems),
         notices=tuple(notices), truncated=bool(answer.get("truncated")), hidden=hidden,
+        loading=needs_more(answer),
         python=clean(str(answer.get("python"))) if answer.get("python") else prev.python,
         refresh_seconds=refresh_seconds if refresh_seconds is not None else prev.refresh_seconds,
     )
@@ -368,9 +370,13 @@ def fold_failure(prev: BoxState, connection: Connection, error: str, now: float,
 
 def probe_request(state: BoxState, roots: tuple[str, ...], *, log_cap: int = 16384,
                   metrics_cap: int = 1 << 20, max_runs: int = 1000,
-                  gpu_timeout: float = 10.0) -> dict[str, Any]:
-    """The request for the next refresh: what the client already holds of each run."""
-    return {
+                  gpu_timeout: float = 10.0, metrics_budget: int | None = None
+                  ) -> dict[str, Any]:
+    """The request for the next refresh: what the client already holds of each run.
+
+    `metrics_budget`: the metrics history bytes the whole answer may carry (the
+    probe's own default when None); 0 asks for every run's state and no history."""
+    request = {
         "roots": list(roots),
         "runs": {run.path: run.cursor.to_request() for run in state.runs},
         "log_cap": log_cap,
@@ -379,6 +385,9 @@ def probe_request(state: BoxState, roots: tuple[str, ...], *, log_cap: int = 163
         "gpu": True,
         "gpu_timeout": gpu_timeout,
     }
+    if metrics_budget is not None:
+        request["metrics_budget"] = metrics_budget
+    return request
 
 
 def needs_more(answer: Mapping[str, Any]) -> bool:

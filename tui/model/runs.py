@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -206,7 +207,8 @@ def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
         epoch=whole(record.get("epoch")) or 0,
         loss=finite(record.get("train/loss")),
         metric=finite(record.get("current_metric")),
-        metric_name=clean(name) if name is not None else None,
+        # One string for the thousands of epochs that repeat the same name.
+        metric_name=sys.intern(clean(name)) if name is not None else None,
         seconds=finite(record.get("time")),
     )
 

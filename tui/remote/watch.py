@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tui.model.box import (
     BadAnswer,
@@ -28,6 +29,23 @@ from tui.remote.hostkeys import HostKeyStore, host_key_store
 from tui.remote.session import BoxError, BoxSession
 
 MAX_CATCH_UP_ROUNDS = 50
+# The panel's watcher: a first look asks for every run's state and no history, so runs
+# are on screen after one small round trip; history then streams in answers of at most
+# this many bytes (each folded in well under a frame's worth of event-loop time).
+STREAM_BUDGET = 1 << 20
+# An answer carrying more history than this is folded in a worker thread: parsing
+# thousands of metrics lines must not hold the event loop (keys, frames) for long.
+FOLD_OFF_LOOP_BYTES = 64 << 10
+
+
+def history_bytes(answer: Mapping[str, Any]) -> int:
+    """The metrics history an answer carries (what its fold must parse)."""
+    total = 0
+    for run in answer.get("runs") or []:
+        metrics = run.get("metrics") if isinstance(run, Mapping) else None
+        if isinstance(metrics, Mapping) and isinstance(metrics.get("text"), str):
+            total += len(metrics["text"])
+    return total
 
 
 class BoxWatcher:
@@ -45,11 +63,13 @@ class BoxWatcher:
         self._wake = asyncio.Event()
         self.behind = False  # the last answer held back metrics history past its cap
 
-    async def refresh(self, *, catch_up: bool = False) -> BoxState:
+    async def refresh(self, *, catch_up: bool = False, budget: int | None = None) -> BoxState:
         """One refresh; never raises for the box's own troubles (they become its state).
 
         With `catch_up`, keeps probing while some run still has metrics history
-        the probe's per-read cap held back (a first look at a long run).
+        the probe's per-read cap held back (a first look at a long run). `budget`:
+        the history bytes one answer may carry (the probe's default when None; 0
+        for the runs' states alone).
         """
         rounds = MAX_CATCH_UP_ROUNDS if catch_up else 1
         try:
@@ -57,10 +77,16 @@ class BoxWatcher:
                 # A hung nvidia-smi (a GPU fallen off the bus) must cost the GPU rows,
                 # not the whole answer: give up on it well within the box's timeout.
                 request = probe_request(self.state, self.box.runs_roots,
-                                        gpu_timeout=min(10.0, self.session.timeout / 3))
+                                        gpu_timeout=min(10.0, self.session.timeout / 3),
+                                        metrics_budget=budget)
                 answer = await self.session.run_probe(request)
-                self.state = fold_answer(self.state, answer, self._clock(),
-                                         self.fleet.refresh_seconds)
+                if history_bytes(answer) > FOLD_OFF_LOOP_BYTES:
+                    self.state = await asyncio.to_thread(
+                        fold_answer, self.state, answer, self._clock(),
+                        self.fleet.refresh_seconds)
+                else:
+                    self.state = fold_answer(self.state, answer, self._clock(),
+                                             self.fleet.refresh_seconds)
                 self.behind = needs_more(answer)
                 if not self.behind:
                     break
@@ -89,7 +115,10 @@ class BoxWatcher:
         """Refresh forever, reporting every new state; cancel the task to stop."""
         try:
             while True:
-                state = await self.refresh()
+                # A first look carries no history (every run on screen after one small
+                # answer); the history then streams in bounded answers.
+                first = self.state.last_ok_at is None
+                state = await self.refresh(budget=0 if first else STREAM_BUDGET)
                 on_update(state)
                 if self.behind and state.connection is Connection.OK:
                     # Long histories arrive a capped read at a time: show each part as it
