@@ -68,7 +68,7 @@ class HostKeyStore:
         names = [(known_name(host, port), True)]
         if port != 22:
             names.append((host, False))
-        found = []
+        found: list[KnownEntry] = []
         for path in self._files():
             for number, parsed in self._lines(path):
                 for name, with_port in names:

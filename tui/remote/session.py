@@ -224,8 +224,8 @@ class BoxSession:
                 who=f"box {self.box.name}",
                 via=ssh_destination(hops[:-1]) if len(hops) > 1 else None)
         except BaseException:
-            for key in leases:
-                pool.release(key)
+            for lease in leases:
+                pool.release(lease)
             raise
         self._conns, self._client, self._leases = [*conns, conn], client, leases
         self._serve_refused = False
