@@ -317,7 +317,8 @@ async def _launch(session: BoxSession, box: BoxConfig, plan: LaunchPlan, *,
                             f"see `gpurent-tui status`", pid=pid)
         say(f"connection to box {box.name} lost ({run.reason}); training goes on; "
             "asking again ...")
-        await session.close()
+        # No close here: the session may be the panel's own; a dead connection is
+        # opened again by the next call, and a hung one is dropped by its keepalives.
         await asyncio.sleep(min(2.0, max(left, 0)))
         run = await run_launcher(session, {"mode": "wait", "id": launch_id,
                                            "project": plan.project, "name": plan.name,
