@@ -343,9 +343,11 @@ def _judge(run: LauncherRun, plan: LaunchPlan, box: BoxConfig, seen: dict[str, A
                                         f"{missing}")
     appeared = run.first("appeared")
     if isinstance(appeared, dict):
-        status = appeared.get("status") if isinstance(appeared.get("status"), dict) else {}
+        status = appeared.get("status")
+        status = status if isinstance(status, dict) else {}
         if status.get("state") == "failed":
-            error = status.get("error") if isinstance(status.get("error"), dict) else {}
+            error = status.get("error")
+            error = error if isinstance(error, dict) else {}
             why = f"{error.get('type', 'error')}: {error.get('message', '')}".strip(": ")
             return _outcome(plan, "failed", f"the run failed as it started: {why}",
                             run_dir=run_dir, pid=pid, tail=str(appeared.get("tail") or ""))

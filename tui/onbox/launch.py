@@ -46,7 +46,8 @@ POLL_SECONDS = 0.2
 CLI_SHIM = ("import sys;from libreyolo.cli import entrypoint;"
             "sys.argv[0]='libreyolo';sys.exit(entrypoint())")
 
-_GONE = []  # set once the client stopped reading: the started program goes on regardless
+# Set once the client stopped reading: the started program goes on regardless.
+_GONE = []  # type: list[bool]
 
 
 def emit(obj):
