@@ -356,15 +356,38 @@ def _hidden_below(path):
     results.csv); a run-like folder with real runs or checkpoints beneath it
     would otherwise be destroyed unseen.
     """
-    for visited, (dirpath, _, filenames) in enumerate(os.walk(path), 1):
+    todo = [path]
+    visited = 0
+    while todo:
+        folder = todo.pop()
+        visited += 1
         if visited > MAX_BELOW_RUN_DIRS:
             return "more than %d folders below a run directory, not searched" % \
                 MAX_BELOW_RUN_DIRS
-        if any(m in filenames for m in RUN_MARKERS):
-            return "a run below another run's directory: " + dirpath
-        if any(name.endswith(".pt") for name in filenames):
-            return "checkpoints below a run directory, outside its weights/: " + dirpath
+        try:
+            entries = os.scandir(folder)
+        except OSError as exc:
+            return "a folder below a run directory could not be read: " + _errstr(exc)
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                        continue
+                except OSError:
+                    continue
+                if entry.name in RUN_MARKERS:
+                    return "a run below another run's directory: " + folder
+                if entry.name.endswith(".pt"):
+                    return "checkpoints below a run directory, outside its weights/: " + folder
     return None
+
+
+# What lies below run directories is looked at once a minute by a kept probe (every
+# time by a one-shot one, and by the fresh probe a destroy's look starts), so an idle
+# refresh does not walk every run's val/ folder.
+LOOK_BELOW_SECONDS = 60.0
+_BELOW = {"at": None, "roots": None, "found": []}
 
 
 def find_runs(roots, max_runs, max_dirs=50000):
@@ -382,6 +405,10 @@ def find_runs(roots, max_runs, max_dirs=50000):
     hidden = []
     truncated = False
     visited = 0
+    now = time.time()
+    look_below = _BELOW["roots"] != list(roots) or _BELOW["at"] is None \
+        or not 0 <= now - _BELOW["at"] < LOOK_BELOW_SECONDS
+    below_found = []
     for root in roots:
         path = os.path.abspath(os.path.expanduser(root))
         row = {"root": root, "path": path}
@@ -408,10 +435,11 @@ def find_runs(roots, max_runs, max_dirs=50000):
                 rel = os.path.relpath(dirpath, path)
                 name = os.path.basename(path) if rel == "." else rel
                 found.append((dirpath, root, name))
-                for sub in below:
-                    why = _hidden_below(os.path.join(dirpath, sub))
-                    if why:
-                        _hide(hidden, os.path.join(dirpath, sub), why)
+                if look_below:
+                    for sub in below:
+                        why = _hidden_below(os.path.join(dirpath, sub))
+                        if why:
+                            below_found.append((os.path.join(dirpath, sub), why))
             else:
                 keep = []
                 for sub in dirnames:
@@ -429,6 +457,10 @@ def find_runs(roots, max_runs, max_dirs=50000):
                 row["error"] = _errstr(first)
             else:
                 row["warnings"] = len(errors)
+    if look_below:
+        _BELOW.update(at=now, roots=list(roots), found=below_found)
+    for place, why in _BELOW["found"]:
+        _hide(hidden, place, why)
     return found, root_rows, truncated, hidden
 
 
