@@ -84,8 +84,9 @@ class DestroyScreen(ModalScreen[str | None]):
                 if self.unpushed:
                     files = "\n".join(f"  ! {u.run}: {', '.join(u.files)} ({u.reason})"
                                       for u in self.unpushed)
-                    yield Static(Text("REFUSED: checkpoints newer than their last verified "
-                                      f"push:\n{files}", style="bold red"))
+                    yield Static(Text("REFUSED: checkpoints not pushed as they are now, or "
+                                      f"places the panel cannot see:\n{files}",
+                                      style="bold red"))
             if self.unpushed:
                 yield Static(Text("p: push, verify, then destroy (one action)\n"
                                   f"t: type {self.box!r} and press enter to destroy anyway\n"
