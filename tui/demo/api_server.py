@@ -185,7 +185,7 @@ class ProviderServer:
     def url(self) -> str:
         assert self._httpd is not None, "start() the server first"
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> str:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)

@@ -321,8 +321,8 @@ class DemoFleet:
                 await asyncio.to_thread(api.close)  # no change lands from here on
             if self.hub is not None:
                 await asyncio.to_thread(self.hub.__exit__, None, None, None)
-            for task in list(self._power_tasks):
-                task.cancel()
+            for power_task in list(self._power_tasks):
+                power_task.cancel()
             await asyncio.gather(*self._power_tasks, return_exceptions=True)
             task = self._task
             if task is not None:

@@ -134,8 +134,8 @@ def first_timing(rec: Recording, lane: LaneSpec, now: float, *,
         started = started_for(rel, index, now - 0.3 * lane.pace)
         floor = own_start
     else:
-        index = last_phase(rec, lane)
-        index = len(rec.phases) - 1 if index is None else index
+        last = last_phase(rec, lane)
+        index = len(rec.phases) - 1 if last is None else last
         started = started_for(rel, index, now - lane.ago)
         floor = keeper_start if lane.mode is Mode.HUNG else None
     if floor is not None:
@@ -196,11 +196,11 @@ def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str,
         lines.append(f"providers = {{{tables}}}")
     for box in boxes:
         lines += ["", "[[box]]"]
-        tables = {name: box.pop(name, None) for name in ("pricing", "push")}
+        subtables = {name: box.pop(name, None) for name in ("pricing", "push")}
         if box.pop("via_jump", False):
             box["jump"] = jump
         lines += [f"{k} = {value(v)}" for k, v in box.items() if v is not None]
-        for name, table in tables.items():
+        for name, table in subtables.items():
             if table:
                 lines += [f"[box.{name}]", *(f"{k} = {value(v)}" for k, v in table.items())]
     return "\n".join(lines) + "\n"

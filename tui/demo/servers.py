@@ -104,8 +104,9 @@ class ReadOnlySFTP(asyncssh.SFTPServer):
     def _refuse(self, *args: object) -> None:
         raise asyncssh.SFTPPermissionDenied("read-only")
 
-    remove = rename = posix_rename = mkdir = rmdir = symlink = link = _refuse
-    setstat = lsetstat = fsetstat = _refuse
+    # One refusal for every call that would change something (signatures differ).
+    remove = rename = posix_rename = mkdir = rmdir = _refuse  # type: ignore[assignment]
+    symlink = link = setstat = lsetstat = fsetstat = _refuse  # type: ignore[assignment]
 
 
 class BoxServer:
@@ -200,9 +201,9 @@ class BoxServer:
         self.stats.sessions += 1
         command = process.command
         if command in self.commands:
-            code = await self.commands[command](self)
+            status = await self.commands[command](self)
             with contextlib.suppress(asyncssh.Error, OSError):
-                process.exit(code)
+                process.exit(status)
             return
         keep = self.keep_probe and command == SERVE_COMMAND
         if command != PROBE_COMMAND and not keep:
