@@ -34,8 +34,14 @@ class FleetHead(Widget):
     def _changed(self) -> None:
         text = fleet_line(list(self.boxes), self.cost)
         if text != self._text:
+            # A relayout re-arranges the whole screen: only when the strip's height changes.
+            layout = self._height(text) != self._height(self._text)
             self._text = text
-            self.refresh(layout=True)
+            self.refresh(layout=layout)
+
+    def _height(self, text: Text) -> int:
+        width = self.size.width
+        return len(text.wrap(self.app.console, width)) if width > 0 else 1
 
     def watch_boxes(self) -> None:
         self._changed()

@@ -15,19 +15,20 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
-from textual.content import Content
+from rich.style import Style as RichStyle
+from rich.text import Text
 from textual.geometry import Region, Size
 from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
-from textual.visual import Visual
 
 from widgets.fleet_text import SPARK_BLOCKS, SPARK_CELLS, BoxLines, BoxView, Line, box_lines
 
@@ -44,6 +45,14 @@ class _Block:
     strips: list[Strip] | None = None
     owners: list[str | None] | None = None  # the run path each strip belongs to
     width: int = 0
+    drawn: dict[tuple[object, ...], list[Strip]] = field(default_factory=dict)  # by line
+
+
+def line_key(line: Line) -> tuple[object, ...]:
+    """What a line's strips depend on (Rich Text itself is not hashable)."""
+    text = line.text
+    return (text.plain, tuple(text.spans), text.style, line.indent, line.spark, line.style,
+            line.run)
 
 
 class FleetList(ScrollView, can_focus=False):
@@ -76,8 +85,11 @@ class FleetList(ScrollView, can_focus=False):
         self._order: list[RunKey] | None = None
         self._styles: dict[str, VisualStyle] = {}
         self._bars: dict[tuple[str, Style], Style] = {}
+        self._converted: dict[tuple[RichStyle | None, VisualStyle], RichStyle] = {}
+        self._bases: dict[tuple[str | RichStyle, VisualStyle], VisualStyle] = {}
         self._cursor: tuple[tuple[RunKey, int], list[Strip]] | None = None
-        self._laid_width = 0
+        self._wrap_width = 80
+        self._base: Style | None = None
 
     # --- what the screen calls -------------------------------------------------------
 
@@ -180,26 +192,37 @@ class FleetList(ScrollView, can_focus=False):
 
     def notify_style_update(self) -> None:
         self._styles.clear()
+        self._base = None
         self._bars.clear()
+        self._converted.clear()
+        self._bases.clear()
         self._cursor = None
         for block in self._blocks.values():
             block.strips = None
+            block.drawn = {}
         super().notify_style_update()
         if self._tops:
             self._layout()
 
     def _width(self) -> int:
-        return max(self.scrollable_content_region.width, 20)
+        """The width lines wrap at (set by the last layout)."""
+        return self._wrap_width
 
     def _layout(self) -> None:
-        """Where each box starts, at the current width (wrapped lines count)."""
-        y = 0
-        tops = []
-        for name in self._names:
-            tops.append(y)
-            y += len(self._strips(name)[0])
+        """Where each box starts, at the width the lines wrap at: the list's, less the
+        scrollbar when the lines overflow (so wrapping never hides under the bar)."""
+        full = max(self.size.width, 20)
+        for width in (full, max(full - self.styles.scrollbar_size_vertical, 20)):
+            self._wrap_width = width
+            y = 0
+            tops = []
+            for name in self._names:
+                tops.append(y)
+                y += len(self._strips(name)[0])
+            if y <= self.size.height:
+                break
         self._tops = tops
-        self._laid_width = self._width()
+        self._base = None
         self.virtual_size = Size(0, y)  # lines wrap at the width: nothing to scroll across
 
     def _style(self, part: str) -> VisualStyle:
@@ -230,13 +253,20 @@ class FleetList(ScrollView, can_focus=False):
         block = self._blocks[name]
         width = self._width()
         if block.strips is None or block.owners is None or block.width != width:
+            # A refresh changes a line or two of a box: the others keep their strips.
+            before = block.drawn if block.width == width else {}
+            drawn: dict[tuple[object, ...], list[Strip]] = {}
             strips: list[Strip] = []
             owners: list[str | None] = []
             for line in block.lines.lines:
-                for strip in self._render(line, width, self._style(line.style)):
-                    strips.append(strip)
-                    owners.append(line.run)
-            block.strips, block.owners, block.width = strips, owners, width
+                key = line_key(line)
+                rendered = before.get(key) or drawn.get(key)
+                if rendered is None:
+                    rendered = self._render(line, width, self._style(line.style))
+                drawn[key] = rendered
+                strips.extend(rendered)
+                owners.extend([line.run] * len(rendered))
+            block.strips, block.owners, block.width, block.drawn = strips, owners, width, drawn
         return block.strips, block.owners
 
     def _cursor_strips(self, key: RunKey) -> list[Strip]:
@@ -252,24 +282,52 @@ class FleetList(ScrollView, can_focus=False):
         return self._cursor[1]
 
     def _render(self, line: Line, width: int, style: VisualStyle) -> list[Strip]:
-        """A line as Static would draw it (theme colours, word wrap), then laid out:
-        indented, or with the sparkline at the right edge."""
-        content = Content.from_rich_text(line.text)
+        """A line in the theme's colours (as Static would draw it), word-wrapped, then laid
+        out: indented, or with the sparkline at the right edge."""
         base = style.rich_style
         if line.spark is not None:
             room = width - SPARK_CELLS - 1
-            strips = Visual.to_strips(self, content, room, 1, style, apply_selection=False,
-                                      pad=True) if room > 0 else [Strip([])]
+            main = self._segments(line.text, style) if room > 0 else []
             spark = [Segment(" ", base),
                      *(Segment(bar, self._bar_style(bar, base)) for bar in line.spark)]
-            return [Strip([*strips[0], *spark]).crop_extend(0, width, base)]
+            return [Strip([*Strip(main).crop_extend(0, max(room, 0), base), *spark])
+                    .crop_extend(0, width, base)]
         if not line.text.plain:
             return [Strip.blank(width, base)]
         room = max(width - line.indent, 1)
         pad = [Segment(" " * line.indent, base)] if line.indent else []
-        return [Strip([*pad, *strip]).crop_extend(0, width, base)
-                for strip in Visual.to_strips(self, content, room, None, style,
-                                              apply_selection=False, pad=True)]
+        parts = [line.text] if cell_len(line.text.plain) <= room else \
+            list(line.text.wrap(self.app.console, room))
+        for part in parts[:-1]:
+            part.rstrip()  # a wrapped line ends where its last word does
+        return [Strip([*pad, *self._segments(part, style)]).crop_extend(0, width, base)
+                for part in parts]
+
+    def _segments(self, text: Text, style: VisualStyle) -> list[Segment]:
+        """One line of Rich text as segments in the theme's colours over `style`: what
+        Textual's Content does for a Static (the text's own style read as CSS, its spans'
+        colours through the terminal theme), without its per-line overhead."""
+        console = self.app.console
+        if text.style:
+            key = (text.style, style)
+            base = self._bases.get(key)
+            if base is None:
+                own = text.style if isinstance(text.style, str) else str(text.style)
+                base = self._bases[key] = style + VisualStyle.parse(own)
+            text = text.copy()
+            text.style = ""
+        else:
+            base = style
+        out = []
+        for segment in text.render(console, end=""):
+            key2 = (segment.style, base)
+            final = self._converted.get(key2)
+            if final is None:
+                final = (base + VisualStyle.from_rich_style(segment.style or RichStyle(),
+                                                            self.app.ansi_theme)).rich_style
+                self._converted[key2] = final
+            out.append(Segment(segment.text, final))
+        return out
 
     def _run_rows(self, key: RunKey | None) -> Region | None:
         """The rows of a run's lines, in list coordinates."""
@@ -284,12 +342,12 @@ class FleetList(ScrollView, can_focus=False):
         return Region(0, top + rows[0], self._width(), rows[-1] - rows[0] + 1)
 
     def render_line(self, y: int) -> Strip:
-        if self._width() != self._laid_width:  # a scrollbar came or went: wrap again
-            self._layout()
         scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
+        width = self._wrap_width
         row = scroll_y + y
-        base = self.rich_style
+        base = self._base
+        if base is None:
+            base = self._base = self.rich_style
         at = bisect_right(self._tops, row) - 1
         if at >= 0:
             name = self._names[at]

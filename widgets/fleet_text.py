@@ -75,6 +75,13 @@ class Due:
         return clock_time(stamp)
 
 
+def coarse_age(seconds: float) -> str:
+    """`<1m ago`, `3m ago`: how long since a run wrote its status, to the
+    minute (a run's epochs take minutes; a seconds counter would redraw every row at
+    every refresh and say nothing the health does not)."""
+    return "<1m ago" if seconds < 60 else f"{format_age(seconds)} ago"
+
+
 def clock_time(stamp: float) -> str | None:
     """HH:MM on the local clock, or None for a time no clock can show (an ETA of 1e18 s
     in a hand-edited or corrupt status.json must not take the panel down)."""
@@ -127,7 +134,7 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
         parts.append(pushed)
     updated = parse_time(run.updated_at)
     if updated is not None and run.box_time is not None:
-        parts.append(f"updated {format_age(run.box_time - updated)} ago")
+        parts.append(f"updated {coarse_age(run.box_time - updated)}")
     return Text(" · ".join(parts), style="dim")
 
 

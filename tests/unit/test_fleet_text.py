@@ -10,6 +10,7 @@ from widgets.fleet_text import (
     Due,
     box_head_line,
     box_problem_line,
+    coarse_age,
     fit,
     matches,
     run_main_line,
@@ -91,3 +92,9 @@ def test_a_down_box_says_why_and_counts_down_its_retry() -> None:
     problem = box_problem_line(box, 1000.0, due)
     assert problem is not None and problem.plain == "no answer\nwithin 15 s (retry in 40s)"
     assert due.at == 1001.0  # the countdown moves every second under a minute
+
+
+def test_a_runs_status_age_moves_by_the_minute() -> None:
+    """Seconds would redraw every row at every refresh and say nothing the health does not."""
+    assert coarse_age(5) == coarse_age(59) == "<1m ago"
+    assert coarse_age(61) == "1m ago" and coarse_age(3700) == "1h01m ago"

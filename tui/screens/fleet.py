@@ -77,7 +77,6 @@ class FleetScreen(Screen[None]):
         self._wanted: RunKey | None = None  # the run the user moved to, while it is shown
         self._filter_pending = False  # "/" pressed, the field not focused yet
         self._head_pending = False
-        self._since_cost: set[str] = set()  # boxes updated since the last money picture
 
     @property
     def gpurent(self) -> GpurentApp:
@@ -134,14 +133,12 @@ class FleetScreen(Screen[None]):
     def _box_changed(self, state: BoxState | None) -> None:
         if state is None or state.name not in self.gpurent.states:
             return
-        self._since_cost.add(state.name)
         self.refresh_box(state.name)
         self._schedule_head()
 
     def _cost_changed(self, cost: FleetCost | None) -> None:
-        """A box whose refresh caused the new picture is redrawn now; the others' money
-        lines follow within MONEY_SECONDS (their figures move by cents)."""
-        fresh, self._since_cost = self._since_cost, set()
+        """The first money picture is drawn at once; after that each box's money lines
+        follow within MONEY_SECONDS or at its next answer (their figures move by cents)."""
         fleet_list = self.fleet_list
         now = self.gpurent.clock()
         for view in fleet_list.views():
@@ -149,9 +146,11 @@ class FleetScreen(Screen[None]):
             new = cost.boxes.get(name) if cost is not None else None
             if new is view.cost:
                 continue
-            if view.cost is None or new is None or name in fresh:
+            if view.cost is None or new is None:
                 fleet_list.show(replace(view, cost=new), now)
             else:
+                # A box that just answered was drawn with the figures known then; its
+                # money lines follow at the coarse money clock (or its next answer).
                 fleet_list.stage(replace(view, cost=new), now + MONEY_SECONDS)
         self._schedule_head()
 
