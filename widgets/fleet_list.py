@@ -212,14 +212,18 @@ class FleetList(ScrollView, can_focus=False):
         """Where each box starts, at the width the lines wrap at: the list's, less the
         scrollbar when the lines overflow (so wrapping never hides under the bar)."""
         full = max(self.size.width, 20)
-        for width in (full, max(full - self.styles.scrollbar_size_vertical, 20)):
+        narrow = max(full - self.styles.scrollbar_size_vertical, 20)
+        # Try the width of the last layout first: its strips are cached, and the scrollbar
+        # comes or goes rarely (only then are the lines wrapped again at the other width).
+        first = self._wrap_width if self._wrap_width in (full, narrow) else full
+        for width in (first, narrow if first == full else full):
             self._wrap_width = width
             y = 0
             tops = []
             for name in self._names:
                 tops.append(y)
                 y += len(self._strips(name)[0])
-            if y <= self.size.height:
+            if (y > self.size.height) == (width == narrow) or full == narrow:
                 break
         self._tops = tops
         self._base = None

@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+import weakref
+from collections.abc import Callable
 
 from tui.model.box import (
     BadAnswer,
@@ -30,22 +30,42 @@ from tui.remote.session import BoxError, BoxSession
 
 MAX_CATCH_UP_ROUNDS = 50
 # The panel's watcher: a first look asks for every run's state and no history, so runs
-# are on screen after one small round trip; history then streams in answers of at most
-# this many bytes (each folded in well under a frame's worth of event-loop time).
-STREAM_BUDGET = 1 << 20
-# An answer carrying more history than this is folded in a worker thread: parsing
-# thousands of metrics lines must not hold the event loop (keys, frames) for long.
-FOLD_OFF_LOOP_BYTES = 64 << 10
+# are on screen after one small round trip; history then streams in answers of about
+# STREAM_BUDGET bytes, STREAM_CAP per run and read, each decoded and folded in a few ms
+# between keys and frames. (A worker thread would not help: it holds the interpreter
+# lock in 5 ms turns, and the event loop, which gives it up at every socket read and
+# every decompression, waits a turn each time.) The cap stays below the budget, so one
+# run's new epoch never defers the next run's.
+STREAM_BUDGET = 128 << 10
+STREAM_CAP = 48 << 10
 
 
-def history_bytes(answer: Mapping[str, Any]) -> int:
-    """The metrics history an answer carries (what its fold must parse)."""
-    total = 0
-    for run in answer.get("runs") or []:
-        metrics = run.get("metrics") if isinstance(run, Mapping) else None
-        if isinstance(metrics, Mapping) and isinstance(metrics.get("text"), str):
-            total += len(metrics["text"])
-    return total
+FIRST_LOOKS = 4  # boxes connecting and taking their first look at once
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = \
+    weakref.WeakKeyDictionary()
+_FIRST: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
+    weakref.WeakKeyDictionary()
+
+
+def first_look_slot() -> asyncio.Semaphore:
+    """A few boxes connect at a time, in config order: each SSH handshake costs the
+    client a few ms of CPU, and twenty interleaved would put every box's first answer
+    (and the first run on screen) behind all twenty handshakes."""
+    loop = asyncio.get_running_loop()
+    slots = _FIRST.get(loop)
+    if slots is None:
+        slots = _FIRST[loop] = asyncio.Semaphore(FIRST_LOOKS)
+    return slots
+
+
+def fold_turn() -> asyncio.Lock:
+    """One fold per turn of the event loop, fleet-wide: twenty boxes whose answers land
+    together fold one after another, with keys and frames between them, not in one go."""
+    loop = asyncio.get_running_loop()
+    lock = _TURNS.get(loop)
+    if lock is None:
+        lock = _TURNS[loop] = asyncio.Lock()
+    return lock
 
 
 class BoxWatcher:
@@ -63,13 +83,14 @@ class BoxWatcher:
         self._wake = asyncio.Event()
         self.behind = False  # the last answer held back metrics history past its cap
 
-    async def refresh(self, *, catch_up: bool = False, budget: int | None = None) -> BoxState:
+    async def refresh(self, *, catch_up: bool = False, budget: int | None = None,
+                      cap: int = 1 << 20) -> BoxState:
         """One refresh; never raises for the box's own troubles (they become its state).
 
         With `catch_up`, keeps probing while some run still has metrics history
         the probe's per-read cap held back (a first look at a long run). `budget`:
         the history bytes one answer may carry (the probe's default when None; 0
-        for the runs' states alone).
+        for the runs' states alone); `cap`: the bytes of one run's history per read.
         """
         rounds = MAX_CATCH_UP_ROUNDS if catch_up else 1
         try:
@@ -78,15 +99,12 @@ class BoxWatcher:
                 # not the whole answer: give up on it well within the box's timeout.
                 request = probe_request(self.state, self.box.runs_roots,
                                         gpu_timeout=min(10.0, self.session.timeout / 3),
-                                        metrics_budget=budget)
+                                        metrics_cap=cap, metrics_budget=budget)
                 answer = await self.session.run_probe(request)
-                if history_bytes(answer) > FOLD_OFF_LOOP_BYTES:
-                    self.state = await asyncio.to_thread(
-                        fold_answer, self.state, answer, self._clock(),
-                        self.fleet.refresh_seconds)
-                else:
+                async with fold_turn():
                     self.state = fold_answer(self.state, answer, self._clock(),
                                              self.fleet.refresh_seconds)
+                    await asyncio.sleep(0)  # the next box's fold waits for the next turn
                 self.behind = needs_more(answer)
                 if not self.behind:
                     break
@@ -117,8 +135,13 @@ class BoxWatcher:
             while True:
                 # A first look carries no history (every run on screen after one small
                 # answer); the history then streams in bounded answers.
-                first = self.state.last_ok_at is None
-                state = await self.refresh(budget=0 if first else STREAM_BUDGET)
+                if self.state.last_ok_at is None and self.state.failures == 0:
+                    async with first_look_slot():
+                        state = await self.refresh(budget=0)
+                else:
+                    state = await self.refresh(
+                        budget=0 if self.state.last_ok_at is None else STREAM_BUDGET,
+                        cap=STREAM_CAP)
                 on_update(state)
                 if self.behind and state.connection is Connection.OK:
                     # Long histories arrive a capped read at a time: show each part as it

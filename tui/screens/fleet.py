@@ -30,7 +30,7 @@ from textual.widgets import Footer, Input
 from tui.model.box import BoxState, Connection
 from tui.model.capability import refusal
 from tui.model.cost import usd
-from tui.model.meter import FleetCost
+from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.launch import LaunchScreen
@@ -44,6 +44,15 @@ if TYPE_CHECKING:
 
 HEAD_COALESCE_SECONDS = 0.25
 MONEY_SECONDS = 5.0  # other boxes' money lines follow a new cost picture within this
+
+
+def news(old: BoxCost, new: BoxCost) -> bool:
+    """Whether a box's new money picture says something new (an alarm, a state, a rate,
+    a provider's error), not just a few more cents spent."""
+    def gist(cost: BoxCost) -> tuple[object, ...]:
+        return (cost.rates.state, cost.rate_now, cost.idle_alarm, cost.budget_level,
+                cost.provider_error, cost.doubt, cost.maybe_usd_per_hr, cost.idle_reason)
+    return gist(old) != gist(new)
 
 
 class FleetScreen(Screen[None]):
@@ -146,7 +155,7 @@ class FleetScreen(Screen[None]):
             new = cost.boxes.get(name) if cost is not None else None
             if new is view.cost:
                 continue
-            if view.cost is None or new is None:
+            if view.cost is None or new is None or news(view.cost, new):
                 fleet_list.show(replace(view, cost=new), now)
             else:
                 # A box that just answered was drawn with the figures known then; its
