@@ -53,7 +53,7 @@ from tui.store.journal import Journal
 from tui.store.ledger import Ledger
 from widgets.fleet_text import clock_time
 
-COST_COALESCE_SECONDS = 0.25
+COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
 SETTLE_POINTS = 4000  # history points loaded between two settle_history()
 TOAST_SECONDS = 4
 
@@ -63,10 +63,11 @@ def settle_history() -> None:
 
     A history is tens of thousands of immutable points that never form cycles, yet every
     full collection walks them all: 100-300 ms with the event loop held, several times
-    while 20 boxes stream 2,000 epochs each. Young cyclic garbage is collected first (so
-    nothing collectable is frozen with the history); freezing itself is a list splice.
-    Frozen objects are still freed when their last reference goes."""
-    gc.collect(1)
+    while 20 boxes stream 2,000 epochs each. Cyclic garbage is collected first, so
+    nothing collectable is frozen with the history (cheap: what was frozen before is not
+    walked again); freezing itself is a list splice. Frozen objects are still freed when
+    their last reference goes."""
+    gc.collect()
     gc.freeze()
 
 

@@ -8,7 +8,7 @@ run, history and log line already gathered stays on screen (and in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -167,6 +167,20 @@ class BoxState:
 MAX_TIME = 1e11  # epoch seconds past the year 5000: not a clock
 
 
+_KINDS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+    and finite(v) is not None,
+    "time": lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+    and finite(v) is not None and 0 <= v < MAX_TIME,
+    "strs": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "list": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, Mapping),
+}
+
+
 class _Shape:
     """Checks one field of an answer after another; the first that is off is the box's
     BadAnswer, named by where it sits (`runs[3].metrics.off`)."""
@@ -181,18 +195,7 @@ class _Shape:
         if key not in obj:
             return
         value = obj[key]
-        ok = {
-            "str": isinstance(value, str),
-            "bool": isinstance(value, bool),
-            "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-            "number": isinstance(value, int | float) and not isinstance(value, bool)
-            and finite(value) is not None,
-            "time": isinstance(value, int | float) and not isinstance(value, bool)
-            and finite(value) is not None and 0 <= value < MAX_TIME,
-            "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
-            "list": isinstance(value, list),
-            "object": isinstance(value, Mapping),
-        }[kind]
+        ok = _KINDS[kind](value)  # only the asked kind is checked (every field, every run)
         if not ok and not (value is None and kind in ("number", "time")):
             words = {"str": "text", "bool": "true or false", "count": "a whole number >= 0",
                      "number": "a finite number", "time": "a time in range",

@@ -181,9 +181,15 @@ def check_status(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
     return raw, None
 
 
-def parse_metrics(chunk: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Complete metrics.jsonl lines into records; bad lines are reported, not fatal."""
-    records: list[dict[str, Any]] = []
+def parse_metrics(chunk: str) -> tuple[list[EpochPoint], dict[str, Any] | None, list[str]]:
+    """Complete metrics.jsonl lines into epoch points, the last whole record, and what
+    could not be read (bad lines are reported, not fatal).
+
+    Each line becomes its point as it is read and its parsed record is let go at once
+    (the last one is kept): a long history then leaves no thousands of half-freed dicts
+    behind, only the points, packed where the records were."""
+    points: list[EpochPoint] = []
+    last: dict[str, Any] | None = None
     problems: list[str] = []
     for number, line in enumerate(chunk.splitlines(), 1):
         if not line.strip():
@@ -197,8 +203,9 @@ def parse_metrics(chunk: str) -> tuple[list[dict[str, Any]], list[str]]:
         if not isinstance(record, dict) or whole(record.get("epoch")) is None:
             problems.append(f"metrics.jsonl line {number} of this read has no epoch")
             continue
-        records.append(record)
-    return records, problems
+        points.append(epoch_point(record))
+        last = record
+    return points, last, problems
 
 
 def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
@@ -426,14 +433,13 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
             history, last_record = (), None
             restarts += 1
             problems.append("metrics.jsonl started over (a new run in the same directory)")
-        records, bad = parse_metrics(str(metrics.get("text") or ""))
+        points, record, bad = parse_metrics(str(metrics.get("text") or ""))
         problems.extend(bad)
         if metrics.get("error"):
             problems.append(f"metrics.jsonl: {clean(str(metrics['error']))}")
-        if records:
-            points = [epoch_point(r) for r in records]
+        if record is not None:
             history = (history + tuple(points))[-HISTORY_LIMIT:]
-            last_record = clean_data(records[-1])
+            last_record = clean_data(record)
         cursor = replace(cursor, m_off=whole(metrics.get("off")), m_id=text(metrics.get("id")),
                          m_head=text(metrics.get("head")))
 

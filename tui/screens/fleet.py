@@ -42,7 +42,7 @@ from widgets.preflight_text import check_item
 if TYPE_CHECKING:
     from tui.app import GpurentApp
 
-HEAD_COALESCE_SECONDS = 0.25
+HEAD_COALESCE_SECONDS = 0.5
 MONEY_SECONDS = 5.0  # other boxes' money lines follow a new cost picture within this
 
 
