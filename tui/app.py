@@ -142,6 +142,11 @@ class GpurentApp(App[None]):
                 self.run_worker(self._poll_costs(), group="costs", name="poll providers",
                                 exit_on_error=False)
 
+    def on_unmount(self) -> None:
+        """What settle_history() froze goes back to the collector: in one process that
+        runs several panels (the tests), a closed panel's objects must be collectable."""
+        gc.unfreeze()
+
     # --- watchers ----------------------------------------------------------------------
 
     def _start_watch(self, watcher: BoxWatcher) -> None:
