@@ -239,3 +239,57 @@ def test_manual_box_commands() -> None:
                          'destroy_command = "echo gone"\n', "f.toml")
     assert fleet.boxes[0].stop_command == "sudo poweroff"
     assert fleet.boxes[0].destroy_command == "echo gone"
+
+
+def test_milestone_pushes_and_alerts() -> None:
+    fleet = parse_config("""
+[alerts]
+webhook = "https://ntfy.sh/secret-topic"
+format = "ntfy"
+command = "notify-send gpurent"
+cooldown_minutes = 5
+unreachable_minutes = 2.5
+[[box]]
+name = "a"
+host = "h"
+[box.push]
+local_dir = "/tmp/w"
+every_epochs = 5
+on_best = true
+on_complete = true
+""", "f.toml")
+    push = fleet.box("a").push
+    assert push is not None and push.every_epochs == 5 and push.on_best and push.on_complete
+    assert push.milestones
+    alerts = fleet.alerts
+    assert (alerts.webhook, alerts.format, alerts.command) == (
+        "https://ntfy.sh/secret-topic", "ntfy", "notify-send gpurent")
+    assert (alerts.cooldown_minutes, alerts.unreachable_minutes) == (5.0, 2.5)
+    plain = parse_config('[[box]]\nname = "a"\nhost = "h"\n', "f.toml")
+    assert plain.alerts.webhook is None and plain.alerts.format == "json"
+
+
+def test_bad_milestone_and_alert_settings_name_their_line_and_never_echo_the_url() -> None:
+    found = problems("""[alerts]
+webhook = "http://hooks.example.org/T000/SECRET"
+format = "teams"
+cooldown_minutes = -1
+bell = true
+[[box]]
+name = "a"
+host = "h"
+[box.push]
+every_epochs = 0
+on_best = "yes"
+""")
+    text = "\n".join(found)
+    assert "SECRET" not in text
+    assert "fleet.toml:2: key 'alerts.webhook': plain http:// only for a loopback" in text
+    assert "fleet.toml:3: key 'alerts.format': must be one of json, ntfy, slack, discord" in text
+    assert "fleet.toml:4: key 'alerts.cooldown_minutes'" in text
+    assert "fleet.toml:5: key 'alerts.bell': unknown key" in text
+    assert "fleet.toml:10: box 'a': key 'push.every_epochs': must be >= 1" in text
+    assert "fleet.toml:11: box 'a': key 'push.on_best': expected true or false" in text
+    lonely = problems('[[box]]\nname = "a"\nhost = "h"\n[box.push]\non_complete = true\n')
+    assert lonely == ["fleet.toml:4: box 'a': key 'push': milestone pushes (every_epochs, "
+                      "on_best, on_complete) need a destination: set hf_repo or local_dir"]

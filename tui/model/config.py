@@ -25,6 +25,9 @@ DEFAULT_IDLE_MINUTES = 10.0
 DEFAULT_PYTHON = "python3"
 BUDGET_ACTIONS = ("warn", "push-and-stop")
 UPLOAD_FROM = ("box", "panel")
+ALERT_FORMATS = ("json", "ntfy", "slack", "discord")
+DEFAULT_ALERT_COOLDOWN_MINUTES = 30.0
+DEFAULT_UNREACHABLE_MINUTES = 10.0
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
 KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
@@ -60,6 +63,27 @@ class PushTarget:
     local_dir: str | None = None
     token_env: str | None = None
     upload_from: str = "box"
+    # Milestone pushes, made while a box is watched (the panel or `watch`), unasked:
+    # every N-th epoch's epoch_<N>.pt, best.pt when it improved, a run that completed.
+    every_epochs: int | None = None
+    on_best: bool = False
+    on_complete: bool = False
+
+    @property
+    def milestones(self) -> bool:
+        return bool(self.every_epochs or self.on_best or self.on_complete)
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """Where alerts go besides the terminal bell: a webhook (its URL may hold a secret:
+    it is never logged) and/or a local command fed the event as JSON on stdin."""
+
+    webhook: str | None = None
+    format: str = "json"
+    command: str | None = None
+    cooldown_minutes: float = DEFAULT_ALERT_COOLDOWN_MINUTES
+    unreachable_minutes: float = DEFAULT_UNREACHABLE_MINUTES
 
 
 @dataclass(frozen=True)
@@ -109,6 +133,7 @@ class FleetConfig:
     budget_usd: float | None = None
     idle_minutes: float = DEFAULT_IDLE_MINUTES
     on_budget: str = "warn"
+    alerts: AlertConfig = field(default_factory=AlertConfig)
 
     def box(self, name: str) -> BoxConfig:
         """The box called `name`; KeyError names the boxes that exist."""
@@ -294,6 +319,37 @@ def plain_http_allowed(url: str) -> bool:
     return host in LOOPBACK_HOSTS or re.fullmatch(r"127(\.\d{1,3}){3}", host) is not None
 
 
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad(f"expected true or false, got {_type_name(value)} ({value!r})")
+    return value
+
+
+def _whole(minimum: int) -> Callable[[object], int]:
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Bad(f"expected a whole number, got {_type_name(value)} ({value!r})")
+        if value < minimum:
+            raise _Bad(f"must be >= {minimum}, got {value}")
+        return value
+
+    return check
+
+
+def _webhook(value: object) -> str:
+    """An http(s) URL; plain http only to this machine. Never echoed back in an error:
+    the URL may carry a secret (a Slack or Discord webhook's token, an ntfy topic)."""
+    if not isinstance(value, str) or not value.strip():
+        raise _Bad(f"expected an https:// URL, got {_type_name(value)}")
+    if not value.startswith(("http://", "https://")) or any(ord(c) <= 32 for c in value):
+        raise _Bad("must be an http:// or https:// URL (the value is not shown: it may hold "
+                   "a secret)")
+    if not plain_http_allowed(value):
+        raise _Bad("plain http:// only for a loopback address (127.0.0.1, ::1, localhost): "
+                   "use https:// (the value is not shown: it may hold a secret)")
+    return value
+
+
 def _env_name(value: object) -> str:
     name = _string(value)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -312,6 +368,14 @@ _TOP_KEYS: dict[str, Callable[[object], Any]] = {
     "budget_usd": _number(),
     "idle_minutes": _number(0.0, exclusive=True),
     "on_budget": _choice(BUDGET_ACTIONS),
+}
+
+_ALERT_KEYS: dict[str, Callable[[object], Any]] = {
+    "webhook": _webhook,
+    "format": _choice(ALERT_FORMATS),
+    "command": _string,
+    "cooldown_minutes": _number(0.0),
+    "unreachable_minutes": _number(0.0, exclusive=True),
 }
 
 _BOX_KEYS: dict[str, Callable[[object], Any]] = {
@@ -346,6 +410,9 @@ _PUSH_KEYS: dict[str, Callable[[object], Any]] = {
     "local_dir": _string,
     "token_env": _env_name,
     "upload_from": _choice(UPLOAD_FROM),
+    "every_epochs": _whole(1),
+    "on_best": _bool,
+    "on_complete": _bool,
 }
 
 
@@ -460,9 +527,17 @@ def parse_config(text: str, source: str) -> FleetConfig:
                                           locate.line_of(("keys",), clash.binding)))
         return keys
 
-    top = check_table(data, _TOP_KEYS, None, (), subtables=("box",))
+    top = check_table(data, _TOP_KEYS, None, (), subtables=("box", "alerts"))
     if "keys" in top:
         top["keys"] = check_keys(top["keys"])
+    if "alerts" in data:
+        if isinstance(data["alerts"], dict):
+            top["alerts"] = AlertConfig(**check_table(data["alerts"], _ALERT_KEYS, None,
+                                                      ("alerts",), prefix="alerts."))
+        else:
+            problems.append(ConfigProblem(
+                source, f"expected a table [alerts], got {_type_name(data['alerts'])}",
+                key="alerts", line=locate.line_of((), "alerts")))
     raw_boxes = data.get("box", [])
     if not isinstance(raw_boxes, list) or not all(isinstance(b, dict) for b in raw_boxes):
         problems.append(ConfigProblem(source, "'box' must be written as [[box]] tables",
@@ -495,6 +570,11 @@ def parse_config(text: str, source: str) -> FleetConfig:
                 pricing = Pricing(**sub_values)
             else:
                 push = PushTarget(**sub_values)
+                if push.milestones and not (push.hf_repo or push.local_dir):
+                    problems.append(ConfigProblem(
+                        source, "milestone pushes (every_epochs, on_best, on_complete) need "
+                        "a destination: set hf_repo or local_dir", label, "push",
+                        locate.line_of(where, "push")))
         name = values.get("name")
         if name is not None:
             if name in seen:
