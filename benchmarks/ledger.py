@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -35,20 +34,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+from _fleet import REPO, code_line, code_under_test, machine, machine_line, print_json
 
-from refresh import code_line, code_under_test  # noqa: E402
-
-from tui.model.bill import Event, Mark, costs_report  # noqa: E402
-from tui.model.config import parse_config  # noqa: E402
-from tui.model.meter import meter  # noqa: E402
-from tui.store.jsonl import append_jsonl  # noqa: E402
-from tui.store.ledger import Ledger  # noqa: E402
+from tui.model.bill import Event, Mark, costs_report
+from tui.model.config import parse_config
+from tui.model.meter import meter
+from tui.store.jsonl import append_jsonl
+from tui.store.ledger import Ledger
 
 DAY = 86400.0
 
@@ -126,18 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fold_ms")
         results["catch_up_idle_ms"], _ = median_ms(ledger.refresh, args.repeats)
 
-        def appended() -> bool:
+        def catch_up_after_append() -> float:
             for i in range(10):
                 append_jsonl(path, Mark(end + i, names[0], "idle").to_json())
             t = time.perf_counter()
             ledger.refresh()
-            appended.ms = (time.perf_counter() - t) * 1000  # type: ignore[attr-defined]
-            return True
+            return (time.perf_counter() - t) * 1000
 
-        catch = []
-        for _ in range(args.repeats):
-            appended()
-            catch.append(appended.ms)  # type: ignore[attr-defined]
+        catch = [catch_up_after_append() for _ in range(args.repeats)]
         results["catch_up_10_ms"] = statistics.median(catch)
 
         config = tmp / "fleet.toml"
@@ -157,13 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    machine = {"nproc": os.cpu_count(), "python": platform.python_version(),
-               "platform": platform.platform(), "date": datetime.now(UTC).isoformat(),
-               "loadavg": [round(v, 2) for v in os.getloadavg()]}
+    info = machine()
     code = code_under_test()
-    print(f"gpurent-tui ledger benchmark, {machine['date']}")
-    print(f"machine: nproc {machine['nproc']}, python {machine['python']}, "
-          f"{machine['platform']}, load average now {machine['loadavg']}")
+    print(f"gpurent-tui ledger benchmark, {info['date']}")
+    print(machine_line(info))
     print(code_line(code))
     print(f"a month: {args.boxes} boxes x {args.days} days, a record every {args.minutes:g} min "
           f"per box on average: {results['records']:,} records, "
@@ -180,9 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cpu = f"{CPU[key]:9.2f} ms" if key in CPU else ""
         print(f"  {label:<56} {results[key]:9.2f} ms {cpu}")
     print()
-    print(json.dumps({"benchmark": "gpurent-tui/ledger", "machine": machine, "code": code,
-                      "args": vars(args), "results": results,
-                      "cpu_ms": CPU}, separators=(",", ":")))
+    print_json({"benchmark": "gpurent-tui/ledger", "machine": info, "code": code,
+                "args": vars(args), "results": results, "cpu_ms": CPU})
     return 0
 
 

@@ -46,9 +46,7 @@ import contextlib
 import cProfile
 import gc
 import json
-import math
 import os
-import platform
 import pstats
 import random
 import resource
@@ -56,46 +54,53 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
-
-from refresh import (  # noqa: E402
-    Phase,
-    Round,
+from _fleet import (
+    REPO,
     Run,
-    check_runs,
+    advance_all,
+    box_name,
     code_line,
     code_under_test,
-    full_refresh,
+    machine,
+    machine_busy_seconds,
+    machine_line,
     make_runs,
+    pct,
+    print_json,
+    proc_cpu_seconds,
+    scratch,
+    sshd_pids,
+    start_servers,
     tree_cpu_seconds,
+    tree_pids,
+    vm_kib,
+    write_fleet,
+    write_known_hosts,
 )
-from support.sshd import Sshd, make_keypair  # noqa: E402
+from refresh import Phase, Round, check_runs, full_refresh
+from support.sshd import Sshd, make_keypair
 
-from tui.model.box import (  # noqa: E402
+from tui.model.box import (
     BoxState,
     Connection,
     fold_answer,
     needs_more,
     probe_request,
 )
-from tui.model.config import FleetConfig, parse_config  # noqa: E402
-from tui.onbox import probe as probe_script  # noqa: E402
-from tui.remote.framing import FrameReader, new_nonce  # noqa: E402
-from tui.remote.hostkeys import host_key_store  # noqa: E402
-from tui.remote.programs import SERVE_CODE  # noqa: E402
-from tui.remote.session import kept_probe_loader, probe_payload  # noqa: E402
-from tui.remote.watch import BoxWatcher  # noqa: E402
+from tui.model.config import FleetConfig
+from tui.onbox import probe as probe_script
+from tui.remote.framing import FrameReader, new_nonce
+from tui.remote.hostkeys import host_key_store
+from tui.remote.programs import SERVE_CODE
+from tui.remote.session import kept_probe_loader, probe_payload
+from tui.remote.watch import BoxWatcher
 
 SIZE = (160, 48)
 RESULT = "RESULT "
@@ -104,26 +109,6 @@ IDLE_S = 5.0  # the panel's idle CPU window
 
 
 # --- small measuring helpers -------------------------------------------------------
-
-
-def vm_kib(key: str) -> int:
-    """A VmRSS/VmHWM line of /proc/self/status, in KiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent busy since boot (/proc/stat): who else ran meanwhile."""
-    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 def ms_summary(values: Sequence[float], misses: int = 0) -> dict[str, Any]:
@@ -137,24 +122,12 @@ def ms_summary(values: Sequence[float], misses: int = 0) -> dict[str, Any]:
 def box_pss_mib(roots: Sequence[int]) -> float:
     """Proportional set size of the sshd listeners and everything below them (shared
     pages split among sharers, so a sum over processes does not count them N times)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = Path(entry.path, "stat").read_text()
-                children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(
-                    int(entry.name))
-    total, todo, seen = 0, list(roots), set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
+    total = 0
+    for pid in tree_pids(roots):
         with contextlib.suppress(OSError, ValueError):
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):
                     total += int(line.split()[1])
-        todo.extend(children.get(pid, ()))
     return round(total / 1024, 1)
 
 
@@ -175,33 +148,16 @@ class Spec:
 
     def fleet(self, n: int, refresh_seconds: float) -> FleetConfig:
         """The first n boxes as a fleet.toml, written the way a user would."""
-        lines = [f"known_hosts = {json.dumps(self.known_hosts)}", 'ssh_config = ""',
-                 f"refresh_seconds = {refresh_seconds}", "timeout_seconds = 120"]
-        for index in range(n):
-            lines += ["[[box]]", f'name = "box{index:03d}"', 'host = "127.0.0.1"',
-                      f"port = {self.ports[index]}", 'user = "root"',
-                      f"identity_file = {json.dumps(self.identity)}",
-                      f"runs_roots = [{json.dumps(self.roots[index])}]"]
-        path = Path(self.tmp) / f"fleet-{n}-{os.getpid()}.toml"
-        path.write_text("\n".join(lines) + "\n")
-        return parse_config(path.read_text(), str(path))
+        return write_fleet(Path(self.tmp) / f"fleet-{n}-{os.getpid()}.toml",
+                           known_hosts=self.known_hosts, identity=self.identity,
+                           ports=self.ports[:n], roots=self.roots[:n],
+                           refresh_seconds=refresh_seconds, timeout_seconds=120)
 
     def take_runs(self, n: int) -> dict[str, list[Run]]:
-        """This process's handles on the first n boxes' runs, restamped with our pid:
-        the process that last wrote them has exited, and the probe rightly calls such
-        a run dead."""
+        """This process's handles on the first n boxes' runs (see Run.adopt)."""
         started = time.time() - 1
-        runs: dict[str, list[Run]] = {}
-        for index in range(n):
-            name = f"box{index:03d}"
-            handles = []
-            for path in self.runs[name]:
-                status = json.loads((Path(path) / "status.json").read_text())
-                run = Run(Path(path), status["current_epoch"], status["total_epochs"], started)
-                run.write_status()
-                handles.append(run)
-            runs[name] = handles
-        return runs
+        return {box_name(b): [Run.adopt(Path(p), started) for p in self.runs[box_name(b)]]
+                for b in range(n)}
 
 
 # --- 1. the core -----------------------------------------------------------------
@@ -246,9 +202,7 @@ async def core_child(spec: Spec, n: int, rounds: int) -> dict[str, Any]:
         write_s = 0.0
         for _ in range(rounds):
             t0 = time.perf_counter()
-            for box_runs in runs.values():
-                for run in box_runs:
-                    run.advance()
+            advance_all(runs)
             write_s += time.perf_counter() - t0
             advancing.rounds.append(await timed_refresh(watchers, pids, others))
         check_runs([w.state for w in watchers], runs)
@@ -331,9 +285,7 @@ class Writer:
 
     def advance_all(self) -> None:
         start = time.thread_time()
-        for box_runs in self.runs.values():
-            for run in box_runs:
-                run.advance()
+        advance_all(self.runs)
         with self.lock:
             self.cpu += time.thread_time() - start
 
@@ -578,18 +530,14 @@ def kept_probe_cost(python3: str, request: dict[str, Any], repeats: int) -> floa
             if reader.feed(data):
                 return
 
-    def cpu() -> float:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     try:
         proc.stdin.write(kept_probe_loader())
         ask({"set": {k: v for k, v in request.items() if k != "runs"},
              "runs": request["runs"]})
-        before = cpu()
+        before = proc_cpu_seconds(proc.pid)
         for _ in range(repeats):
             ask({})
-        return (cpu() - before) / repeats
+        return (proc_cpu_seconds(proc.pid) - before) / repeats
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)
@@ -611,34 +559,18 @@ def run_child(mode: str, spec_path: Path, n: int, args: argparse.Namespace) -> d
                      f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
-def start_fleet(tmp: Path, count: int, runs: int, epochs: int) -> tuple[Spec, list[Sshd]]:
+def start_fleet(tmp: Path, count: int, runs: int, epochs: int, servers: list[Sshd]) -> Spec:
     """count sshd on 127.0.0.1 sharing one host key (key generation is not what is measured)."""
     client = make_keypair(tmp / "client", "id_ed25519")
     host = make_keypair(tmp / "hostkey", "ssh_host_ed25519_key")
-    servers: list[Sshd] = []
-    try:
-        for index in range(count):
-            # An empty HOME: this machine's ~/.bashrc (pyenv init) can block ssh sessions.
-            server = Sshd(tmp / f"sshd{index:03d}", [client.public_line], host_key=host,
-                          home=tmp / f"home{index:03d}")
-            servers.append(server)
-            server.start()
-    except BaseException:
-        for server in servers:
-            with contextlib.suppress(Exception):
-                server.stop()
-        raise
-    known = tmp / "known_hosts"
-    known.write_text("".join(s.known_hosts_line() + "\n" for s in servers))
+    start_servers(tmp, count, client, servers, host_key=host)
+    known = write_known_hosts(tmp, servers)
     roots, made = make_runs(tmp, count, runs, epochs, time.time())
-    spec = Spec(ports=[s.port for s in servers],
-                sshd_pids=[s._proc.pid for s in servers if s._proc is not None],
+    return Spec(ports=[s.port for s in servers], sshd_pids=sshd_pids(servers),
                 known_hosts=str(known), identity=str(client.private_path),
                 roots=[str(r) for r in roots],
-                runs={f"box{b:03d}": [str(r.path) for r in made[f"box{b:02d}"]]
-                      for b in range(count)},
+                runs={name: [str(r.path) for r in box_runs] for name, box_runs in made.items()},
                 tmp=str(tmp))
-    return spec, servers
 
 
 def ratio_line(label: str, values: dict[int, float | None], unit: str,
@@ -814,17 +746,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return child_main(args)
     args.nproc = len(os.sched_getaffinity(0))
 
-    tmp = Path(tempfile.mkdtemp(prefix="gpurent-load-"))
-    # The panel's own files (pinned keys, ledger, journal) go to the temp dir.
-    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
-        os.environ[var] = str(tmp / "xdg" / var.lower())
-    os.environ.pop("SSH_AUTH_SOCK", None)
-    os.environ.pop("GPURENT_CONFIG", None)
-    servers: list[Sshd] = []
     results: dict[int, dict[str, Any]] = {}
     t0 = time.perf_counter()
-    try:
-        spec, servers = start_fleet(tmp, max(args.boxes), args.runs, args.epochs)
+    with scratch("gpurent-load-") as (tmp, servers):
+        spec = start_fleet(tmp, max(args.boxes), args.runs, args.epochs, servers)
         setup = time.perf_counter() - t0
         spec_path = tmp / "spec.json"
         spec_path.write_text(json.dumps(spec.__dict__))
@@ -838,24 +763,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.panel:
                 print(f"N={n}: panel ...", flush=True)
                 results[n]["panel"] = run_child("panel", spec_path, n, args)
-    finally:
-        for server in servers:
-            with contextlib.suppress(Exception):
-                server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
 
     first = results[min(results)]["core"]
-    machine = {"nproc": args.nproc, "python": platform.python_version(),
-               "box_python": first["box_python"], "asyncssh": metadata.version("asyncssh"),
-               "textual": metadata.version("textual"), "platform": platform.platform(),
-               "date": datetime.now(UTC).isoformat(),
-               "loadavg": [round(v, 2) for v in os.getloadavg()]}
+    info = machine("asyncssh", "textual", box_python=first["box_python"])
     print()
-    print(f"gpurent-tui load benchmark, {machine['date']}")
-    print(f"machine: nproc {machine['nproc']}, python {machine['python']} (boxes: python3 "
-          f"{machine['box_python']}), asyncssh {machine['asyncssh']}, textual "
-          f"{machine['textual']}, {machine['platform']}, load average now {machine['loadavg']}")
+    print(f"gpurent-tui load benchmark, {info['date']}")
+    print(machine_line(info, "asyncssh", "textual")
+          + f"; boxes: python3 {info['box_python']}")
     code = code_under_test()
     print(code_line(code))
     print(f"boxes: real sshd processes on 127.0.0.1 (not in-process servers), {args.runs} runs "
@@ -863,11 +778,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print_report(results, box, args, setup)
     print(f"total benchmark time {total:.0f} s")
-    doc = {"benchmark": "gpurent-tui/load", "machine": machine, "code": code,
+    doc = {"benchmark": "gpurent-tui/load", "machine": info, "code": code,
            "args": {k: v for k, v in vars(args).items() if k not in ("child", "spec", "n")},
            "boxes_kind": "real sshd", "box_python_costs": box,
            "results": {str(n): r for n, r in results.items()}, "total_s": round(total, 1)}
-    print(json.dumps(doc, separators=(",", ":"), default=str))
+    print_json(doc)
     return 0
 
 

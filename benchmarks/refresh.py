@@ -40,272 +40,55 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import copy
 import json
 import math
-import os
-import platform
-import random
-import shutil
-import socket
 import statistics
-import struct
-import subprocess
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+import asyncssh
+from _fleet import (
+    Run,
+    advance_all,
+    box_name,
+    code_line,
+    code_under_test,
+    fleet_config,
+    machine,
+    make_runs,
+    print_json,
+    scratch,
+    sshd_pids,
+    start_servers,
+    tree_cpu,
+    wire_bytes,
+)
 
-import asyncssh  # noqa: E402
-from support.sshd import KeyPair, Sshd, make_keypair  # noqa: E402
+# What panel.py, floor.py and load.py still import from here.
+from _fleet import metrics_line as metrics_line
+from _fleet import tree_cpu_seconds as tree_cpu_seconds
+from support.sshd import KeyPair, Sshd, make_keypair
 
-from tui.model.box import BoxState, Connection, probe_request  # noqa: E402
-from tui.model.config import FleetConfig, parse_config  # noqa: E402
-from tui.model.runs import Health  # noqa: E402
-from tui.onbox import probe as probe_script  # noqa: E402
-from tui.remote.hostkeys import host_key_store  # noqa: E402
-from tui.remote.programs import SERVE_CODE  # noqa: E402
-from tui.remote.session import probe_payload  # noqa: E402
-from tui.remote.watch import BoxWatcher  # noqa: E402
+from tui.model.box import BoxState, Connection, probe_request
+from tui.model.runs import Health
+from tui.onbox import probe as probe_script
+from tui.remote.hostkeys import host_key_store
+from tui.remote.session import probe_payload
+from tui.remote.watch import BoxWatcher
 
-DATA = REPO / "tests" / "data" / "libreyolo"
-METRICS_TEMPLATE = [
-    json.loads(line)
-    for line in (DATA / "yolox_completed" / "metrics.jsonl").read_text().splitlines() if line
-]
-STATUS_TEMPLATE: dict[str, Any] = json.loads((DATA / "yolox_running" / "status.json").read_text())
 SMALL_EPOCHS = 50
 TARGET_BYTES_PER_RUN = 2048
-EPOCH_SECONDS = 80.0  # a plausible GPU epoch; only the numbers in the files use it
-# struct tcp_info (linux/tcp.h): tcpi_bytes_acked and tcpi_bytes_received, both u64.
-TCP_INFO_BYTES_AT = 120
 MODES = ("kept", "one-shot")
 TARGET_IDLE_BYTES_UP = 300      # per box, kept probe
 TARGET_IDLE_PROBE_CPU_S = 0.002  # per box, kept probe
 
 
-# --- LibreYOLO-shaped run files ------------------------------------------------
-
-
-def iso(stamp: float) -> str:
-    return datetime.fromtimestamp(int(stamp), UTC).isoformat()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """LibreYOLO writes status.json to a temp file and renames it: readers never see half."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def loss_at(epoch: int) -> float:
-    return 2.0 + 10.5 * math.exp(-epoch / 150.0) + 0.01 * (epoch % 7)
-
-
-def metrics_record(epoch: int) -> dict[str, Any]:
-    """One metrics.jsonl record: a real LibreYOLO line with this epoch's numbers.
-
-    The recorded run's metrics are all 0.0 (a tiny CPU run), which would flatter
-    the compression; here every float is full precision and changes each epoch,
-    as on a real GPU run.
-    """
-    rng = random.Random(epoch)
-    record = dict(METRICS_TEMPLATE[(epoch - 1) % len(METRICS_TEMPLATE)])
-    loss = loss_at(epoch)
-    quality = 0.45 * (1.0 - math.exp(-epoch / 200.0))
-    for key, value in record.items():
-        if key.startswith("metrics/") and key != "metrics/max_det":
-            record[key] = quality * (0.6 + 0.8 * rng.random())
-        elif key.startswith("speed/") and key != "speed/images_seen":
-            record[key] = (value or 1.0) * (0.9 + 0.2 * rng.random())
-        elif key.startswith("lr/"):
-            record[key] = 0.01 * (0.5 + 0.5 * math.cos(epoch / 1000.0 * math.pi))
-    record.update({
-        "epoch": epoch,
-        "time": EPOCH_SECONDS * (0.95 + 0.1 * rng.random()),
-        "train/loss": loss,
-        "train/iou_loss": loss * 0.355 * (0.9 + 0.2 * rng.random()),
-        "train/obj_loss": loss * 0.409 * (0.9 + 0.2 * rng.random()),
-        "train/cls_loss": loss * 0.116 * (0.9 + 0.2 * rng.random()),
-        "train/l1_loss": loss * 0.120 * (0.9 + 0.2 * rng.random()),
-        "current_metric": record["metrics/mAP50-95"],
-        "best_metric": quality,
-        "is_best": epoch % 10 == 1,
-        "best_epoch": epoch - (epoch - 1) % 10,
-    })
-    return record
-
-
-def metrics_line(epoch: int) -> str:
-    return json.dumps(metrics_record(epoch)) + "\n"
-
-
-def log_lines(run_dir: Path, epoch: int) -> str:
-    """The ~370 bytes (5 lines) LibreYOLO's train.log gains per validated epoch."""
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return "".join(f"{stamp} | {line}\n" for line in (
-        f"INFO     | Epoch {epoch} - Average loss: {loss_at(epoch):.4f}",
-        f"INFO     | Running validation for epoch {epoch}",
-        "WARNING  | No predictions to evaluate",
-        "INFO     | Validation - mAP50: 0.0000, mAP50-95: 0.0000",
-        f"INFO     | Checkpoint saved: {run_dir}/weights/last.pt",
-    ))
-
-
-@dataclass
-class Run:
-    """One training run on a box, advanced by hand the way LibreYOLO advances it."""
-
-    path: Path
-    epoch: int
-    total: int
-    started: float
-
-    @classmethod
-    def create(cls, path: Path, epochs: int, started: float) -> Run:
-        run = cls(path, epochs, epochs + 1000, started)
-        (path / "weights").mkdir(parents=True)
-        with (path / "metrics.jsonl").open("w") as f:
-            f.writelines(metrics_line(e) for e in range(1, epochs + 1))
-        with (path / "train.log").open("w") as f:
-            f.writelines(log_lines(path, e) for e in range(1, epochs + 1))
-        for name in ("last.pt", "best.pt"):
-            (path / "weights" / name).write_bytes(os.urandom(1024))
-        run.write_status()
-        return run
-
-    def write_status(self) -> None:
-        now = time.time()
-        last = metrics_record(self.epoch)
-        status = copy.deepcopy(STATUS_TEMPLATE)
-        status["metrics"] = {k.removeprefix("metrics/"): v for k, v in last.items()
-                             if k.startswith(("metrics/", "speed/"))}
-        status.update({
-            "state": "running", "pid": os.getpid(), "save_dir": str(self.path),
-            "current_epoch": self.epoch, "completed_epochs": self.epoch,
-            "total_epochs": self.total, "progress": self.epoch / self.total,
-            "train_loss": loss_at(self.epoch), "epoch_seconds": last["time"],
-            "mean_epoch_seconds": EPOCH_SECONDS,
-            "elapsed_seconds": self.epoch * EPOCH_SECONDS,
-            "eta_seconds": (self.total - self.epoch) * EPOCH_SECONDS,
-            "best_epoch": last["best_epoch"], "best_metric": last["best_metric"],
-            "current_metric": last["current_metric"],
-            # started_at must not predate this process by much, or the probe
-            # (rightly) reads our pid as reused by a newer process: dead.
-            "started_at": iso(self.started), "updated_at": iso(now),
-        })
-        write_atomic(self.path / "status.json", json.dumps(status, indent=2, sort_keys=True))
-
-    def advance(self) -> None:
-        """One epoch, in LibreYOLO's order: metrics line, log, status.json, last.pt."""
-        self.epoch += 1
-        with (self.path / "metrics.jsonl").open("a") as f:
-            f.write(metrics_line(self.epoch))
-        with (self.path / "train.log").open("a") as f:
-            f.write(log_lines(self.path, self.epoch))
-        self.write_status()
-        os.utime(self.path / "weights" / "last.pt")
-
-
 # --- measuring -----------------------------------------------------------------
-
-
-def wire_bytes(watcher: BoxWatcher) -> tuple[int, int] | None:
-    """TCP payload bytes (in, out) of the box's connection so far, SSH framing included."""
-    conns = getattr(watcher.session, "_conns", [])
-    sock = conns[-1].get_extra_info("socket") if conns else None
-    if sock is None:
-        return None
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-    except OSError:
-        return None
-    if len(info) < TCP_INFO_BYTES_AT + 16:
-        return None
-    acked, received = struct.unpack_from("<QQ", info, TCP_INFO_BYTES_AT)
-    return received, acked
-
-
-def _stat_fields(pid: int | str) -> list[str] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()
-
-
-def _is_kept_probe(pid: int) -> bool:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return len(argv) >= 3 and argv[1] == b"-c" and argv[2] == SERVE_CODE.encode()
-
-
-@dataclass(frozen=True)
-class BoxCpu:
-    """CPU seconds of the sshd trees: all of it, the kept probes' own, the reaped children's."""
-
-    total: float
-    kept_probes: float
-    reaped: float
-
-
-def tree_cpu(roots: Sequence[int]) -> BoxCpu:
-    """CPU time of the sshd listeners and everything below them (reaped probes included)."""
-    ppid: dict[int, int] = {}
-    fields_of: dict[int, list[str]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(entry.name)
-        if fields is None:
-            continue
-        pid = int(entry.name)
-        ppid[pid] = int(fields[1])
-        fields_of[pid] = fields
-    children: dict[int, list[int]] = {}
-    for pid, parent in ppid.items():
-        children.setdefault(parent, []).append(pid)
-    total = reaped = 0
-    kept = 0.0
-    todo, seen = list(roots), set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen or pid not in fields_of:
-            continue
-        seen.add(pid)
-        utime, stime, cutime, cstime = (int(f) for f in fields_of[pid][11:15])
-        total += utime + stime + cutime + cstime
-        reaped += cutime + cstime
-        if _is_kept_probe(pid):
-            kept += _run_seconds(pid, utime + stime)
-        todo.extend(children.get(pid, ()))
-    tick = os.sysconf("SC_CLK_TCK")
-    return BoxCpu(total / tick, kept, reaped / tick)
-
-
-def _run_seconds(pid: int, ticks: int) -> float:
-    """A process's CPU time in ns precision (/proc/PID/schedstat), else from its ticks:
-    an idle kept probe costs well under one 10 ms tick per refresh."""
-    try:
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_seconds(roots: Sequence[int]) -> float:
-    """CPU time of the sshd listeners and everything below them (reaped probes included)."""
-    return tree_cpu(roots).total
 
 
 @dataclass
@@ -445,33 +228,6 @@ def advance_breakdown(watcher: BoxWatcher) -> dict[str, Any]:
 # --- the fleet -----------------------------------------------------------------
 
 
-def fleet_config(tmp: Path, servers: Sequence[Sshd], key: KeyPair, roots: Sequence[Path],
-                 tag: str) -> FleetConfig:
-    """A fleet.toml written the way a user would (as tests/conftest.py's make_fleet does)."""
-    known = tmp / "known_hosts"
-    known.write_text("".join(s.known_hosts_line() + "\n" for s in servers))
-    settings = {"known_hosts": str(known), "ssh_config": "", "refresh_seconds": 5,
-                "timeout_seconds": 60}
-    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
-    for index, (server, root) in enumerate(zip(servers, roots, strict=True)):
-        box = {"name": f"box{index:02d}", "host": "127.0.0.1", "port": server.port,
-               "user": "root", "identity_file": str(key.private_path),
-               "runs_roots": [str(root)]}
-        lines.append("[[box]]")
-        lines.extend(f"{k} = {json.dumps(v)}" for k, v in box.items())
-    path = tmp / f"fleet-{tag}.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return parse_config(path.read_text(), str(path))
-
-
-def make_runs(tmp: Path, boxes: int, runs: int, epochs: int, started: float
-              ) -> tuple[list[Path], dict[str, list[Run]]]:
-    roots = [tmp / f"box{b:02d}" / f"runs-e{epochs}" for b in range(boxes)]
-    made = {f"box{b:02d}": [Run.create(roots[b] / f"yolox-n-{r}", epochs, started)
-                            for r in range(runs)] for b in range(boxes)}
-    return roots, made
-
-
 async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
                           args: argparse.Namespace, epochs: int, *, idle: bool, started: float,
                           mode: str) -> tuple[dict[str, Phase], dict[str, Any], dict[str, str]]:
@@ -483,7 +239,7 @@ async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
     watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
     for watcher in watchers:
         watcher.session.keep_probe = mode == "kept"
-    pids = [s._proc.pid for s in servers if s._proc is not None]
+    pids = sshd_pids(servers)
     tag = f"E={epochs} {mode}"
     phases = {name: Phase(name, len(servers), args.runs, epochs, mode)
               for name in (f"cold {tag}", f"idle {tag}", f"advancing {tag}")}
@@ -503,9 +259,7 @@ async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
             del phases[f"idle {tag}"]
         breakdown: dict[str, Any] = {}
         for index in range(args.rounds):
-            for box_runs in runs.values():
-                for run in box_runs:
-                    run.advance()
+            advance_all(runs)
             if index == args.rounds - 1:
                 breakdown = advance_breakdown(watchers[0])
             phases[f"advancing {tag}"].rounds.append(await full_refresh(watchers, pids))
@@ -516,18 +270,6 @@ async def measure_history(tmp: Path, servers: Sequence[Sshd], key: KeyPair,
         return phases, breakdown, info
     finally:
         await asyncio.gather(*(w.close() for w in watchers))
-
-
-def start_servers(tmp: Path, count: int, key: KeyPair, servers: list[Sshd]) -> None:
-    """Start the boxes; each is listed before it starts, so the caller's finally stops it."""
-    for index in range(count):
-        # An empty HOME: this machine's ~/.bashrc (pyenv init) can block ssh sessions.
-        home = tmp / f"home{index:02d}"
-        home.mkdir()
-        server = Sshd(tmp / f"sshd{index:02d}", [key.public_line],
-                      extra_config=f"SetEnv HOME={home}")
-        servers.append(server)
-        server.start()
 
 
 # --- report --------------------------------------------------------------------
@@ -588,23 +330,6 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
             "info": info}
 
 
-def code_under_test() -> dict[str, Any]:
-    """Which code was measured: other people's uncommitted edits change the figures."""
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else "?"
-
-    dirty = git("status", "--porcelain", "--", "tui", "widgets", "pyproject.toml")
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "uncommitted": [line.split(maxsplit=1)[-1] for line in dirty.splitlines()]}
-
-
-def code_line(code: dict[str, Any]) -> str:
-    return f"code: {REPO} at {code['commit']}" + (
-        f", with uncommitted changes in {len(code['uncommitted'])} file(s): "
-        + ", ".join(code["uncommitted"]) if code["uncommitted"] else ", clean")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--boxes", type=int, default=20)
@@ -615,33 +340,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds per steady-state phase")
     args = parser.parse_args(argv)
 
-    tmp = Path(tempfile.mkdtemp(prefix="gpurent-bench-"))
-    # The panel's own files (pinned keys) go to the temp dir; no agent is consulted.
-    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
-        os.environ[var] = str(tmp / "xdg" / var.lower())
-    os.environ.pop("SSH_AUTH_SOCK", None)
-    servers: list[Sshd] = []
     t0 = time.perf_counter()
-    try:
+    with scratch("gpurent-bench-") as (tmp, servers):
         result = asyncio.run(benchmark(args, tmp, servers))
-    finally:
-        for server in servers:
-            with contextlib.suppress(Exception):
-                server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
 
-    cpus = len(os.sched_getaffinity(0))
-    machine = {"nproc": cpus, "python": platform.python_version(),
-               "box_python": result["info"]["box_python"], "asyncssh": asyncssh.__version__,
-               "cipher": result["info"]["cipher"], "mac": result["info"]["mac"],
-               "platform": platform.platform(), "date": datetime.now(UTC).isoformat()}
+    machine_info = machine(box_python=result["info"]["box_python"],
+                           asyncssh=asyncssh.__version__, cipher=result["info"]["cipher"],
+                           mac=result["info"]["mac"])
+    code = code_under_test()
     summaries = {name: phase.summary() for name, phase in result["phases"].items()}
     print()
-    print(f"gpurent-tui refresh benchmark, {machine['date']}")
-    print(f"machine: nproc {cpus}, python {machine['python']} (boxes: python3 "
-          f"{machine['box_python']}), asyncssh {machine['asyncssh']}, "
-          f"{machine['cipher']} / {machine['mac']}, {machine['platform']}")
+    print(f"gpurent-tui refresh benchmark, {machine_info['date']}")
+    print(f"machine: nproc {machine_info['nproc']}, python {machine_info['python']} (boxes: "
+          f"python3 {machine_info['box_python']}), asyncssh {machine_info['asyncssh']}, "
+          f"{machine_info['cipher']} / {machine_info['mac']}, {machine_info['platform']}")
+    print(code_line(code))
     print(f"fleet: {args.boxes} boxes x {args.runs} runs, history {args.epochs} and "
           f"{args.small_epochs} epochs, {args.rounds} rounds per steady phase; "
           f"all boxes refreshed in parallel; per-box figures are means over boxes and rounds")
@@ -670,8 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         verdict = "OVER TARGET"
     bd = result["breakdown"]
     parts = bd["per_run_compressed"]
-    print(f"where an advancing answer's bytes go (box00, E={args.epochs}, marginal compressed "
-          f"bytes per run; raw JSON in brackets): "
+    print(f"where an advancing answer's bytes go ({box_name(0)}, E={args.epochs}, marginal "
+          f"compressed bytes per run; raw JSON in brackets): "
           + ", ".join(f"{k} {v:.0f}" + (f" [{bd['per_run_raw_json'][k]:.0f}]"
                                         if k in bd["per_run_raw_json"] else "")
                       for k, v in parts.items())
@@ -679,12 +393,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"bytes out: the compressed probe alone is {bd['probe_only_payload_bytes']} B; "
           f"the request (cursors) is {bd['request_json_bytes']} B of JSON before compression")
     print(f"total benchmark time {total:.0f} s")
-    doc = {"benchmark": "gpurent-tui/refresh", "machine": machine, "args": vars(args),
+    doc = {"benchmark": "gpurent-tui/refresh", "machine": machine_info, "code": code,
+           "args": vars(args),
            "phases": summaries, "advancing_breakdown": bd,
            "advancing_breakdown_small": result["breakdown_small"],
            "target_bytes_per_run": TARGET_BYTES_PER_RUN, "verdict": verdict,
            "total_s": round(total, 1)}
-    print(json.dumps(doc, separators=(",", ":"), default=str))
+    print_json(doc)
     return 0 if verdict == "OK" else 1
 
 

@@ -55,16 +55,12 @@ import contextlib
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import signal
-import socket
 import statistics
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,25 +70,30 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
-
-import asyncssh  # noqa: E402
-from refresh import (  # noqa: E402
-    TCP_INFO_BYTES_AT,
+import asyncssh
+from _fleet import (
     code_line,
     code_under_test,
     fleet_config,
+    machine,
+    machine_line,
+    print_json,
+    proc_cpu_seconds,
+    scratch,
+    sshd_pids,
+    start_servers,
+    tcp_bytes,
     tree_cpu_seconds,
+    vm_kib,
     wire_bytes,
 )
-from support.libreyolo_train import make_dataset, read_status  # noqa: E402
-from support.sshd import Sshd, free_port, make_keypair  # noqa: E402
+from support.libreyolo_train import make_dataset, read_status
+from support.sshd import Sshd, free_port, make_keypair
 
-from tui.model.box import Connection  # noqa: E402
-from tui.model.runs import Health  # noqa: E402
-from tui.remote.hostkeys import host_key_store  # noqa: E402
-from tui.remote.watch import BoxWatcher  # noqa: E402
+from tui.model.box import Connection
+from tui.model.runs import Health
+from tui.remote.hostkeys import host_key_store
+from tui.remote.watch import BoxWatcher
 
 LENGTHS = (100, 500, 2000)
 DEFAULT_CACHE = Path("~/.cache/gpurent-bench/runs")
@@ -331,20 +332,10 @@ class Tick:
 
 def conn_wire(conn: asyncssh.SSHClientConnection) -> tuple[int, int]:
     """TCP payload bytes (in, out) of an SSH connection so far (TCP_INFO)."""
-    sock = conn.get_extra_info("socket")
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-    acked, received = struct.unpack_from("<QQ", info, TCP_INFO_BYTES_AT)
-    return received, acked
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """CPU of one process (utime + stime), or 0 once it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    counted = tcp_bytes(conn.get_extra_info("socket"))
+    if counted is None:
+        raise SystemExit("this kernel does not count TCP bytes (TCP_INFO): nothing to compare")
+    return counted
 
 
 @dataclass
@@ -440,11 +431,8 @@ def side_summary(cold: list[Tick], steady: list[Tick]) -> dict[str, Any]:
 async def compare(args: argparse.Namespace, tmp: Path, metas: dict[int, dict[str, Any]],
                   servers: list[Sshd]) -> dict[str, Any]:
     key = make_keypair(tmp / "client", "id_ed25519")
-    # An empty HOME: this machine's ~/.bashrc (pyenv init) can block ssh sessions.
-    server = Sshd(tmp / "sshd", [key.public_line], home=tmp / "home")
-    servers.append(server)
-    server.start()
-    assert server._proc is not None
+    start_servers(tmp, 1, key, servers)
+    server = servers[0]
     lengths = sorted(metas)
     roots = [run_paths(args.cache, e)[0] for e in lengths]
     fleet = fleet_config(tmp, [server] * len(lengths), key, roots, "vs")
@@ -454,7 +442,7 @@ async def compare(args: argparse.Namespace, tmp: Path, metas: dict[int, dict[str
     monitor = await start_monitor(launcher, tunnel, cache_dir(args.cache))
     print(f"libreyolo monitor answering through the tunnel {monitor.start_s:.1f} s after "
           "it was started over SSH", flush=True)
-    meter = Meter(server._proc.pid, monitor.pid)
+    meter = Meter(sshd_pids(servers)[0], monitor.pid)
     store = host_key_store(fleet)
     results: dict[str, Any] = {}
     try:
@@ -499,7 +487,7 @@ async def compare(args: argparse.Namespace, tmp: Path, metas: dict[int, dict[str
                          "ssh_connect_s": round(statistics.median(connects), 3)},
                 "theirs": side_summary(cold_theirs, theirs)}
             print(f"  E={epochs}: done", flush=True)
-        monitor_rss = rss_mib(monitor.pid)
+        monitor_rss = round(vm_kib("VmRSS", monitor.pid) / 1024, 1) or None
     finally:
         monitor.listener.close()
         with contextlib.suppress(OSError, asyncssh.Error):
@@ -513,14 +501,6 @@ async def compare(args: argparse.Namespace, tmp: Path, metas: dict[int, dict[str
                                             "rss_mib": monitor_rss},
             "ssh": {k: str(tunnel.get_extra_info(k)) for k in
                     ("send_cipher", "send_mac", "send_compression", "recv_compression")}}
-
-
-def rss_mib(pid: int) -> float | None:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return None
 
 
 # --- report --------------------------------------------------------------------------
@@ -643,26 +623,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(metas))
         return 0
 
-    tmp = Path(tempfile.mkdtemp(prefix="gpurent-vs-monitor-"))
-    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
-        os.environ[var] = str(tmp / "xdg" / var.lower())
-    os.environ.pop("SSH_AUTH_SOCK", None)
-    servers: list[Sshd] = []
-    try:
+    with scratch("gpurent-vs-monitor-") as (tmp, servers):
         result = asyncio.run(compare(args, tmp, metas, servers))
-    finally:
-        for server in servers:
-            with contextlib.suppress(Exception):
-                server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
-    machine = {"nproc": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-               "libreyolo": metadata.version("libreyolo"), "torch": metadata.version("torch"),
-               "asyncssh": metadata.version("asyncssh"), "platform": platform.platform(),
-               "date": datetime.now(UTC).isoformat(),
-               "loadavg": [round(v, 2) for v in os.getloadavg()]}
+    info = machine("libreyolo", "torch", "asyncssh")
     code = code_under_test()
-    doc = {"benchmark": "gpurent-tui/vs_monitor", "machine": machine, "code": code, "args": {
+    doc = {"benchmark": "gpurent-tui/vs_monitor", "machine": info, "code": code, "args": {
         "lengths": sorted(args.lengths), "rounds": args.rounds,
         "cold_rounds": args.cold_rounds, "pause": args.pause,
         "cache": str(cache_dir(args.cache))}, **result,
@@ -670,10 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         "train_or_cache_s": round(train_s, 1), "total_s": round(total, 1)}
     first = next(iter(result["lengths"].values()))
     print()
-    print(f"gpurent-tui vs libreyolo monitor, {machine['date']}")
-    print(f"machine: nproc {machine['nproc']}, python {machine['python']}, libreyolo "
-          f"{machine['libreyolo']}, torch {machine['torch']}, asyncssh {machine['asyncssh']}, "
-          f"{machine['platform']}, load average now {machine['loadavg']}")
+    print(f"gpurent-tui vs libreyolo monitor, {info['date']}")
+    print(machine_line(info, "libreyolo", "torch", "asyncssh"))
     print(code_line(code))
     print(f"one real sshd on 127.0.0.1; monitor started over SSH and reached through "
           f"forward_local_port (answering {result['monitor']['start_s']} s after start, RSS "
@@ -689,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_report(doc)
     print(f"total benchmark time {total:.0f} s")
-    print(json.dumps(doc, separators=(",", ":"), default=str))
+    print_json(doc)
     return 0
 
 
