@@ -199,6 +199,35 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return EXIT_BOX_FAILED
 
 
+def cmd_guard(args: argparse.Namespace) -> int:
+    """Arm (or remove) the watchdog on a box: it acts without a panel."""
+    from tui.actions.watchdog import GuardRequest, install_guard, remove_guard
+    from tui.model.watchdog import GuardPlanError, check_limits, parse_on
+    from tui.store.journal import Journal
+
+    fleet = load_fleet(args.config)
+    box = _box(fleet, args.box)
+    if args.remove:
+        return _print_report(asyncio.run(remove_guard(fleet, box, Journal())))
+    if args.max_hours is None:
+        print("guard: --max-hours H is required (fractions allowed, e.g. 0.5); "
+              "--remove takes the watchdog away", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        check_limits(args.max_hours, args.no_progress_minutes, args.poll_seconds)
+        actions = parse_on(args.on or [])
+    except GuardPlanError as exc:
+        print(f"guard: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    request = GuardRequest(max_hours=args.max_hours,
+                           no_progress_minutes=args.no_progress_minutes, actions=actions,
+                           dry_run=args.dry_run, poll_seconds=args.poll_seconds,
+                           use_account_key=args.use_account_key)
+    report = asyncio.run(install_guard(fleet, box, request, Journal(),
+                                       say=lambda line: print(line, file=sys.stderr)))
+    return _print_report(report)
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
     """LibreYOLO's monitor for a run, forwarded to 127.0.0.1 here until Ctrl+C."""
     fleet = load_fleet(args.config)
@@ -592,6 +621,36 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
     size.set_defaults(func=cmd_size)
 
 
+def add_guard_command(sub: argparse._SubParsersAction,
+                      common: argparse.ArgumentParser) -> None:
+    guard = sub.add_parser(
+        "guard", parents=[common],
+        help="arm a watchdog on the box that pushes, then stops (or destroys) it without a "
+             "panel: on a wall-clock limit, when every run finished, stalled, or idle GPUs",
+        usage="%(prog)s BOX --max-hours H [--no-progress-minutes M] "
+              "[--on TRIGGER=STEPS ...] [--dry-run] [--use-account-key] | BOX --remove")
+    guard.add_argument("box")
+    guard.add_argument("--max-hours", type=float, metavar="H",
+                       help="act after this many hours from now (fractions allowed)")
+    guard.add_argument("--no-progress-minutes", type=float, metavar="M",
+                       help="act when no running run progressed for M minutes, or every GPU "
+                            "idled under 5%% that long (default: these triggers are off)")
+    guard.add_argument("--on", action="append", metavar="TRIGGER=STEPS",
+                       help="per trigger (done, stalled, idle, timeout; join several with |): "
+                            "stop, push,stop or push,destroy (default push,stop: push to "
+                            "hf_repo when one is set, then stop)")
+    guard.add_argument("--dry-run", action="store_true",
+                       help="act on nothing: record what it would do")
+    guard.add_argument("--use-account-key", action="store_true",
+                       help="put your account-wide provider key on the box (it can then "
+                            "touch every instance of your account): only where the box has "
+                            "no instance-scoped key")
+    guard.add_argument("--remove", action="store_true",
+                       help="stop the watchdog and remove its files from the box")
+    guard.add_argument("--poll-seconds", type=float, default=30.0, help=argparse.SUPPRESS)
+    guard.set_defaults(func=cmd_guard)
+
+
 def build_parser() -> argparse.ArgumentParser:
     config_help = ("fleet config (default: $GPURENT_CONFIG, else "
                    "~/.config/gpurent-tui/fleet.toml)")
@@ -686,6 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("--port", type=int, metavar="P",
                          help="local port (default: the box's monitor port when free here)")
     monitor.set_defaults(func=cmd_monitor)
+    add_guard_command(sub, common)
     init = sub.add_parser("init", parents=[common], help="write an example fleet config")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_init)

@@ -26,6 +26,7 @@ from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
 from widgets.badges import badge, bar
+from widgets.guard_text import guard_line
 from widgets.money_text import box_money_line, fleet_money, run_money
 
 NAME_CELLS = 20
@@ -329,6 +330,7 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         if view.cost.idle_alarm and view.cost.idle_since is not None:
             due.age(now - view.cost.idle_since)
         lines += _lines_of(box_money_line(view.cost, now), 2)
+    lines += _lines_of(guard_line(box), 2)
     lines += _lines_of(box_problem_line(box, now, due), 2)
     shown: list[str] = []
     for run in box.runs:

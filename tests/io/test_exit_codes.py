@@ -59,6 +59,8 @@ CASES = [
     ("destroy", ["destroy", "nosuchbox", "--yes"], 2),
     ("launch", ["launch", "box", "--script", "/nonexistent/train.py"], 2),
     ("monitor", ["monitor", "nosuchbox", "run"], 2),
+    ("guard", ["guard", "nosuchbox", "--max-hours", "1"], 2),
+    ("guard", ["guard", "box", "--max-hours", "1", "--on", "soon=stop"], 2),
     ("check", ["check", "nosuchbox"], 2),
     ("doctor", ["doctor", "nosuchbox", "data.yaml"], 2),
     ("fetch", ["fetch", "nosuchbox", "org/name"], 2),

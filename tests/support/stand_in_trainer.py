@@ -31,3 +31,39 @@ write("running", current_epoch=None)
 time.sleep(float(sys.argv[3]))
 write("completed", completed_epochs=2)
 """
+
+# A trainer that makes progress the way LibreYOLO shows it: one epoch every SECONDS,
+# each a metrics.jsonl line, a new weights/last.pt (and best.pt) and status.json, then
+# `completed`. Arguments: RUN_DIR EPOCHS SECONDS. SIGSTOP it and nothing moves, though
+# its pid lives on: what a hung training loop looks like from outside.
+EPOCH_TRAINER = r"""
+import json, os, sys, time
+
+run, epochs, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+os.makedirs(os.path.join(run, "weights"), exist_ok=True)
+started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+def status(state, epoch):
+    doc = dict(schema_version=1, state=state, pid=os.getpid(), total_epochs=epochs,
+               current_epoch=epoch, started_at=started,
+               updated_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
+    with open(os.path.join(run, "status.json.tmp"), "w") as f:
+        json.dump(doc, f)
+    os.replace(os.path.join(run, "status.json.tmp"), os.path.join(run, "status.json"))
+
+def weights(name, epoch):
+    path = os.path.join(run, "weights", name)
+    with open(path + ".tmp", "wb") as f:
+        f.write(os.urandom(4096) + b"epoch %d" % epoch)
+    os.replace(path + ".tmp", path)
+
+status("running", 0)
+for epoch in range(1, epochs + 1):
+    time.sleep(pause)
+    with open(os.path.join(run, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps({"epoch": epoch, "train_loss": 10.0 / epoch}) + "\n")
+    weights("last.pt", epoch)
+    weights("best.pt", epoch)
+    status("running", epoch)
+status("completed", epochs)
+"""

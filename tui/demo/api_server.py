@@ -24,6 +24,11 @@ says whether a destroyed instance is gone (404) or kept with a destroyed
 status (RunPod, Lambda; a destroyed Vast instance is always gone).
 `on_change(instance_id, fields or None)` hears every change, from whichever
 thread made it.
+
+Besides the account key, a server accepts instance-scoped keys (`scope(key,
+instance_id)`), as an instance's own environment carries them (Vast's
+CONTAINER_API_KEY, a pod's RUNPOD_API_KEY): such a key reads and acts on
+exactly its own instance, and is refused (403) for any other and for lists.
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class ProviderServer:
         self.key = key
         self.instances: dict[str, dict[str, Any]] = {}
         self.requests: list[Recorded] = []
+        self.scoped: dict[str, str] = {}  # instance-scoped key -> the one instance it may touch
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
         self.settle_gets = 0                # answered GETs that still see the old state
         self.settle_seconds = 0.0           # or: seconds before the effect lands
@@ -112,6 +118,10 @@ class ProviderServer:
     def add(self, *objs: Mapping[str, Any]) -> None:
         for obj in objs:
             self.instances[str(obj[self.id_field])] = dict(obj)
+
+    def scope(self, key: str, instance_id: str | int) -> None:
+        """Accept `key` for requests about `instance_id` alone (an instance's own key)."""
+        self.scoped[key] = str(instance_id)
 
     def count(self, method: str, path_prefix: str = "/") -> int:
         """How many requests with this method (and path prefix) the server saw."""
@@ -249,15 +259,24 @@ class ProviderServer:
             return None
         if fault is not None and fault.status is not None:
             return Reply(fault.status, fault.body, fault.headers)
-        if request.headers.get("authorization") != f"Bearer {self.key}":
-            return self.error(401, "missing or wrong API key")
+        auth = request.headers.get("authorization") or ""
+        scoped_to = None
+        if auth != f"Bearer {self.key}":
+            scoped_to = self.scoped.get(auth.removeprefix("Bearer ")) \
+                if auth.startswith("Bearer ") else None
+            if scoped_to is None:
+                return self.error(401, "missing or wrong API key")
         wrong_method = False
         for method, pattern, handler in self.routes:
             match = pattern.fullmatch(request.path)
             if match is None:
                 continue
             if method == request.method:
-                reply = handler(request, **match.groupdict())
+                groups = match.groupdict()
+                if scoped_to is not None and list(groups.values()) != [scoped_to]:
+                    return self.error(403, f"this key is scoped to instance {scoped_to} and "
+                                           f"may not {request.method} {request.path}")
+                reply = handler(request, **groups)
                 if method == "GET":
                     self._settle()
                 return reply

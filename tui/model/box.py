@@ -15,6 +15,7 @@ from typing import Any
 
 from tui.model.runs import Cursor, Health, RunState, finite, fold_run, whole
 from tui.model.text import clean, clean_block
+from tui.model.watchdog import GuardView, fold_guard_part
 
 PROBE_VERSION = 1
 
@@ -146,6 +147,8 @@ class BoxState:
     hidden: tuple[str, ...] = ()  # what the search saw but could not look into, and why
     python: str | None = None
     refresh_seconds: float | None = None
+    guard: GuardView | None = None  # the on-box watchdog's state, when one was installed
+    guard_sig: str | None = None    # the signature of that state (the probe's cursor)
 
     def run(self, path: str) -> RunState | None:
         for run in self.runs:
@@ -276,6 +279,15 @@ def check_answer(answer: Mapping[str, Any]) -> None:
         if not isinstance(row, Mapping) or not isinstance(row.get("path"), str):
             raise shape.bad("", "is not an object with a path")
         shape.opt(row, "why", "str")
+    if "guard" in answer:
+        shape = _Shape("guard.")
+        guard = answer["guard"]
+        if not isinstance(guard, Mapping):
+            raise shape.bad("", "is not an object")
+        shape.opt(guard, "at", "time")
+        shape.opt(guard, "absent", "bool")
+        for key in ("sig", "error"):
+            shape.opt(guard, key, "str")
     if "gpus" in answer:
         shape = _Shape("gpus.")
         gpus = answer["gpus"]
@@ -348,6 +360,13 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
                                        "below it could not be read"))
     hidden = tuple(clean(f"{h['path']}: {h.get('why') or 'not searched'}")
                    for h in answer.get("hidden") or [])
+    guard, guard_sig = prev.guard, prev.guard_sig
+    if "guard" in answer:
+        guard, _ = fold_guard_part(prev.guard, answer["guard"])
+        guard_sig = None if answer["guard"].get("absent") else \
+            answer["guard"].get("sig", guard_sig)
+    elif guard is not None:
+        guard, guard_sig = None, None  # no state file and none was held: no watchdog
 
     return replace(
         prev,
@@ -359,6 +378,7 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
         loading=needs_more(answer),
         python=clean(str(answer.get("python"))) if answer.get("python") else prev.python,
         refresh_seconds=refresh_seconds if refresh_seconds is not None else prev.refresh_seconds,
+        guard=guard, guard_sig=guard_sig,
     )
 
 
@@ -390,6 +410,8 @@ def probe_request(state: BoxState, roots: tuple[str, ...], *, log_cap: int = 163
     }
     if metrics_budget is not None:
         request["metrics_budget"] = metrics_budget
+    if state.guard_sig is not None:
+        request["guard_sig"] = state.guard_sig
     return request
 
 

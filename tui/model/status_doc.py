@@ -11,6 +11,7 @@ from tui.model.cost import RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import RunState, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
+from tui.model.watchdog import guard_document, guard_summary
 
 SCHEMA = "gpurent.status/1"
 
@@ -110,6 +111,7 @@ def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
         "problems": [*box.root_problems, *box.notices],
         "truncated": box.truncated,
         "cost": cost_document(cost),
+        "guard": guard_document(box.guard, box.box_time),
         "runs": [run_document(r, cost.runs.get(r.path) if cost else None) for r in box.runs],
     }
 
@@ -218,6 +220,9 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
                 out.append(f"  ! {box_cost.provider_error}")
         for problem in (*box.root_problems, *box.notices):
             out.append(f"  ! {problem}")
+        if box.guard is not None:
+            words, level = guard_summary(box.guard, box.box_time)
+            out.append(f"  {'!' if level in ('bad', 'acted') else '·'} {words}")
         for warning in disk_projection(box, box_cost).warnings:
             out.append(f"  {'!' if warning.severity == 'warning' else '·'} {warning.message}")
         if not box.runs and box.connection is Connection.OK:

@@ -23,7 +23,8 @@ Two entry points (the client appends the call to this source):
 
 Request (what `set`/`runs` build up in serve(), or the whole of main's):
   {"roots": [...], "runs": {path: cursor}, "log_cap": int, "metrics_cap": int,
-   "max_runs": int, "gpu": bool, "gpu_timeout": seconds, "metrics_budget": int}
+   "max_runs": int, "gpu": bool, "gpu_timeout": seconds, "metrics_budget": int,
+   "guard_sig": the signature of the watchdog state the client holds}
 where a cursor is what the client got back last time for that run:
   {"s_sig", "w_sig", "m_off", "m_id", "m_head", "l_off", "l_id", "l_head"}.
 """
@@ -32,6 +33,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -45,6 +47,9 @@ MAX_STATUS_DEPTH = 32
 PID_START_SLACK = 120  # seconds a run's process may start before its started_at says
 METRICS_BUDGET = 8 << 20  # metrics bytes per answer; the rest waits for the next round
 FRAME_PREFIX = b"--gpurent-"
+# The on-box watchdog's state (tui/onbox/guard.py): its mtime is the heartbeat.
+GUARD_STATE = os.path.join("~", ".gpurent-tui", "guard", "state.json")
+GUARD_CAP = 1 << 16
 GPU_FIELDS = ("index,name,utilization.gpu,memory.used,memory.total,"
               "temperature.gpu,power.draw")
 
@@ -538,6 +543,45 @@ def gpu_rows(timeout=10.0):
     return {"rows": [line for line in text.splitlines() if line.strip()]}
 
 
+def guard_part(req):
+    """The watchdog's state: its heartbeat (mtime) every time, the document only when it
+    changed since the client's `guard_sig`; bounded, never a FIFO or a device."""
+    path = os.path.expanduser(GUARD_STATE)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {"absent": True} if req.get("guard_sig") else None
+    out = {"at": st.st_mtime}
+    if not stat.S_ISREG(st.st_mode):
+        data, problem = b"", "the guard state is not a regular file"
+    else:
+        problem = None
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as f:
+                data = f.read(GUARD_CAP + 1)
+        except OSError as exc:
+            data, problem = b"", _errstr(exc)
+    sig = hashlib.sha1(data + (problem or "").encode()).hexdigest()[:16]
+    if sig == req.get("guard_sig"):
+        return out
+    out["sig"] = sig
+    if problem is None and len(data) > GUARD_CAP:
+        problem = "the guard state is over %d KiB" % (GUARD_CAP >> 10)
+    if problem is None:
+        try:
+            value = json.loads(data.decode("utf-8", "replace"), parse_int=_json_int)
+        except (ValueError, RecursionError) as exc:
+            value, problem = None, "the guard state is not JSON (%s)" % _errstr(exc)[:200]
+        if problem is None and _nested_deeper(value, MAX_STATUS_DEPTH):
+            problem = "the guard state is nested deeper than %d levels" % MAX_STATUS_DEPTH
+        if problem is None:
+            out["state"] = value
+    if problem is not None:
+        out["error"] = problem
+    return out
+
+
 def build_answer(req, boot=None):
     """The whole answer for one request, as a dict (`boot`: the boot time, if known)."""
     if boot is None:
@@ -565,6 +609,9 @@ def build_answer(req, boot=None):
         answer["hidden"] = hidden
     if req.get("gpu", True):
         answer["gpus"] = gpu_rows(req.get("gpu_timeout", 10.0))
+    guard = guard_part(req)
+    if guard is not None:
+        answer["guard"] = guard
     return answer
 
 
@@ -646,6 +693,12 @@ def adopt(req, answer):
     (nothing at all when the box is idle). A wrong guess here costs a few bytes
     on the next line, never a wrong answer.
     """
+    if isinstance(req, dict) and isinstance(answer, dict):
+        guard = answer.get("guard")
+        if isinstance(guard, dict) and guard.get("absent"):
+            req.pop("guard_sig", None)
+        elif isinstance(guard, dict) and isinstance(guard.get("sig"), str):
+            req["guard_sig"] = guard["sig"]
     runs = req.get("runs") if isinstance(req, dict) else None
     if not isinstance(runs, dict) or not isinstance(answer, dict):
         return

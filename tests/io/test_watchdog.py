@@ -1,0 +1,351 @@
+"""The on-box watchdog over a real sshd: armed, then left alone with no panel running.
+
+It must see a run stall (a SIGSTOPped trainer: its pid lives on), push the
+run to the loopback Hub and accept it only once the Hub lists every file with
+the sha256 hashed on the box, then run the box's own stop command; fire on
+its wall-clock limit; outlive the SSH connection; stop Vast and RunPod boxes
+with the instance's own scoped key (never the account key, which never reaches
+the box) and never destroy with unverified weights; act on nothing in a dry
+run; go away with --remove. Limits are fractions of a minute so it takes seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.fleets import box_entry, make_fleet
+from support.hub_server import HubServer
+from support.libreyolo_train import wait_for
+from support.provider_servers import RunPodServer, VastServer, runpod_pod, vast_instance
+from support.sshd import KeyPair, Sshd
+from support.stand_in_trainer import EPOCH_TRAINER
+
+from tui.__main__ import main
+from tui.actions.watchdog import GuardRequest, install_guard
+from tui.model.config import FleetConfig
+from tui.model.status_doc import status_document
+from tui.model.watchdog import parse_on
+from tui.remote.hostkeys import host_key_store
+from tui.remote.session import BoxSession
+from tui.remote.watch import BoxWatcher
+from tui.store.journal import Journal
+from widgets.fleet_text import BoxView, box_lines
+
+Factory = Callable[..., Sshd]
+TOKEN = "hf_WatchdogTestToken0123456789abcdef"
+REPO = "me/guarded-runs"
+SYSTEM_PATH = "/usr/bin:/bin"
+POLL = 0.2
+
+
+def python3_dir(tmp_path: Path) -> Path:
+    """A `python3` that is this test run's interpreter (it has huggingface_hub)."""
+    bindir = tmp_path / "venv-bin"
+    bindir.mkdir(exist_ok=True)
+    wrapper = bindir / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return bindir
+
+
+def guard_dir(tmp_path: Path, name: str = "box") -> Path:
+    return tmp_path / f"home-{name}" / ".gpurent-tui" / "guard"
+
+
+def state_of(tmp_path: Path, name: str = "box") -> dict:
+    try:
+        return json.loads((guard_dir(tmp_path, name) / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def guard_pid(tmp_path: Path, name: str = "box") -> int:
+    return json.loads((guard_dir(tmp_path, name) / "guard.pid").read_text())["pid"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def trainer(tmp_path: Path) -> Iterator[Callable[[Path, int, float], subprocess.Popen]]:
+    started: list[subprocess.Popen] = []
+
+    def start(run: Path, epochs: int, seconds: float) -> subprocess.Popen:
+        script = tmp_path / "epoch_trainer.py"
+        script.write_text(EPOCH_TRAINER)
+        proc = subprocess.Popen([sys.executable, str(script), str(run), str(epochs),
+                                 str(seconds)])
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+
+
+def manual_fleet(tmp_path: Path, server: Sshd, key: KeyPair, **extra: object) -> FleetConfig:
+    return make_fleet(tmp_path, [box_entry(server, key, runs_roots=[str(tmp_path / "runs")],
+                                           **extra)],
+                      known_hosts=[server.known_hosts_line()])
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_panel(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, trainer: Callable,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    stopped = tmp_path / "stopped.log"
+    fleet = manual_fleet(tmp_path, server, client_key, push={"hf_repo": REPO},
+                         stop_command=f"echo stopped >> {stopped}")
+    box = fleet.boxes[0]
+    run = tmp_path / "runs" / "shapes"
+    proc = trainer(run, 1000, 0.15)
+    wait_for(lambda: (run / "weights" / "best.pt").exists(), timeout=10)
+    with HubServer([REPO], token=TOKEN) as hub:
+        session = BoxSession(box, fleet, host_key_store(fleet))
+        try:
+            report = await install_guard(
+                fleet, box, GuardRequest(max_hours=1.0, no_progress_minutes=0.05,
+                                         poll_seconds=POLL, hf_endpoint=hub.url),
+                Journal(), session=session)
+            assert report.code == 0, report.lines
+            assert report.lines[0].startswith("box box: guarded: stops in 1h00m or after "
+                                              "3 s without progress"), report.lines
+            assert "stops with: its own stop_command" in "\n".join(report.lines)
+            watcher = BoxWatcher(box, fleet)
+            try:
+                state = await watcher.refresh()
+            finally:
+                await watcher.close()
+            assert state.guard is not None and state.guard.armed
+            doc = status_document([state], 0.0)["boxes"][0]["guard"]
+            assert doc["summary"].startswith("guarded: stops in") and doc["running"]
+            # The SSH connection dies; the panel is gone: nobody watches but the box.
+            assert server.cut_connections() >= 1
+        finally:
+            await session.close()
+        pid = guard_pid(tmp_path)
+        wait_for(lambda: state_of(tmp_path).get("last_progress_at"), timeout=10)
+        os.kill(proc.pid, signal.SIGSTOP)  # a hung loop: the pid lives, nothing moves
+        paused_at = (run / "weights" / "best.pt").read_bytes()
+        wait_for(stopped.exists, timeout=20, interval=0.1)
+        assert stopped.read_text() == "stopped\n"
+        assert alive(proc.pid)  # it was never about the pid
+        done = state_of(tmp_path)
+    assert done["fired"]["trigger"] == "stalled", done
+    steps = [(d["action"], d["outcome"]) for d in done["did"]]
+    assert steps == [("fired", "acting"), ("push", "verified"), ("stop", "done")], steps
+    stored = hub.state.repos[REPO]
+    assert stored["shapes/weights/best.pt"].sha256 == hashlib.sha256(paused_at).hexdigest()
+    assert stored["shapes/weights/last.pt"].sha256 == sha(run / "weights" / "last.pt")
+    assert stored["shapes/status.json"].sha256 == sha(run / "status.json")
+    assert len(hub.state.commits) == 1
+    assert alive(pid)  # it outlived the cut connection and keeps its heartbeat
+    folder = guard_dir(tmp_path)
+    assert stat.S_IMODE((folder / "secrets.json").stat().st_mode) == 0o600
+    for name in ("state.json", "guard.log", "config.json", "guard.pid"):
+        assert TOKEN not in (folder / name).read_text(), name
+    assert TOKEN not in Path(f"/proc/{pid}/cmdline").read_text()
+    (entry,) = Journal().entries
+    assert entry["action"] == "guard" and entry["outcome"] == "armed"
+    assert TOKEN not in json.dumps(entry)
+
+
+def test_max_hours_fires_after_a_dry_run_that_acted_on_nothing(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}"})
+    stopped = tmp_path / "stopped.log"
+    (tmp_path / "runs").mkdir()
+    fleet = manual_fleet(tmp_path, server, client_key,
+                         stop_command=f"echo stopped >> {stopped}")
+    base = ["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL)]
+    assert main([*base, "--max-hours", "0.0005", "--dry-run", "--on", "timeout=stop"]) == 0
+    assert "guarded (dry run): would stop in" in capsys.readouterr().out
+    dry = wait_for(lambda: (s := state_of(tmp_path)).get("fired") and s["did"][-1]["action"]
+                   == "stop" and s, timeout=15)
+    assert dry["fired"]["trigger"] == "timeout" and dry["dry_run"]
+    assert [d["outcome"] for d in dry["did"]] == ["dry_run", "dry_run"]
+    assert "would run its stop_command" in dry["did"][-1]["detail"]
+    assert not stopped.exists()
+    first = guard_pid(tmp_path)
+    # Armed again for real: the dry-run watchdog is replaced, not joined by a second one.
+    assert main([*base, "--max-hours", "0.0005", "--on", "timeout=stop"]) == 0
+    out = capsys.readouterr().out
+    assert "was stopped and replaced" in out
+    assert not alive(first)
+    wait_for(stopped.exists, timeout=15, interval=0.1)
+    done = state_of(tmp_path)
+    assert done["fired"]["trigger"] == "timeout" and not done["dry_run"]
+    assert [(d["action"], d["outcome"]) for d in done["did"]] == [("fired", "acting"),
+                                                                  ("stop", "done")]
+    outcomes = [(e["action"], e["outcome"]) for e in Journal().entries]
+    assert outcomes == [("guard", "dry_run"), ("guard", "armed")]
+    assert main([*base, "--remove"]) == 0
+    assert "the watchdog was stopped" in capsys.readouterr().out
+    assert not guard_dir(tmp_path).exists()
+    assert Journal().entries[-1]["action"] == "guard-remove"
+
+
+def fake_nvidia_smi(bindir: Path, util: int) -> None:
+    exe = bindir / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, {util}, 10, 81559, 31, 70'\n")
+    exe.chmod(0o755)
+
+
+def test_idle_gpus_with_no_run_progressing_fire_and_remove_takes_it_away(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    bindir = python3_dir(tmp_path)
+    fake_nvidia_smi(bindir, 0)
+    server = sshd_factory(env={"PATH": f"{bindir}:{SYSTEM_PATH}"})
+    stopped = tmp_path / "stopped.log"
+    (tmp_path / "runs").mkdir()
+    fleet = manual_fleet(tmp_path, server, client_key,
+                         stop_command=f"echo stopped >> {stopped}")
+    base = ["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL)]
+    assert main([*base, "--max-hours", "2", "--no-progress-minutes", "0.03",
+                 "--on", "idle=stop"]) == 0
+    wait_for(stopped.exists, timeout=15, interval=0.1)
+    assert state_of(tmp_path)["fired"]["trigger"] == "idle"
+    pid = guard_pid(tmp_path)
+    assert main([*base, "--remove"]) == 0
+    assert not alive(pid) and not guard_dir(tmp_path).exists()
+    assert main([*base, "--remove"]) == 0
+    assert "no watchdog there; nothing to remove" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("provider", ["vast", "runpod"])
+async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_unverified(
+        provider: str, tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    account, scoped = f"{provider}-ACCOUNT-key-0123456789", f"{provider}-instance-key-42"
+    if provider == "vast":
+        api = VastServer(account, [vast_instance(4242), vast_instance(5555)])
+        env = {"CONTAINER_API_KEY": scoped, "CONTAINER_ID": "4242"}
+        instance, other = "4242", "5555"
+        monkeypatch.setenv("VAST_API_KEY", account)
+    else:
+        api = RunPodServer(account, [runpod_pod("pod42"), runpod_pod("pod55")])
+        env = {"RUNPOD_API_KEY": scoped, "RUNPOD_POD_ID": "pod42"}
+        instance, other = "pod42", "pod55"
+        monkeypatch.setenv("RUNPOD_API_KEY", account)
+    api.scope(scoped, instance)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}", **env})
+    (tmp_path / "runs").mkdir()
+    with api:
+        fleet = make_fleet(tmp_path, [box_entry(server, client_key, provider=provider,
+                                                instance_id=instance,
+                                                runs_roots=[str(tmp_path / "runs")])],
+                           known_hosts=[server.known_hosts_line()],
+                           providers={provider: {"base_url": api.url}})
+        # push,destroy with nothing to push to (no hf_repo): never a destroy, a stop instead.
+        request = GuardRequest(max_hours=0.0005, actions=parse_on(["timeout=push,destroy"]),
+                               poll_seconds=POLL)
+        report = await install_guard(fleet, fleet.boxes[0], request, Journal())
+        assert report.code == 0, report.lines
+        assert f"(this instance's own key) for instance {instance}" in "\n".join(report.lines)
+        done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
+                        s["did"][-1]["action"] == "stop" and s, timeout=20, interval=0.1)
+        obj = api.instances[instance]
+        assert obj.get("actual_status", obj.get("status")) in ("stopped", "EXITED")
+        assert api.instances[other] == (vast_instance(5555) if provider == "vast"
+                                        else runpod_pod("pod55"))
+        # The scoped key is the instance's own: the stand-in refuses it anywhere else.
+        assert api.count("DELETE") == 0
+    steps = [(d["action"], d["outcome"]) for d in done["did"]]
+    assert steps == [("fired", "acting"), ("push", "skipped"), ("destroy", "refused"),
+                     ("stop", "done")], done["did"]
+    assert "not verified" in done["did"][2]["detail"]
+    assert done["did"][-1]["answer"].startswith("HTTP 200")
+    auths = {r.headers.get("authorization") for r in api.requests}
+    assert auths == {f"Bearer {scoped}"}
+    for path in guard_dir(tmp_path).iterdir():
+        text = path.read_text()
+        assert account not in text and scoped not in text, path.name
+
+
+def test_a_scoped_key_is_refused_for_another_instance() -> None:
+    import httpx2
+
+    with VastServer("acct", [vast_instance(1), vast_instance(2)]) as api:
+        api.scope("inst-1", 1)
+        own = httpx2.get(f"{api.url}/api/v0/instances/1/",
+                         headers={"Authorization": "Bearer inst-1"})
+        other = httpx2.put(f"{api.url}/api/v0/instances/2/", json={"state": "stopped"},
+                           headers={"Authorization": "Bearer inst-1"})
+        listing = httpx2.get(f"{api.url}/api/v1/instances/",
+                             headers={"Authorization": "Bearer inst-1"})
+    assert own.status_code == 200 and other.status_code == 403 and listing.status_code == 403
+    assert api.instances["2"]["actual_status"] == "running"
+
+
+HOSTILE_STATES: list[tuple[str, bytes, str]] = [
+    ("huge", b'{"v": 1, "x": "' + b"A" * 70000 + b'"}', "over 64 KiB"),
+    ("malformed", b'{"v": 1, "armed": tr', "not JSON"),
+    ("deep", b"[" * 5000 + b"]" * 5000, "guard state unreadable"),
+    ("not an object", b"[1, 2]", "not a JSON object"),
+    ("controls", json.dumps({
+        "v": 1, "armed": False, "fired": {"trigger": "stalled\x1b]0;pwn\x07", "at": 1e300,
+                                          "why": "\x1b[2J" + "w" * 5000},
+        "did": [{"action": "stop", "outcome": "done\x1b[31m", "detail": "\x07" * 10,
+                 "answer": 7}] * 200 + ["junk", 3],
+        "max_hours": "soon", "beat_seconds": -1, "armed_at": float("1e308"),
+    }).encode(), "guard fired"),
+]
+
+
+async def test_a_hostile_state_file_marks_only_the_guard_line(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, trainer: Callable) -> None:
+    server = sshd_factory()
+    fleet = manual_fleet(tmp_path, server, client_key)
+    run = tmp_path / "runs" / "r1"
+    trainer(run, 3, 0.01).wait(10)
+    folder = guard_dir(tmp_path)
+    folder.mkdir(parents=True)
+    watcher = BoxWatcher(fleet.boxes[0], fleet)
+    try:
+        for label, data, words in HOSTILE_STATES:
+            (folder / "state.json").write_bytes(data)
+            state = await watcher.refresh()
+            assert state.connection == "ok", (label, state.error)
+            assert [r.name for r in state.runs] == ["r1"] and state.runs[0].health == "completed"
+            assert state.guard is not None, label
+            lines = box_lines(BoxView(state), "", 0.0).lines
+            guard = lines[1].text.plain
+            assert words in guard, (label, guard)
+            assert len(guard) <= 400 and guard.isprintable(), label
+            assert all("\x1b" not in line.text.plain for line in lines)
+            assert "r1" in "".join(line.text.plain for line in lines[2:])
+        (folder / "state.json").unlink()
+        os.mkfifo(folder / "state.json")  # a reader that opened it would hang
+        state = await asyncio.wait_for(watcher.refresh(), 20)
+        assert state.guard is not None and "not a regular file" in (state.guard.error or "")
+        (folder / "state.json").unlink()
+        state = await watcher.refresh()
+        assert state.guard is None and state.guard_sig is None
+    finally:
+        await watcher.close()

@@ -1,0 +1,117 @@
+"""The watchdog from the panel's side: its plan, and its state read as a stranger's words."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tui.model.box import BoxState, fold_answer, probe_request
+from tui.model.watchdog import (
+    GuardPlanError,
+    GuardView,
+    check_limits,
+    fold_guard,
+    fold_guard_part,
+    guard_events,
+    guard_summary,
+    parse_on,
+)
+from tui.onbox.probe import adopt
+from tui.remote.session import request_delta
+
+ARMED = {"v": 1, "armed": True, "armed_at": 1000.0, "max_hours": 3.25,
+         "no_progress_minutes": 20, "beat_seconds": 30,
+         "actions": {"timeout": ["push", "stop"], "done": ["push", "destroy"]},
+         "can_stop": "CONTAINER_API_KEY (this instance's own key) for instance 7", "did": []}
+
+
+def test_on_rules_name_triggers_and_steps() -> None:
+    rules = parse_on(["done|timeout=push,destroy", "idle=stop"])
+    assert rules == {"done": ("push", "destroy"), "timeout": ("push", "destroy"),
+                     "idle": ("stop",), "stalled": ("push", "stop")}
+    for bad in ("soon=stop", "done=destroy", "done", "done=push,stop,destroy"):
+        with pytest.raises(GuardPlanError, match="--on"):
+            parse_on([bad])
+    with pytest.raises(GuardPlanError, match="--max-hours"):
+        check_limits(float("nan"), None, 30)
+    with pytest.raises(GuardPlanError, match="--no-progress-minutes"):
+        check_limits(1, 0, 30)
+
+
+def test_the_header_says_when_it_acts_on_the_boxs_clock() -> None:
+    view = fold_guard(ARMED, 1000.0 + 3590)
+    words, level = guard_summary(view, 1000.0 + 3600)
+    assert words == ("guarded: stops in 2h15m or after 20 min without progress or when every "
+                     "run finished") and level == "ok"
+    destroy = fold_guard({**ARMED, "actions": {"timeout": ["push", "destroy"]},
+                          "dry_run": True}, 1000.0)
+    assert guard_summary(destroy, 1000.0)[0].startswith(
+        "guarded (dry run): would destroy in 3h15m")
+    no_key = fold_guard({**ARMED, "can_stop": "no CONTAINER_API_KEY in this box's "
+                                              "environment: cannot call the vast API"}, 1000.0)
+    assert guard_summary(no_key, 1000.0)[1] == "warn"
+
+
+def test_a_stale_heartbeat_reads_not_running() -> None:
+    view = fold_guard(ARMED, 1000.0)
+    assert not view.stale(1000.0 + 90)
+    words, level = guard_summary(view, 1000.0 + 600)
+    assert words == "guard not running (last heartbeat 10m ago)" and level == "bad"
+
+
+def test_what_it_did_while_the_panel_was_away() -> None:
+    acted = {**ARMED, "armed": False,
+             "fired": {"trigger": "stalled", "at": 2000.0, "why": "no epoch progress"},
+             "did": [{"action": "fired", "outcome": "acting", "at": 2000.0, "detail": "x"},
+                     {"action": "push", "outcome": "verified", "at": 2001.0,
+                      "detail": "r1: 7 file(s) verified"},
+                     {"action": "stop", "outcome": "done", "at": 2002.0,
+                      "detail": "stop sent", "answer": "HTTP 200 {}"}]}
+    before = fold_guard(ARMED, 1000.0)
+    after = fold_guard(acted, 2010.0)
+    words, level = guard_summary(after, 2070.0)
+    assert words == ("guard fired 1m ago (stalled: no epoch progress): push verified: r1: 7 "
+                     "file(s) verified; stop done: stop sent") and level == "acted"
+    assert [s.action for s in guard_events(before, after)] == ["fired", "push", "stop"]
+    assert guard_events(after, after) == []
+
+
+@pytest.mark.parametrize("raw", [
+    None, [], "x", {"v": 2}, {"v": 1, "max_hours": "soon", "armed_at": 1e300, "did": 5,
+                               "fired": [], "beat_seconds": float("inf"), "actions": 3},
+    {"v": 1, "did": [{"action": 1}, {"action": "x" * 10_000, "detail": "\x1b[2J" * 5000}]},
+])
+def test_any_state_folds_to_a_bounded_clean_line(raw: object) -> None:
+    view = fold_guard(json.loads(json.dumps(raw)), 5.0)
+    words, _ = guard_summary(view, 10.0)
+    assert words.isprintable() and len(words) < 2000
+    assert view.beat_seconds > 0 and all(len(s.action) <= 20 for s in view.did)
+
+
+def test_a_heartbeat_alone_keeps_the_state_and_an_absent_file_drops_it() -> None:
+    view, new = fold_guard_part(None, {"at": 5.0, "sig": "a", "state": ARMED})
+    assert new and view is not None and view.heartbeat == 5.0 and view.armed
+    beat, new = fold_guard_part(view, {"at": 9.0})
+    assert not new and beat is not None and beat.heartbeat == 9.0 and beat.armed
+    assert fold_guard_part(beat, {"absent": True}) == (None, True)
+    bad, _ = fold_guard_part(None, {"at": 1.0, "sig": "b", "error": "over 64 KiB"})
+    assert isinstance(bad, GuardView) and bad.error == "over 64 KiB"
+
+
+def answer(**extra: object) -> dict[str, object]:
+    return {"v": 1, "time": 100.0, "runs": [], "gone": [], **extra}
+
+
+def test_a_kept_probe_and_the_client_agree_on_the_guard_cursor() -> None:
+    """After an answer carrying the state, the next request line says nothing of it:
+    an idle refresh stays a nonce."""
+    state = BoxState(name="b")
+    held = probe_request(state, ("/runs",))
+    for part in ({"at": 5.0, "sig": "s1", "state": ARMED}, {"at": 6.0},
+                 {"at": 7.0, "sig": "s2", "error": "not JSON"}, {"absent": True}):
+        got = answer(guard=part)
+        adopt(held, got)  # what the probe holds after answering
+        state = fold_answer(state, got, 100.0)
+        assert request_delta(held, probe_request(state, ("/runs",))) == {}, part
+    assert state.guard is None and "guard_sig" not in probe_request(state, ("/runs",))

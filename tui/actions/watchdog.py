@@ -1,0 +1,260 @@
+"""Arm (or remove) the on-box watchdog: `gpurent-tui guard BOX ...`.
+
+The watchdog (tui/onbox/guard.py) runs on the box without a panel: it is
+started detached the way a launch is (tui.actions.launch.start_detached), so
+it outlives the SSH connection and this process. One per box: arming again
+stops the old one and replaces its files.
+
+What goes to the box, all on the SSH channel's stdin (never argv, a remote
+command line or an environment line): the program and the two it reuses
+(probe.py finds the runs, push.py lists and hashes their files), its config
+(limits, actions, where to push, how to stop: no secret), and a 0600
+secrets file with the Hub token when the box pushes to `hf_repo` itself. The
+user's account-wide provider key goes there only with `use_account_key`
+(`--use-account-key`); without it the watchdog stops the box with the
+instance's own scoped credentials (Vast's CONTAINER_API_KEY, a RunPod pod's
+RUNPOD_API_KEY) or a manual box's own stop_command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from tui.actions.flows import EXIT_FAILED, Report
+from tui.actions.hub import HubError, box_token
+from tui.actions.launch import start_detached
+from tui.model.box import Connection
+from tui.model.config import BoxConfig, FleetConfig
+from tui.model.text import clean, clean_block
+from tui.model.watchdog import (
+    DEFAULT_POLL_SECONDS,
+    DEFAULT_STEPS,
+    TRIGGERS,
+    fold_guard,
+    guard_config,
+    guard_summary,
+    plan_words,
+)
+from tui.providers import ADAPTERS
+from tui.remote.framing import new_nonce
+from tui.remote.hostkeys import host_key_store
+from tui.remote.session import BoxError, BoxSession
+
+GUARD_DIR = "~/.gpurent-tui/guard"
+SHIPPED = ("guard.py", "probe.py", "push.py")
+INSTALL_WAIT = 30.0
+CONTROL_TIMEOUT = 30.0
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GuardRequest:
+    """What the user asked the watchdog to do (the command's arguments)."""
+
+    max_hours: float
+    no_progress_minutes: float | None = None
+    actions: Mapping[str, Sequence[str]] = field(
+        default_factory=lambda: {t: DEFAULT_STEPS for t in TRIGGERS})
+    dry_run: bool = False
+    poll_seconds: float = DEFAULT_POLL_SECONDS
+    use_account_key: bool = False
+    hf_endpoint: str | None = None
+
+
+@functools.cache
+def _onbox(name: str) -> str:
+    return resources.files("tui.onbox").joinpath(name).read_text()
+
+
+async def guard_control(session: BoxSession, params: dict[str, Any]) -> dict[str, Any]:
+    """One control request to the watchdog's program on the box (stop, state); BoxError
+    when it gives no readable answer."""
+    result = await session.run_program(_onbox("guard.py"), json.dumps(params).encode(),
+                                       timeout=CONTROL_TIMEOUT, what="watchdog control")
+    try:
+        answer = json.loads(result.frames[0])
+    except (ValueError, RecursionError, IndexError):
+        answer = None
+    if not isinstance(answer, dict):
+        raise _bad(session, "the watchdog's control program gave no readable answer")
+    if "error" in answer:
+        raise _bad(session, f"the watchdog's control program failed: "
+                            f"{clean(str(answer['error']))[:300]}")
+    return answer
+
+
+def _bad(session: BoxSession, words: str) -> BoxError:
+    return BoxError(Connection.PROBE_FAILED, f"box {session.box.name}: {words}")
+
+
+def _secrets(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
+             env: Mapping[str, str]) -> tuple[dict[str, str], str | None, list[str]]:
+    """(secrets for the box, why no Hub push is possible or None, notices for the user)."""
+    secrets: dict[str, str] = {}
+    notices: list[str] = []
+    no_token = None
+    push = box.push
+    if push is None or not push.hf_repo:
+        no_token = "no hf_repo in the box's [box.push]: nothing to push"
+    elif push.upload_from != "box":
+        no_token = ("upload_from = \"panel\": no Hub token goes to this box, so the "
+                    "watchdog cannot push (a destroy falls back to stop)")
+    else:
+        try:
+            token, where = box_token(box)
+        except HubError as exc:
+            token, where = None, exc.message
+        if token:
+            secrets["hf_token"] = token
+            notices.append(
+                f"The watchdog keeps your Hugging Face token from {where} on box {box.name} "
+                f"(a 0600 file in {GUARD_DIR}) so it can push to {push.hf_repo} without "
+                "you. A rented box is a stranger's machine: whoever controls it can use that "
+                "token. Prefer a fine-grained token with write access to that one repo "
+                "(token_env in [box.push]).")
+        else:
+            no_token = f"no Hub token ({where or 'HF_TOKEN is not set'}): nothing to push"
+    if request.use_account_key:
+        adapter = ADAPTERS.get(box.provider)
+        key = adapter.find_key(env) if adapter is not None else None
+        if key is None:
+            raise ValueError(f"--use-account-key: no {box.provider} account key here "
+                             f"(set {getattr(adapter, 'key_var', 'its key variable')})")
+        secrets["account_key"] = key.reveal()
+        notices.append(
+            f"--use-account-key: your account-wide {box.provider} key now sits on box "
+            f"{box.name} (a 0600 file in {GUARD_DIR}). Whoever controls that box can stop, "
+            "start or destroy every instance of your account, and rent new ones. Remove it "
+            f"with `gpurent-tui guard {box.name} --remove` when the run is over.")
+    return secrets, no_token, notices
+
+
+def _base_url(fleet: FleetConfig, box: BoxConfig, env: Mapping[str, str]) -> str | None:
+    adapter = ADAPTERS.get(box.provider)
+    if adapter is None:
+        return None
+    return fleet.providers.get(box.provider) or adapter.url_from(env)
+
+
+async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
+                        journal: Any, *, session: BoxSession | None = None,
+                        env: Mapping[str, str] | None = None, say: Say | None = None
+                        ) -> Report:
+    """Arm the watchdog on `box` (replacing any there); journaled, never with a secret."""
+    env = os.environ if env is None else env
+    report = Report()
+    try:
+        secrets, no_token, notices = _secrets(fleet, box, request, env)
+    except ValueError as exc:
+        return report.fail(f"guard {box.name}: {exc}")
+    for notice in notices:
+        if say is not None:
+            say(notice)
+    guard_id = new_nonce()[:16]
+    push = box.push
+    config = guard_config(
+        guard_id=guard_id, box=box.name, provider=box.provider, runs_roots=box.runs_roots,
+        max_hours=request.max_hours, no_progress_minutes=request.no_progress_minutes,
+        actions=request.actions, dry_run=request.dry_run, poll_seconds=request.poll_seconds,
+        instance_id=box.instance_id, base_url=_base_url(fleet, box, env),
+        stop_command=box.stop_command, destroy_command=box.destroy_command,
+        hf_repo=push.hf_repo if push is not None else None,
+        hf_endpoint=request.hf_endpoint or env.get("HF_ENDPOINT") or None,
+        no_token_reason=no_token)
+    words = plan_words(request.max_hours, request.no_progress_minutes, request.actions,
+                       config["hf_repo"] if not no_token else None)
+    if request.dry_run:
+        words = "dry run (acts on nothing, says what it would do): " + words
+    own = session is None
+    session = session or BoxSession(box, fleet, host_key_store(fleet))
+    outcome, error = "failed", None
+    try:
+        old = await guard_control(session, {"mode": "stop", "remove": True, "dir": GUARD_DIR})
+        if old.get("stopped"):
+            report.say(f"box {box.name}: the watchdog that ran there was stopped and replaced")
+        files = [{"path": f"{GUARD_DIR}/{name}", "text": _onbox(name), "mode": 0o600}
+                 for name in SHIPPED]
+        files.append({"path": f"{GUARD_DIR}/config.json", "text": json.dumps(config),
+                      "mode": 0o600})
+        files.append({"path": f"{GUARD_DIR}/secrets.json", "text": json.dumps(secrets),
+                      "mode": 0o600})
+        started = await start_detached(session, ["python3", "guard.py"],
+                                       f"{GUARD_DIR}/guard.log", cwd=GUARD_DIR, files=files)
+        state = await _wait_armed(session, guard_id)
+        if state is None:
+            error = (f"the watchdog (pid {started.pid}) did not write its state within "
+                     f"{INSTALL_WAIT:g} s; see {GUARD_DIR}/guard.log on the box")
+        else:
+            view = fold_guard(state, None)
+            summary, _ = guard_summary(view, view.armed_at)
+            outcome = "dry_run" if request.dry_run else "armed"
+            report.say(f"box {box.name}: {summary}")
+            report.say(f"  {words}")
+            if view.can_stop:
+                report.say(f"  stops with: {view.can_stop}")
+            if no_token:
+                report.say(f"  {no_token}")
+    except BoxError as exc:
+        error = exc.message
+    finally:
+        if own:
+            await session.close()
+    if error is not None:
+        report.fail(f"guard {box.name}: {clean_block(error)}")
+    journal.record(box=box.name, action="guard", outcome=outcome,
+                   destination=config["hf_repo"], message=words, error=error)
+    return report
+
+
+async def _wait_armed(session: BoxSession, guard_id: str) -> dict[str, Any] | None:
+    """The watchdog's first state (its id ours), or None if it never wrote one."""
+    deadline = time.monotonic() + INSTALL_WAIT
+    while time.monotonic() < deadline:
+        answer = await guard_control(session, {"mode": "state", "dir": GUARD_DIR})
+        state = answer.get("state")
+        if isinstance(state, dict) and state.get("id") == guard_id:
+            return state
+        if answer.get("pid_id") == guard_id and not answer.get("pid_alive"):
+            return None  # it started and ended: its log says why
+        await asyncio.sleep(0.3)
+    return None
+
+
+async def remove_guard(fleet: FleetConfig, box: BoxConfig, journal: Any, *,
+                       session: BoxSession | None = None) -> Report:
+    """Stop the watchdog and remove its files (secrets included); journaled."""
+    report = Report()
+    own = session is None
+    session = session or BoxSession(box, fleet, host_key_store(fleet))
+    error = None
+    try:
+        answer = await guard_control(session, {"mode": "stop", "remove": True,
+                                               "dir": GUARD_DIR})
+        removed = answer.get("removed") if isinstance(answer.get("removed"), list) else []
+        if answer.get("stopped"):
+            report.say(f"box {box.name}: the watchdog was stopped; {len(removed)} file(s) "
+                       f"removed from {GUARD_DIR}")
+        elif removed:
+            report.say(f"box {box.name}: no watchdog was running; {len(removed)} file(s) "
+                       f"removed from {GUARD_DIR}")
+        else:
+            report.say(f"box {box.name}: no watchdog there; nothing to remove")
+    except BoxError as exc:
+        error = exc.message
+        report.fail(f"guard {box.name} --remove: {clean_block(error)}")
+    finally:
+        if own:
+            await session.close()
+    journal.record(box=box.name, action="guard-remove",
+                   outcome="failed" if error else "removed", error=error)
+    if error:
+        report.code = EXIT_FAILED
+    return report

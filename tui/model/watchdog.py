@@ -1,0 +1,328 @@
+"""The on-box watchdog from the panel's side: what to arm, and what its state file says. Pure.
+
+`gpurent-tui guard` arms a watchdog on a box (tui/onbox/guard.py) that acts
+without a panel; this module plans its config (triggers, actions, limits) and
+reads back the state it keeps on the box. That state is written on a
+stranger's machine, so it is read as hostile: every field type- and
+range-checked, every text cleaned and cut, every list bounded. Anything
+unreadable marks the guard line alone ("guard state unreadable: ..."), never
+the box or its runs.
+
+Times in the state are the box's clock, compared with the box's own clock
+(`box_time` of the probe answer), so a skewed box reads right. The heartbeat
+is the state file's mtime: older than a few beats reads "guard not running".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.model.runs import format_age
+from tui.model.text import clean
+
+TRIGGERS = ("done", "stalled", "idle", "timeout")
+STEPS = {"stop": ("stop",), "push,stop": ("push", "stop"), "push,destroy": ("push", "destroy")}
+DEFAULT_STEPS = ("push", "stop")
+DEFAULT_POLL_SECONDS = 30.0
+TEXT_CELLS = 200
+MAX_DID = 20
+MAX_TIME = 1e11
+STALE_BEATS = 3
+STALE_SLACK = 5.0
+
+
+class GuardPlanError(ValueError):
+    """A guard command's arguments that cannot be armed, in words."""
+
+
+def parse_on(rules: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`--on done=push,destroy --on timeout=stop` as trigger -> steps; every trigger not
+    named pushes (when an hf_repo is set) and stops."""
+    actions = {t: DEFAULT_STEPS for t in TRIGGERS}
+    for rule in rules:
+        name, sep, steps = rule.partition("=")
+        names = [n.strip() for n in name.split("|")] if sep else []
+        if not sep or not all(n in TRIGGERS for n in names):
+            raise GuardPlanError(
+                f"--on {rule!r}: expected TRIGGER=STEPS with TRIGGER one of "
+                f"{', '.join(TRIGGERS)} (several joined by |) and STEPS one of "
+                f"{', '.join(STEPS)}")
+        chosen = STEPS.get(steps.strip().replace(" ", ""))
+        if chosen is None:
+            raise GuardPlanError(f"--on {rule!r}: STEPS must be one of {', '.join(STEPS)}")
+        for n in names:
+            actions[n] = chosen
+    return actions
+
+
+def check_limits(max_hours: float, no_progress_minutes: float | None,
+                 poll_seconds: float) -> None:
+    for label, value in (("--max-hours", max_hours), ("--no-progress-minutes",
+                                                      no_progress_minutes),
+                         ("--poll-seconds", poll_seconds)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise GuardPlanError(f"{label} must be a positive number (fractions allowed), "
+                                 f"not {value!r}")
+
+
+def guard_config(*, guard_id: str, box: str, provider: str, runs_roots: Sequence[str],
+                 max_hours: float, no_progress_minutes: float | None,
+                 actions: Mapping[str, Sequence[str]], dry_run: bool, poll_seconds: float,
+                 instance_id: str | None = None, base_url: str | None = None,
+                 stop_command: str | None = None, destroy_command: str | None = None,
+                 hf_repo: str | None = None, hf_endpoint: str | None = None,
+                 no_token_reason: str | None = None) -> dict[str, Any]:
+    """The watchdog's config.json: everything it needs, no secret (those go apart)."""
+    return {
+        "v": 1, "id": guard_id, "box": box, "provider": provider,
+        "runs_roots": list(runs_roots), "max_hours": max_hours,
+        "no_progress_minutes": no_progress_minutes,
+        "actions": {t: list(s) for t, s in actions.items()}, "dry_run": dry_run,
+        "poll_seconds": poll_seconds, "beat_seconds": poll_seconds,
+        "instance_id": instance_id, "base_url": base_url, "stop_command": stop_command,
+        "destroy_command": destroy_command, "hf_repo": hf_repo, "hf_endpoint": hf_endpoint,
+        "no_token_reason": no_token_reason,
+    }
+
+
+def plan_words(max_hours: float, no_progress_minutes: float | None,
+               actions: Mapping[str, Sequence[str]], hf_repo: str | None) -> str:
+    """What the armed watchdog will do, in one sentence for the command line."""
+    when = [f"after {hours_words(max_hours)}"]
+    if no_progress_minutes is not None:
+        when.append(f"after {minutes_words(no_progress_minutes)} without progress or "
+                    "with idle GPUs")
+    when.append("when every run finished")
+    steps = sorted({",".join(s) for s in actions.values()})
+    push = f" (push to {hf_repo})" if hf_repo else " (no hf_repo: nothing to push)"
+    return f"acts {', '.join(when)}: {' / '.join(steps)}{push}"
+
+
+def hours_words(hours: float) -> str:
+    return format_age(hours * 3600)
+
+
+def minutes_words(minutes: float) -> str:
+    seconds = minutes * 60
+    return f"{minutes:g} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+# -- the state the watchdog keeps on the box -----------------------------------------------
+
+@dataclass(frozen=True)
+class GuardStep:
+    """One thing the watchdog did (or would do, dry run): push, stop, destroy, fired."""
+
+    action: str
+    outcome: str
+    at: float | None
+    detail: str
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class GuardView:
+    """The watchdog's state as the panel may show it; `error` when it cannot be read."""
+
+    heartbeat: float | None = None  # the state file's mtime (box clock)
+    error: str | None = None
+    armed: bool = False
+    dry_run: bool = False
+    armed_at: float | None = None
+    max_hours: float | None = None
+    no_progress_minutes: float | None = None
+    beat_seconds: float = DEFAULT_POLL_SECONDS
+    last_progress_at: float | None = None
+    idle_since: float | None = None
+    gpu_note: str | None = None
+    can_stop: str | None = None
+    hf_repo: str | None = None
+    fired: GuardStep | None = None
+    did: tuple[GuardStep, ...] = ()
+    ended: str | None = None
+    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def final(self, trigger: str) -> str:
+        """What a trigger ends in: stop, or destroy (only after a verified push)."""
+        steps = self.actions.get(trigger, DEFAULT_STEPS)
+        return "destroy" if "destroy" in steps else "stop"
+
+    @property
+    def deadline(self) -> float | None:
+        if self.armed_at is None or self.max_hours is None:
+            return None
+        return self.armed_at + self.max_hours * 3600
+
+    def stale(self, box_time: float | None) -> bool:
+        """The heartbeat is older than a few beats: the watchdog is not running."""
+        if self.heartbeat is None or box_time is None:
+            return False
+        return box_time - self.heartbeat > STALE_BEATS * self.beat_seconds + STALE_SLACK
+
+
+def _text(value: object, cells: int = TEXT_CELLS) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    value = clean(value[:cells * 2])
+    return value if len(value) <= cells else value[:cells - 1] + "…"
+
+
+def _time(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0 <= value < MAX_TIME else None
+
+
+def _positive(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0 < value < 1e9 else None
+
+
+def _step(raw: object) -> GuardStep | None:
+    if not isinstance(raw, Mapping):
+        return None
+    action = _text(raw.get("action") or raw.get("trigger"), 20)
+    if action is None:
+        return None
+    return GuardStep(action=action, outcome=_text(raw.get("outcome"), 20) or "?",
+                     at=_time(raw.get("at")),
+                     detail=_text(raw.get("detail") or raw.get("why")) or "",
+                     answer=_text(raw.get("answer")))
+
+
+def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
+    """The watchdog's state.json, read as hostile input: bounded, typed, cleaned."""
+    if not isinstance(raw, Mapping):
+        return GuardView(heartbeat=heartbeat, error="guard state is not a JSON object")
+    if raw.get("v") != 1:
+        return GuardView(heartbeat=heartbeat,
+                         error=f"guard state has version {_text(repr(raw.get('v')), 20)}, "
+                               "expected 1")
+    fired = None
+    if isinstance(raw.get("fired"), Mapping):
+        f = raw["fired"]
+        fired = _step({"action": f.get("trigger"), "outcome": "fired", "at": f.get("at"),
+                       "detail": f.get("why")})
+    actions: dict[str, tuple[str, ...]] = {}
+    raw_actions = raw.get("actions")
+    for trigger in TRIGGERS:
+        steps = raw_actions.get(trigger) if isinstance(raw_actions, Mapping) else None
+        if isinstance(steps, list) and tuple(steps) in STEPS.values():
+            actions[trigger] = tuple(steps)
+    did_raw = raw.get("did")
+    did = tuple(s for s in (_step(x) for x in (did_raw if isinstance(did_raw, list)
+                                                else [])[-MAX_DID:]) if s is not None)
+    return GuardView(
+        heartbeat=heartbeat,
+        armed=raw.get("armed") is True,
+        dry_run=raw.get("dry_run") is True,
+        armed_at=_time(raw.get("armed_at")),
+        max_hours=_positive(raw.get("max_hours")),
+        no_progress_minutes=_positive(raw.get("no_progress_minutes")),
+        beat_seconds=_positive(raw.get("beat_seconds")) or DEFAULT_POLL_SECONDS,
+        last_progress_at=_time(raw.get("last_progress_at")),
+        idle_since=_time(raw.get("idle_since")),
+        gpu_note=_text(raw.get("gpu_note")),
+        can_stop=_text(raw.get("can_stop")),
+        hf_repo=_text(raw.get("hf_repo"), 120),
+        fired=fired, did=did, ended=_text(raw.get("ended"), 120), actions=actions)
+
+
+def fold_guard_part(prev: GuardView | None, part: Mapping[str, Any]
+                    ) -> tuple[GuardView | None, bool]:
+    """The probe's `guard` part folded into the last view: (view, whether the state itself
+    was in it). A part with only the heartbeat keeps the last state."""
+    if part.get("absent"):
+        return None, True
+    heartbeat = _time(part.get("at"))
+    if "error" in part:
+        return GuardView(heartbeat=heartbeat,
+                         error=_text(str(part["error"])) or "guard state unreadable"), True
+    if "state" in part:
+        return fold_guard(part["state"], heartbeat), True
+    if prev is None:
+        return None, False
+    return _replace_heartbeat(prev, heartbeat), False
+
+
+def _replace_heartbeat(view: GuardView, heartbeat: float | None) -> GuardView:
+    from dataclasses import replace
+    return replace(view, heartbeat=heartbeat)
+
+
+def guard_events(prev: GuardView | None, new: GuardView | None) -> list[GuardStep]:
+    """What the watchdog did that `prev` had not shown yet: the hook for alerts (`the
+    watchdog acted`). Steps are matched by (action, outcome, at)."""
+    if new is None:
+        return []
+    seen = {(s.action, s.outcome, s.at) for s in prev.did} if prev is not None else set()
+    return [s for s in new.did if (s.action, s.outcome, s.at) not in seen]
+
+
+def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
+    """(words, level) for the box header: level is ok | warn | acted | bad.
+
+    `guarded: stops in 3h12m or after 20 min without progress`, `guard acted 12:03 ...`,
+    `guard not running (last heartbeat 14m ago)`, `guard state unreadable: ...`.
+    """
+    if view.error is not None:
+        return f"guard state unreadable: {view.error}", "bad"
+    now = box_time if box_time is not None else view.heartbeat
+    dry = " (dry run)" if view.dry_run else ""
+    if view.fired is not None:
+        steps = "; ".join(f"{s.action} {s.outcome}" + (f": {s.detail}" if s.detail else "")
+                          for s in [s for s in view.did if s.action != "fired"][-4:])
+        ago = f" {format_age(now - view.fired.at)} ago" if now is not None and \
+            view.fired.at is not None else ""
+        head = f"guard fired{ago}{dry} ({view.fired.action}: {view.fired.detail})"
+        return (f"{head}: {steps}" if steps else head), "acted"
+    if view.stale(box_time):
+        age = format_age(box_time - view.heartbeat) if box_time is not None and \
+            view.heartbeat is not None else "?"
+        ended = f", {view.ended}" if view.ended else ""
+        return f"guard not running (last heartbeat {age} ago{ended})", "bad"
+    if not view.armed:
+        return f"guard not armed ({view.ended or 'ended'})", "warn"
+    parts = []
+    deadline = view.deadline
+    if deadline is not None and now is not None:
+        final = view.final("timeout")
+        verb = f"would {final}" if view.dry_run else f"{final}s"
+        parts.append(f"{verb} in {format_age(max(0.0, deadline - now))}")
+    if view.no_progress_minutes is not None:
+        parts.append(f"after {minutes_words(view.no_progress_minutes)} without progress")
+    parts.append("when every run finished")
+    words = f"guarded{dry}: " + " or ".join(parts)
+    cannot = bool(view.can_stop) and ("cannot" in view.can_stop or
+                                      view.can_stop.startswith("no "))  # type: ignore[union-attr]
+    notes = [n for n in (view.gpu_note, view.can_stop if cannot else None) if n]
+    if notes:
+        words += " (" + "; ".join(notes) + ")"
+    return words, "warn" if cannot else "ok"
+
+
+def guard_document(view: GuardView | None, box_time: float | None) -> dict[str, Any] | None:
+    """The guard's part of `status --json`."""
+    if view is None:
+        return None
+    words, level = guard_summary(view, box_time)
+    return {
+        "summary": words, "level": level, "error": view.error,
+        "running": view.error is None and not view.stale(box_time),
+        "armed": view.armed, "dry_run": view.dry_run, "armed_at": view.armed_at,
+        "max_hours": view.max_hours, "no_progress_minutes": view.no_progress_minutes,
+        "deadline": view.deadline, "heartbeat": view.heartbeat,
+        "last_progress_at": view.last_progress_at, "gpu_note": view.gpu_note,
+        "can_stop": view.can_stop, "hf_repo": view.hf_repo,
+        "fired": None if view.fired is None else {
+            "trigger": view.fired.action, "at": view.fired.at, "why": view.fired.detail},
+        "did": [{"action": s.action, "outcome": s.outcome, "at": s.at, "detail": s.detail,
+                 "answer": s.answer} for s in view.did],
+        "ended": view.ended,
+    }
