@@ -15,7 +15,7 @@ from support.sshd import KeyPair, Sshd
 from textual._xterm_parser import XTermParser
 from textual.binding import Binding
 from textual.pilot import Pilot
-from textual.widgets import Log, Static
+from textual.widgets import Input, Log, Static
 from textual.worker import get_current_worker
 
 from tui.actions.flows import Report
@@ -231,6 +231,35 @@ async def test_a_burst_of_keys_acts_on_the_state_each_key_left() -> None:
         burst(app, "jjjjjjj\x1b[A\r")  # to the bottom, one up (an arrow key), open
         await until(pilot, lambda: isinstance(app.screen, RunDetail))
         assert app.screen.run.name == order[4]  # type: ignore[attr-defined]
+
+
+async def test_a_filter_typed_in_one_burst_keeps_every_key() -> None:
+    """`/`, the filter text and Enter in one write (a paste, a laggy link): every letter
+    reaches the filter, and Enter keeps the filter instead of opening a run, although the
+    field has no focus yet when they arrive; a second Enter then opens the filtered run."""
+    app = fixed_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        burst(app, "/faX\x7fi\r")  # a typo, backspace, the rest, enter
+        await until(pilot, lambda: shown(app) == ["lr-sweep 3e-4"])
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.query_one("#filter", Input).value == "fai"
+        assert selected(app) == "lr-sweep 3e-4"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(shown(app)) == 6
+        burst(app, "/STUCK\r\r")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        assert app.screen.run.name == "stuck-dataloader"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert fleet_screen(app).filter == "STUCK"
+        burst(app, "/")  # a filter kept with enter is typed on from the end
+        burst(app, "\x7f\x7f\x7f\x7f\x7f\r")
+        await until(pilot, lambda: len(shown(app)) == 6)
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen) and fleet_screen(app).filter == ""
 
 
 async def test_the_first_selection_is_the_top_row(

@@ -75,3 +75,18 @@ async def test_a_long_weights_list_scrolls_from_the_keyboard() -> None:
         await pilot.press("home", "down", "down")
         await pilot.pause()
         assert fields.scroll_y == 2
+
+
+async def test_the_title_keeps_a_gap_between_health_and_reason() -> None:
+    """The title read as "▶ runningepoch 7/30": each styled span of a screen is drawn on
+    its own (a screenshot's SVG holds one text element per span, and readers of those
+    drop a span's leading blanks), so the gap between two words must end the span before,
+    never open the next one."""
+    app = Holder(run_with("yolox_running"))
+    async with app.run_test(size=(120, 24)) as pilot:
+        await pilot.pause()
+        title = app.screen.query_one("#title", Static)
+        spans = [segment.text for segment in title.render_line(0) if segment.text.strip()]
+        words = "".join(span.lstrip() for span in spans)
+        run = app.run_state
+        assert f"▶ running  {run.reason}" in words, spans

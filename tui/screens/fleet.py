@@ -16,8 +16,11 @@ changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
+from weakref import WeakSet
 
 from rich.text import Text
 from textual import events
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
 
 HEAD_COALESCE_SECONDS = 0.5
 MONEY_SECONDS = 5.0  # other boxes' money lines follow a new cost picture within this
+FILTER_KEY = "slash"  # the filter binding's key, unless `[keys] filter` remaps it
 
 
 def news(old: BoxCost, new: BoxCost) -> bool:
@@ -55,6 +59,19 @@ def news(old: BoxCost, new: BoxCost) -> bool:
     return gist(old) != gist(new)
 
 
+class FilterField(Input):
+    """The filter line; it notes the keys it was sent, so the screen can tell them from
+    keys sent to the screen before the field had focus (see `FleetScreen.on_key`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: WeakSet[events.Key] = WeakSet()
+
+    async def _on_key(self, event: events.Key) -> None:
+        self.seen.add(event)
+        await super()._on_key(event)
+
+
 class FleetScreen(Screen[None]):
     """Every box in config order, a cursor over the runs, and the `/` filter."""
 
@@ -63,7 +80,7 @@ class FleetScreen(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_run", "Open run", id="open"),
-        Binding("slash", "filter", "Filter", id="filter"),
+        Binding(FILTER_KEY, "filter", "Filter", id="filter"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
         Binding("s", "stop", "Stop box", id="stop", show=False),
@@ -84,7 +101,7 @@ class FleetScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self._wanted: RunKey | None = None  # the run the user moved to, while it is shown
-        self._filter_pending = False  # "/" pressed, the field not focused yet
+        self._typing = False  # the filter is being typed: from its key to enter or escape
         self._head_pending = False
 
     @property
@@ -93,7 +110,7 @@ class FleetScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         app = self.gpurent
-        field = Input(placeholder="filter runs by name or health (enter keeps it, escape "
+        field = FilterField(placeholder="filter runs by name or health (enter keeps it, escape "
                       "clears it)", id="filter", disabled=True)
         field.display = False
         yield field
@@ -225,16 +242,21 @@ class FleetScreen(Screen[None]):
 
     # --- the filter --------------------------------------------------------------------
 
-    def _field(self) -> Input:
-        return self.query_one("#filter", Input)
+    def _field(self) -> FilterField:
+        return self.query_one("#filter", FilterField)
 
     def action_filter(self) -> None:
         """Show the filter line; it is disabled (never focused) while hidden."""
         field = self._field()
         field.disabled = False
         field.display = True
-        self._filter_pending = True
-        field.focus()
+        self._typing = True
+        self.app.call_later(self._focus_filter)
+
+    def _focus_filter(self) -> None:
+        """Focus the field after the keys already queued, unless they closed the filter."""
+        if self._typing:
+            self.set_focus(self._field())
 
     def action_clear_filter(self) -> None:
         """Escape: clear the filter, whether it is being typed or was kept with enter."""
@@ -242,38 +264,68 @@ class FleetScreen(Screen[None]):
             self._close_filter(clear=True)
 
     def _close_filter(self, clear: bool) -> None:
-        self._filter_pending = False
+        self._typing = False
         field = self._field()
         if clear:
             field.value = ""
-            self.filter = ""
+        self._apply_filter(field.value)
         if not field.value:
             field.display = False
             field.disabled = True
         self.set_focus(None)
         self._follow_order()
 
+    def _apply_filter(self, value: str) -> None:
+        """The runs shown follow the filter's words at once (the cursor among them)."""
+        if value != self.filter:
+            self.filter = value
+            self._follow_order()
+
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            if self.focused is event.input:
-                self._filter_pending = False
-            self.filter = event.value
-            self._follow_order()
+            self._apply_filter(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
             self._close_filter(clear=False)
 
+    def _is_filter_key(self, key: str) -> bool:
+        keys = self.gpurent.fleet.keys.get("filter", FILTER_KEY)
+        return key in {k.strip() for k in keys.split(",")}
+
     def on_key(self, event: events.Key) -> None:
+        """Keys that reach the screen while the filter is typed belong to the filter.
+
+        Textual sends a key to whatever has focus when the app takes it from the terminal's
+        queue, and the field takes focus only after the keys before it were handled: over
+        a slow link `/abc` + Enter arrive in one burst and are all sent to the screen. So
+        the filter opens here, as its key is handled (not when its binding runs, after the
+        keys behind it were sent on), and until enter or escape every key the field was
+        not sent itself is typed into it here: letters, backspace, enter keeps the filter
+        (instead of opening a run), escape clears it.
+        """
         field = self._field()
-        if self._filter_pending and self.focused is not field and event.is_printable \
-                and event.character:
-            # Over a slow link "/abc" arrives as one burst, before the field has
-            # focus: the letters still belong to the filter.
+        if not self._typing:
+            if self.focused is None and self._is_filter_key(event.key):
+                event.stop()
+                event.prevent_default()
+                self.action_filter()
+            return
+        if event in field.seen:
+            return  # the field had it: what it left (enter, escape...) goes to the bindings
+        typed: Callable[[], None] | None = None
+        if event.is_printable and event.character:
+            typed = partial(field.insert_text_at_cursor, event.character)
+        elif event.key in ("enter", "escape"):
+            typed = partial(self._close_filter, clear=event.key == "escape")
+        elif event.key == "backspace":
+            typed = field.action_delete_left
+        if typed is not None:
             event.stop()
             event.prevent_default()
-            field.insert_text_at_cursor(event.character)
-            field.focus()
+            typed()
+            if self._typing:  # what the keys behind this one act on: the filtered runs
+                self._apply_filter(field.value)
 
     # --- actions on the cursor ---------------------------------------------------------
 

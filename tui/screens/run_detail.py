@@ -151,8 +151,11 @@ class RunDetail(Screen[None]):
         """Redraw from a new snapshot: the chart only when history or series changed."""
         self.run = run
         title = Text(f" {self.box_name} / {run.name}  ", style="bold")
-        title.append_text(badge(str(run.health)))
-        title.append(f"  {run.reason}", style="italic")
+        # The gap after the badge is the badge's: a span that opened with it would read
+        # "runningepoch" wherever a span's leading blanks are dropped (screenshots' SVG).
+        health = str(run.health)
+        title.append_text(badge(health, len(health) + 4))
+        title.append(run.reason, style="italic")
         self.query_one("#title", Static).update(title)
         self.query_one("#field-table", Static).update(fields_table(run))
         if self._drawn != (len(run.history), self.series):
