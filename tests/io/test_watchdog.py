@@ -238,11 +238,16 @@ def test_idle_gpus_with_no_run_progressing_fire_and_remove_takes_it_away(
     assert "no watchdog there; nothing to remove" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("provider", ["vast", "runpod"])
+@pytest.mark.parametrize("case", ["vast", "runpod", "vast-account-key"])
 async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_unverified(
-        provider: str, tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        case: str, tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        trainer: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vast: every run done, pushed and verified, destroyed with the instance's own key.
+    runpod: push,destroy with nowhere to push: never a destroy, a stop instead.
+    vast-account-key: no key of its own on the box, so only --use-account-key stops it."""
+    provider = case.split("-")[0]
     account, scoped = f"{provider}-ACCOUNT-key-0123456789", f"{provider}-instance-key-42"
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
     if provider == "vast":
         api = VastServer(account, [vast_instance(4242), vast_instance(5555)])
         env = {"CONTAINER_API_KEY": scoped, "CONTAINER_ID": "4242"}
@@ -254,38 +259,62 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
         instance, other = "pod42", "pod55"
         monkeypatch.setenv("RUNPOD_API_KEY", account)
     api.scope(scoped, instance)
-    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}", **env})
+    use_account = case == "vast-account-key"
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1", **({} if use_account else env)})
     (tmp_path / "runs").mkdir()
-    with api:
+    if case == "vast":
+        trainer(tmp_path / "runs" / "r1", 2, 0.01).wait(10)
+    push = {"push": {"hf_repo": REPO}} if case == "vast" else {}
+    rules = ["done=push,destroy"] if case == "vast" else ["timeout=push,destroy"]
+    with api, HubServer([REPO], token=TOKEN) as hub:
         fleet = make_fleet(tmp_path, [box_entry(server, client_key, provider=provider,
-                                                instance_id=instance,
+                                                instance_id=instance, **push,
                                                 runs_roots=[str(tmp_path / "runs")])],
                            known_hosts=[server.known_hosts_line()],
                            providers={provider: {"base_url": api.url}})
-        # push,destroy with nothing to push to (no hf_repo): never a destroy, a stop instead.
-        request = GuardRequest(max_hours=0.0005, actions=parse_on(["timeout=push,destroy"]),
-                               poll_seconds=POLL)
-        report = await install_guard(fleet, fleet.boxes[0], request, Journal())
+        request = GuardRequest(max_hours=1.0 if case == "vast" else 0.0005,
+                               actions=parse_on(rules), poll_seconds=POLL,
+                               hf_endpoint=hub.url, use_account_key=use_account)
+        said: list[str] = []
+        report = await install_guard(fleet, fleet.boxes[0], request, Journal(),
+                                     say=said.append)
         assert report.code == 0, report.lines
-        assert f"(this instance's own key) for instance {instance}" in "\n".join(report.lines)
+        final = "destroy" if case == "vast" else "stop"
         done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
-                        s["did"][-1]["action"] == "stop" and s, timeout=20, interval=0.1)
-        obj = api.instances[instance]
-        assert obj.get("actual_status", obj.get("status")) in ("stopped", "EXITED")
+                        s["did"][-1]["action"] == final and s, timeout=20, interval=0.1)
         assert api.instances[other] == (vast_instance(5555) if provider == "vast"
                                         else runpod_pod("pod55"))
-        # The scoped key is the instance's own: the stand-in refuses it anywhere else.
-        assert api.count("DELETE") == 0
     steps = [(d["action"], d["outcome"]) for d in done["did"]]
-    assert steps == [("fired", "acting"), ("push", "skipped"), ("destroy", "refused"),
-                     ("stop", "done")], done["did"]
-    assert "not verified" in done["did"][2]["detail"]
-    assert done["did"][-1]["answer"].startswith("HTTP 200")
     auths = {r.headers.get("authorization") for r in api.requests}
-    assert auths == {f"Bearer {scoped}"}
+    secrets = (guard_dir(tmp_path) / "secrets.json").read_text()
+    if case == "vast":
+        assert steps == [("fired", "acting"), ("push", "verified"), ("destroy", "done")]
+        assert instance not in api.instances  # gone: read back as HTTP 404
+        assert "HTTP 404" in done["did"][-1]["detail"]
+        assert hub.state.repos[REPO]["r1/weights/best.pt"].sha256 == \
+            sha(tmp_path / "runs" / "r1" / "weights" / "best.pt")
+    else:
+        assert steps == [("fired", "acting"), ("push", "skipped"), ("destroy", "refused"),
+                         ("stop", "done")], done["did"]
+        assert "not verified" in done["did"][2]["detail"]
+        obj = api.instances[instance]
+        assert obj.get("actual_status", obj.get("status")) in ("stopped", "EXITED")
+        assert api.count("DELETE") == 0
+    assert done["did"][-1]["answer"].startswith("HTTP 20")
+    if use_account:
+        assert auths == {f"Bearer {account}"}
+        assert "the account-wide key sent with --use-account-key" in done["can_stop"]
+        assert any("every instance of your account" in line for line in said)
+        assert account in secrets
+        assert stat.S_IMODE((guard_dir(tmp_path) / "secrets.json").stat().st_mode) == 0o600
+    else:
+        assert auths == {f"Bearer {scoped}"}
+        assert f"(this instance's own key) for instance {instance}" in "\n".join(report.lines)
+        assert account not in secrets
     for path in guard_dir(tmp_path).iterdir():
-        text = path.read_text()
-        assert account not in text and scoped not in text, path.name
+        if path.name != "secrets.json":
+            assert account not in path.read_text() and scoped not in path.read_text(), path
 
 
 def test_a_scoped_key_is_refused_for_another_instance() -> None:

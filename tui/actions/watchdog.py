@@ -30,7 +30,7 @@ from typing import Any
 
 from tui.actions.flows import EXIT_FAILED, Report
 from tui.actions.hub import HubError, box_token
-from tui.actions.launch import start_detached
+from tui.actions.launch import box_python, start_detached
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.text import clean, clean_block
@@ -186,7 +186,8 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
                       "mode": 0o600})
         files.append({"path": f"{GUARD_DIR}/secrets.json", "text": json.dumps(secrets),
                       "mode": 0o600})
-        started = await start_detached(session, ["python3", "guard.py"],
+        # The training interpreter: rented images keep huggingface_hub (a push) there.
+        started = await start_detached(session, [box_python(box), "guard.py"],
                                        f"{GUARD_DIR}/guard.log", cwd=GUARD_DIR, files=files)
         state = await _wait_armed(session, guard_id)
         if state is None:

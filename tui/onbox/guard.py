@@ -65,6 +65,7 @@ MAX_DID = 20
 HTTP_TIMEOUT = 20.0
 READ_BACK_SECONDS = 90.0
 COMMAND_TIMEOUT = 300.0
+PUSH_TIMEOUT = 3600.0
 SCOPED_ENV = {"vast": ("CONTAINER_API_KEY", "CONTAINER_ID"),
               "runpod": ("RUNPOD_API_KEY", "RUNPOD_POD_ID")}
 DEFAULT_URLS = {"vast": "https://console.vast.ai", "runpod": "https://api.runpod.io",
@@ -683,15 +684,28 @@ class Guard:
             return False
         push = sibling("push")
         push._SECRETS.append(token)
-        ok_all = True
-        for path, _root, name in self.watch.runs:
-            try:
-                ok, words = push_run(push, path, name, self.config, token)
-            except Exception as exc:  # one run's trouble is recorded, the others go on
-                ok, words = False, "%s: %s" % (type(exc).__name__, exc)
-            self.record("push", "verified" if ok else "failed", "%s: %s" % (name, words))
-            ok_all = ok_all and ok
-        return ok_all
+        results = []
+
+        def every_run():
+            for path, _root, name in list(self.watch.runs):
+                try:
+                    ok, words = push_run(push, path, name, self.config, token)
+                except Exception as exc:  # one run's trouble is recorded, the others go on
+                    ok, words = False, "%s: %s" % (type(exc).__name__, exc)
+                self.record("push", "verified" if ok else "failed", "%s: %s" % (name, words))
+                results.append(ok)
+
+        # A Hub that never answers must not keep the box billing: past the limit the
+        # box is stopped without the push (never destroyed: nothing was verified).
+        worker = threading.Thread(target=every_run, daemon=True)
+        worker.start()
+        limit = float(self.config.get("push_timeout_seconds") or PUSH_TIMEOUT)
+        worker.join(limit)
+        if worker.is_alive():
+            self.record("push", "failed", "the push did not finish within %s s; going on "
+                                          "without it" % _num(limit))
+            return False
+        return len(results) == len(self.watch.runs) and all(results)
 
     def power(self, action):
         provider = self.config.get("provider") or "manual"
