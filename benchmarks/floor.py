@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import random
@@ -46,7 +45,7 @@ from typing import Any, ClassVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
-from refresh import code_line, code_under_test, metrics_line  # noqa: E402
+from _fleet import code_line, code_under_test, metrics_line, pct, vm_kib  # noqa: E402
 from rich.console import RenderableType  # noqa: E402
 from rich.text import Text  # noqa: E402
 from textual import events  # noqa: E402
@@ -338,9 +337,51 @@ class Driven:
 # --- measuring ------------------------------------------------------------------------
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+class LoopLag:
+    """How long the event loop was held: a task that asks to wake every 5 ms records how
+    late each wake-up came, and the CPU of every step the loop runs (a callback, a task's
+    step between awaits). A late wake-up may be several short steps in one turn, or the
+    machine busy elsewhere; a long step is the app's own."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.steps: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(0.005)
+            self.lags.append(max(0.0, loop.time() - start - 0.005))
+
+    def __enter__(self) -> LoopLag:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._original = asyncio.events.Handle._run
+        steps, original = self.steps, self._original
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            start = time.thread_time()
+            original(handle)
+            steps.append(time.thread_time() - start)
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+        if self._task is not None:
+            self._task.cancel()
+
+    def summary(self) -> dict[str, Any]:
+        if not self.lags:
+            return {"n": 0}
+        ms = [v * 1000 for v in self.lags]
+        steps = [v * 1000 for v in self.steps] or [0.0]
+        return {"n": len(ms), "max_ms": round(max(ms), 1), "p99_ms": round(pct(ms, 99), 1),
+                "over_20ms": sum(v > 20 for v in ms),
+                "longest_step_cpu_ms": round(max(steps), 1),
+                "steps_over_20ms_cpu": sum(v > 20 for v in steps)}
 
 
 def summary(values: Sequence[float], misses: int = 0) -> dict[str, Any]:
@@ -458,15 +499,31 @@ async def refresher(app: Any, states: list[BoxState], period: float) -> None:
 async def measure(make: Callable[[], Any], states: list[BoxState], args: argparse.Namespace,
                   rng: random.Random) -> dict[str, Any]:
     """One app: idle CPU, keys idle, keys while every box refreshes every second."""
+    rows = sum(len(s.runs) for s in states)
+    rss_before = vm_kib("VmRSS")
+    start = time.perf_counter()
     app = make()
     out: dict[str, Any] = {}
+    shown: list[float] = []
+    driven = Driven(app)
+
+    def first_rows(now: float) -> bool:
+        """Every row listed and the top one drawn: the floor of "first run on screen"."""
+        order = driven.order()
+        if len(order) == rows and driven.shows(order[0]):
+            shown.append(now)
+            return True
+        return False
+
+    app.frame_hooks.append(first_rows)
     async with app.run_test(size=SIZE) as pilot:
-        driven = Driven(app)
         deadline = time.perf_counter() + 60
-        while len(driven.order()) < args.boxes * args.runs:
+        while not shown:
             assert time.perf_counter() < deadline, "the rows never appeared"
-            await pilot.pause(0.05)
+            await pilot.pause(0.01)
+        out["first_rows_s"] = round(shown[0] - start, 3)
         await asyncio.sleep(1.0)
+        out["rss_over_no_app_mib"] = round((vm_kib("VmRSS") - rss_before) / 1024, 1)
         with Window(app=app) as idle:
             await asyncio.sleep(args.idle)
         out["idle_cpu_pct"] = round(idle.pct, 2)
@@ -479,6 +536,9 @@ async def measure(make: Callable[[], Any], states: list[BoxState], args: argpars
             with Window(app=app) as load:
                 await asyncio.sleep(args.load_window)
             out["load_cpu_pct"] = round(load.pct, 2)
+            with LoopLag() as lag:
+                await asyncio.sleep(getattr(args, "lag_window", 3.0))
+            out["load_loop_lag"] = lag.summary()
             keys = await key_latencies(app, args.presses, args.key_budget, rng)
             out["keys_load"] = {**keys, **per_press(keys, load.pct)}
         finally:

@@ -53,7 +53,6 @@ import contextlib
 import cProfile
 import gc
 import json
-import math
 import os
 import pickle
 import platform
@@ -80,15 +79,23 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 import floor  # noqa: E402
-from refresh import (  # noqa: E402
+from _fleet import (  # noqa: E402
     Run,
+    advance_all,
     code_under_test,
     fleet_config,
+    machine_busy_seconds,
     make_runs,
+    pct,
+    sshd_pids,
+    start_servers,
     tree_cpu_seconds,
+    vm_kib,
 )
+from floor import LoopLag  # noqa: E402
+from refresh import full_refresh  # noqa: E402
 from rich.console import RenderableType  # noqa: E402
-from support.sshd import KeyPair, Sshd, make_keypair  # noqa: E402
+from support.sshd import Sshd, make_keypair  # noqa: E402
 from textual._compositor import CompositorUpdate  # noqa: E402
 from textual.message import Message  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
@@ -99,10 +106,18 @@ from tui.app import GpurentApp  # noqa: E402
 from tui.messages import BoxUpdated  # noqa: E402
 from tui.model.box import BoxState, Connection  # noqa: E402
 from tui.model.config import FleetConfig  # noqa: E402
+from tui.remote.hostkeys import host_key_store  # noqa: E402
+from tui.remote.watch import BoxWatcher  # noqa: E402
 from tui.screens.fleet import FleetScreen  # noqa: E402
 from widgets.fleet_list import RunKey  # noqa: E402
 
 SIZE = (160, 48)
+# --quick: what changes (an option given explicitly is kept).
+QUICK: dict[str, Any] = {"presses": 80, "repeats": 1, "idle": 10.0, "settle": 2.0,
+                         "load_window": 5.0, "lag_window": 5.0, "baseline": 0.0,
+                         "startups": 1, "cli_repeats": 2, "floor_idle": 3.0,
+                         "pilot_presses": 0, "big_rounds": 5, "big_idle": 5.0,
+                         "key_budget": 15.0}
 FrameHook = Callable[[float], bool]
 
 
@@ -186,29 +201,8 @@ async def until(app: GpurentApp, check: Callable[[], bool], timeout: float, what
 # --- measuring -------------------------------------------------------------------
 
 
-def vm_kib(key: str) -> int:
-    """A VmRSS/VmHWM line of /proc/self/status, in KiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def mib(kib: float) -> float:
     return round(kib / 1024, 1)
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent busy since boot (/proc/stat), to see who else ran."""
-    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 def latency_summary(values: Sequence[float], misses: int) -> dict[str, Any]:
@@ -261,54 +255,6 @@ class CpuWindow:
                 "box_updates": self.updates,
                 "box_updates_per_box_s": round(self.updates / len(self.app.watchers)
                                                / self.wall, 3) if self.app.watchers else 0}
-
-
-class LoopLag:
-    """How long the event loop was held: a task that asks to wake every 5 ms records how
-    late each wake-up came (a fold, a parse, a layout that blocks shows here)."""
-
-    def __init__(self) -> None:
-        self.lags: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            start = loop.time()
-            await asyncio.sleep(0.005)
-            self.lags.append(max(0.0, loop.time() - start - 0.005))
-
-    def __enter__(self) -> LoopLag:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        # The CPU of each step the loop runs (a callback, a task's step between awaits):
-        # a late wake-up may be several short steps in one turn, or the machine busy
-        # elsewhere; a long step is the panel's own.
-        self.steps: list[float] = []
-        self._original = asyncio.events.Handle._run
-        steps, original = self.steps, self._original
-
-        def timed(handle: asyncio.events.Handle) -> None:
-            start = time.thread_time()
-            original(handle)
-            steps.append(time.thread_time() - start)
-
-        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
-        if self._task is not None:
-            self._task.cancel()
-
-    def summary(self) -> dict[str, Any]:
-        if not self.lags:
-            return {"n": 0}
-        ms = [v * 1000 for v in self.lags]
-        steps = [v * 1000 for v in self.steps] or [0.0]
-        return {"n": len(ms), "max_ms": round(max(ms), 1), "p99_ms": round(pct(ms, 99), 1),
-                "over_20ms": sum(v > 20 for v in ms),
-                "longest_step_cpu_ms": round(max(steps), 1),
-                "steps_over_20ms_cpu": sum(v > 20 for v in steps)}
 
 
 async def key_phase(app: BenchApp, args: argparse.Namespace, rng: random.Random,
@@ -685,16 +631,118 @@ def panel_code() -> dict[str, Any]:
     return {**code_under_test(), "tui_from": str(Path(tui.__file__).parent)}
 
 
+# --- 100 boxes ------------------------------------------------------------------
+
+
+def round_summary(walls: Sequence[float]) -> dict[str, Any]:
+    ms = [w * 1000 for w in walls]
+    return {"n": len(ms), "median_ms": round(statistics.median(ms), 1),
+            "p95_ms": round(pct(ms, 95), 1), "max_ms": round(max(ms), 1)}
+
+
+async def core_rounds(fleet: FleetConfig, runs: dict[str, list[Run]], pids: Sequence[int],
+                      rounds: int) -> dict[str, Any]:
+    """The watch core alone (a BoxWatcher per box, kept probes, no app): a cold load, then
+    rounds in which every run writes an epoch and every box is refreshed at once. The
+    floor of the panel's refresh round: what SSH and the probes take."""
+    store = host_key_store(fleet)
+    watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
+    try:
+        cold = await full_refresh(watchers, pids, catch_up=True)
+        walls = []
+        for _ in range(rounds):
+            await asyncio.to_thread(advance_all, runs)
+            walls.append((await full_refresh(watchers, pids)).wall)
+    finally:
+        await asyncio.gather(*(w.close() for w in watchers))
+    return {"cold_s": round(cold.wall, 2), **round_summary(walls)}
+
+
+async def panel_rounds(app: BenchApp, runs: dict[str, list[Run]], rounds: int
+                       ) -> dict[str, Any]:
+    """The live panel's refresh round: every run writes an epoch, every box is poked, until
+    the app holds every new epoch of every run (what the user sees move)."""
+    walls = []
+    for _ in range(rounds):
+        await asyncio.to_thread(advance_all, runs)
+        start = time.perf_counter()
+        for watcher in app.watchers.values():
+            watcher.poke()
+        await until(app, lambda: fully_loaded(list(app.states.values()), runs), 60.0,
+                    "a refresh round of every box")
+        walls.append(time.perf_counter() - start)
+    return round_summary(walls)
+
+
+async def hundred_phase(args: argparse.Namespace, tmp: Path, servers: list[Sshd]
+                        ) -> dict[str, Any]:
+    """The same measures at `--big-boxes` boxes (short histories: what grows here is the
+    number of boxes): the watch core's refresh round, the live panel's round, key -> frame
+    idle and under a 1 s refresh, and Textual's floor over the same runs."""
+    n = args.big_boxes
+    big = tmp / "big"
+    key = make_keypair(big / "client", "id_ed25519")
+    host = make_keypair(big / "hostkey", "ssh_host_ed25519_key")  # key generation: not measured
+    t0 = time.perf_counter()
+    first = len(servers)
+    start_servers(big, n, key, servers, host_key=host)
+    mine = servers[first:]
+    pids = sshd_pids(mine)
+    for pid in pids:
+        os.setpriority(os.PRIO_PROCESS, pid, args.box_nice)
+    roots, runs = make_runs(big, n, args.runs, args.big_epochs, time.time())
+    fleet = fleet_config(big, mine, key, roots, "big")
+    print(f"{n} sshd started and {n * args.runs} runs x {args.big_epochs} epochs written in "
+          f"{time.perf_counter() - t0:.1f} s; the watch core alone ...", flush=True)
+    out: dict[str, Any] = {"boxes": n, "epochs": args.big_epochs}
+    try:
+        out["core_round"] = await core_rounds(fleet, runs, pids, args.big_rounds)
+        print(f"  the live panel at {n} boxes ...", flush=True)
+        rng = random.Random(13)
+        app = BenchApp(fleet)
+        start = time.perf_counter()
+        async with app.run_test(size=SIZE):
+            await until(app, lambda: fully_loaded(list(app.states.values()), runs)
+                        and len(run_rows(app)) == n * args.runs, args.load_timeout,
+                        f"{n} boxes loaded")
+            out["all_loaded_s"] = round(time.perf_counter() - start, 2)
+            await asyncio.sleep(args.settle)
+            with CpuWindow(app, pids) as idle:
+                await asyncio.sleep(args.big_idle)
+            out["idle"] = idle.summary()
+            out["keys_idle"] = await key_phase(app, args, rng, 100 * idle.cpu / idle.wall)
+            with LoopLag() as lag:
+                out["panel_round"] = await panel_rounds(app, runs, args.big_rounds)
+            out["panel_round"]["loop_lag"] = lag.summary()
+            print(f"  {n} boxes refreshed every {args.load_period:g} s, key presses ...",
+                  flush=True)
+            writer = Writer(runs)
+            ticker = asyncio.create_task(writer.loop(app, args.load_period))
+            try:
+                await asyncio.sleep(2 * args.load_period)
+                with CpuWindow(app, pids) as load:
+                    await asyncio.sleep(args.load_window)
+                out["load"] = load.summary()
+                out["keys_load"] = await key_phase(app, args, rng, 100 * load.cpu / load.wall)
+                with LoopLag() as lag:
+                    await asyncio.sleep(args.lag_window)
+                out["load"]["loop_lag"] = lag.summary()
+            finally:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+            states = list(app.states.values())
+    finally:
+        for server in mine:
+            with contextlib.suppress(Exception):
+                server.stop()
+    if args.floor:
+        settings = argparse.Namespace(**{**vars(args), "idle": args.floor_idle, "repeats": 1})
+        out["floors"] = await floor_phase(settings, states)
+    return out
+
+
 # --- the fleet -------------------------------------------------------------------
-
-
-def start_servers(tmp: Path, count: int, key: KeyPair, servers: list[Sshd]) -> None:
-    """Each sshd is listed before it starts, so the caller's finally stops it."""
-    for index in range(count):
-        # An empty HOME: this machine's ~/.bashrc (pyenv init) can block ssh sessions.
-        server = Sshd(tmp / f"sshd{index:02d}", [key.public_line], home=tmp / f"home{index:02d}")
-        servers.append(server)
-        server.start()
 
 
 async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) -> dict[str, Any]:
@@ -710,7 +758,7 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
     print(f"  written in {time.perf_counter() - t0:.1f} s ({metrics_bytes / 2**20:.1f} MiB of "
           f"metrics.jsonl per run); live panel ...", flush=True)
     fleet = fleet_config(tmp, servers, key, roots, "panel")
-    pids = [s._proc.pid for s in servers if s._proc is not None]
+    pids = sshd_pids(servers)
     for pid in pids:
         # On a real fleet the boxes' CPU is theirs: here they share this machine's cores,
         # so they run at a lower priority than the panel (their probes inherit it).
@@ -721,7 +769,11 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
     fixed = await fixed_phase(args, fleet, states, pids)
     traced = await traced_memory(args, fleet, states) if args.tracemalloc else {}
     floors = await floor_phase(args, states) if args.floor else {}
-    return {**live, "fixed": fixed, "traced": traced, "floors": floors,
+    for server in servers:  # done with these boxes: the next phase starts its own
+        with contextlib.suppress(Exception):
+            server.stop()
+    hundred = await hundred_phase(args, tmp, servers) if args.big_boxes else {}
+    return {**live, "fixed": fixed, "traced": traced, "floors": floors, "hundred": hundred,
             "metrics_line_bytes": round(metrics_bytes / args.epochs, 1),
             "box_python": states[0].python or "?"}
 
@@ -865,6 +917,144 @@ def print_floors(r: dict[str, Any], args: argparse.Namespace) -> None:
           "redraw every row each second, the panel folds real answers from real sshd)")
 
 
+def floor_medians(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One floor app's repeats, medians field by field (the key phases' too)."""
+    def med(*path: str) -> float | None:
+        values = []
+        for run in runs:
+            value: Any = run
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, int | float):
+                values.append(value)
+        return statistics.median(values) if values else None
+
+    return {"idle_cpu_pct": med("idle_cpu_pct"), "first_rows_s": med("first_rows_s"),
+            "rss_over_no_app_mib": med("rss_over_no_app_mib"),
+            "longest_step_cpu_ms": med("load_loop_lag", "longest_step_cpu_ms"),
+            "keys_idle": floor.median_of([r["keys_idle"] for r in runs]),
+            "keys_load": floor.median_of([r["keys_load"] for r in runs])}
+
+
+def print_hundred(h: dict[str, Any], args: argparse.Namespace) -> None:
+    n = h["boxes"]
+    print(f"6. {n} boxes x {args.runs} runs x {h['epochs']} epochs (live, real sshd)")
+    core, panel = h["core_round"], h["panel_round"]
+    print(f"  {'refresh round of every box, ms':<46} {'median':>8} {'p95':>8} {'max':>8}")
+    for label, r in (("watch core alone (BoxWatchers, no app)", core),
+                     ("live panel (poke -> every new epoch held)", panel)):
+        print(f"  {label:<46} {r['median_ms']:>8.0f} {r['p95_ms']:>8.0f} {r['max_ms']:>8.0f}")
+    lag = panel.get("loop_lag", {})
+    if lag.get("n"):
+        print(f"  {'event loop during the rounds':<46} longest step {lag['longest_step_cpu_ms']} "
+              f"ms CPU, max late wake-up {lag['max_ms']} ms, {lag['over_20ms']} over 20 ms")
+    print(f"  {'every history held, from start':<46} {h['all_loaded_s']:>8.1f} s "
+          f"(cold load of the core alone {core['cold_s']} s)")
+    idle, load = h["idle"], h["load"]
+    print(f"  {'panel CPU idle / under a 1 s refresh':<46} {idle['app_cpu_pct']:>7.1f}% "
+          f"{load['app_cpu_pct']:>7.1f}%  (boxes {load['boxes_cpu_pct']:.0f}%, others "
+          f"{load['others_cpu_pct']:.0f}% of a core)")
+    for name, keys in (("idle", h["keys_idle"]), ("under a 1 s refresh", h["keys_load"])):
+        if keys.get("n"):
+            print(f"  {'key -> frame ' + name:<46} {keys['median_ms']:>5.1f} / "
+                  f"{keys['p95_ms']:.1f} ms median / p95; {keys['cpu_ms_per_press']} ms CPU, "
+                  f"{keys['frames_per_press']} frames per press, misses {keys['misses']}")
+
+
+def print_targets(r: dict[str, Any], args: argparse.Namespace,
+                  machine: dict[str, Any]) -> None:
+    """Every target of the panel beside Textual's floor over the same runs, the ratio to the
+    line-API floor, and whether the target holds on this machine in this run."""
+    floors = {name: floor_medians(runs) for name, runs in r.get("floors", {}).items()}
+    big = r.get("hundred") or {}
+    big_floors = {name: floor_medians(runs) for name, runs in big.get("floors", {}).items()}
+    line, static = floors.get("line floor", {}), floors.get("static floor", {})
+    bline, bstatic = big_floors.get("line floor", {}), big_floors.get("static floor", {})
+
+    def get(d: dict[str, Any], *path: str) -> float | None:
+        value: Any = d
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value if isinstance(value, int | float) else None
+
+    steps = [get(r, w, "loop_lag", "longest_step_cpu_ms") for w in ("idle", "load")]
+    steps.append(get(big, "panel_round", "loop_lag", "longest_step_cpu_ms"))
+    steps.append(get(big, "load", "loop_lag", "longest_step_cpu_ms"))
+    longest = max((v for v in steps if v is not None), default=None)
+    n, big_n = args.boxes, big.get("boxes", args.big_boxes)
+    mb30 = 30e6 / 2**20  # 30 MB in MiB
+    # label, panel, line floor, static floor, limit (panel must be under it), unit
+    rows: list[tuple[str, float | None, float | None, float | None, float | None, str]] = [
+        (f"key -> frame idle, median ({n} boxes)", get(r, "keys_idle", "median_ms"),
+         get(line, "keys_idle", "median_ms"), get(static, "keys_idle", "median_ms"), None, "ms"),
+        (f"key -> frame idle, p95 ({n} boxes)", get(r, "keys_idle", "p95_ms"),
+         get(line, "keys_idle", "p95_ms"), get(static, "keys_idle", "p95_ms"), 40, "ms"),
+        (f"key -> frame, 1 s refresh, median ({n})", get(r, "keys_load", "median_ms"),
+         get(line, "keys_load", "median_ms"), get(static, "keys_load", "median_ms"), None, "ms"),
+        (f"key -> frame, 1 s refresh, p95 ({n})", get(r, "keys_load", "p95_ms"),
+         get(line, "keys_load", "p95_ms"), get(static, "keys_load", "p95_ms"), 60, "ms"),
+        (f"key -> frame idle, median ({big_n} boxes)", get(big, "keys_idle", "median_ms"),
+         get(bline, "keys_idle", "median_ms"), get(bstatic, "keys_idle", "median_ms"), None,
+         "ms"),
+        (f"key -> frame idle, p95 ({big_n} boxes)", get(big, "keys_idle", "p95_ms"),
+         get(bline, "keys_idle", "p95_ms"), get(bstatic, "keys_idle", "p95_ms"), 100, "ms"),
+        (f"key -> frame, 1 s refresh, median ({big_n})", get(big, "keys_load", "median_ms"),
+         get(bline, "keys_load", "median_ms"), get(bstatic, "keys_load", "median_ms"), None,
+         "ms"),
+        (f"key -> frame, 1 s refresh, p95 ({big_n})", get(big, "keys_load", "p95_ms"),
+         get(bline, "keys_load", "p95_ms"), get(bstatic, "keys_load", "p95_ms"), 100, "ms"),
+        (f"frames per key press, idle ({n})", get(r, "keys_idle", "frames_per_press"),
+         get(line, "keys_idle", "frames_per_press"),
+         get(static, "keys_idle", "frames_per_press"), 1.05, ""),
+        (f"frames per key press, 1 s refresh ({n})", get(r, "keys_load", "frames_per_press"),
+         get(line, "keys_load", "frames_per_press"),
+         get(static, "keys_load", "frames_per_press"), None, ""),
+        (f"CPU per key press, idle ({n})", get(r, "keys_idle", "cpu_ms_per_press"),
+         get(line, "keys_idle", "cpu_ms_per_press"),
+         get(static, "keys_idle", "cpu_ms_per_press"), None, "ms"),
+        (f"CPU per key press, 1 s refresh ({n})", get(r, "keys_load", "cpu_ms_per_press"),
+         get(line, "keys_load", "cpu_ms_per_press"),
+         get(static, "keys_load", "cpu_ms_per_press"), None, "ms"),
+        (f"idle CPU, % of a core ({n} boxes)", get(r, "idle", "app_cpu_pct"),
+         get(line, "idle_cpu_pct"), get(static, "idle_cpu_pct"), 2, "%"),
+        ("first run on screen (floor: rows of snapshots)",
+         get(r, "startup", "first_run_on_screen_s"), get(line, "first_rows_s"),
+         get(static, "first_rows_s"), 1, "s"),
+        (f"memory, {n}x{args.runs}x{args.epochs} epochs over empty (floor: view)",
+         get(r, "memory", "rss_over_empty_panel_mib"), get(line, "rss_over_no_app_mib"),
+         get(static, "rss_over_no_app_mib"), round(mb30, 1), "MiB"),
+        (f"refresh round of {big_n} boxes, p95 (floor: core)",
+         get(big, "panel_round", "p95_ms"), get(big, "core_round", "p95_ms"), None, 1000, "ms"),
+        ("loop's longest step, histories streaming in", get(r, "startup", "loop_lag",
+                                                             "longest_step_cpu_ms"),
+         None, None, 20, "ms"),
+        ("loop's longest step, idle and refreshing", longest,
+         get(line, "longest_step_cpu_ms"), get(static, "longest_step_cpu_ms"), 20, "ms"),
+    ]
+    print(f"7. the targets beside Textual's floor (same runs, same run of this script; load "
+          f"average {machine['loadavg_at_start']} at start, {machine['loadavg']} at the end)")
+    head = ("", "panel", "line floor", "Static floor", "/ line", "target", "holds")
+    print(f"  {head[0]:<52}{head[1]:>9}{head[2]:>11}{head[3]:>13}{head[4]:>8}{head[5]:>12}"
+          f"{head[6]:>7}")
+
+    def cell(v: float | None, width: int) -> str:
+        if v is None:
+            return f"{'-':>{width}}"
+        return f"{v:>{width}.{0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2}f}"
+
+    for label, panel, lin, sta, limit, unit in rows:
+        ratio = f"x{panel / lin:.1f}" if panel is not None and lin else "-"
+        target = f"< {limit:g} {unit}".strip() if limit is not None else "-"
+        holds = "-" if limit is None or panel is None else "yes" if panel < limit else "NO"
+        print(f"  {label + (' ' + unit if unit else ''):<52}{cell(panel, 9)}{cell(lin, 11)}"
+              f"{cell(sta, 13)}{ratio:>8}{target:>12}{holds:>7}")
+    print("  floors: the same rows drawn by one line-API view and by one Static per run, "
+          "headless, no SSH (first run: their first frame over the loaded snapshots; memory: "
+          "the view over data already held; round: the watch core alone; loop: their longest "
+          "step while every row changes each second; the panel's: idle, 1 s refresh and the "
+          f"{big_n}-box rounds)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--boxes", type=int, default=20)
@@ -902,7 +1092,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="idle CPU window of each floor app, seconds")
     parser.add_argument("--cli-repeats", type=int, default=5)
     parser.add_argument("--load-timeout", type=float, default=180.0)
+    parser.add_argument("--big-boxes", type=int, default=100,
+                        help="boxes of the second fleet (0: skip it)")
+    parser.add_argument("--big-epochs", type=int, default=100,
+                        help="epochs of history per run in the second fleet")
+    parser.add_argument("--big-rounds", type=int, default=10,
+                        help="refresh rounds timed at --big-boxes (core alone, then the panel)")
+    parser.add_argument("--big-idle", type=float, default=10.0,
+                        help="idle CPU window at --big-boxes, seconds")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer presses and repeats, shorter windows: every figure in a "
+                        "few minutes (noisier)")
     args = parser.parse_args(argv)
+    if args.quick:
+        for name, value in QUICK.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
 
     tmp = Path(tempfile.mkdtemp(prefix="gpurent-panel-bench-"))
     # The panel's own files (pinned keys) go to the temp dir; no agent is consulted.
@@ -912,6 +1117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop("GPURENT_CONFIG", None)
     servers: list[Sshd] = []
     t0 = time.perf_counter()
+    load_at_start = [round(v, 2) for v in os.getloadavg()]
     try:
         print("CLI start-up in fresh interpreters (before any box starts) ...", flush=True)
         cli = cli_startup(args.cli_repeats)
@@ -929,12 +1135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                "box_python": result.pop("box_python"),
                "textual": metadata.version("textual"), "asyncssh": metadata.version("asyncssh"),
                "platform": platform.platform(), "date": datetime.now(UTC).isoformat(),
+               "loadavg_at_start": load_at_start,
                "loadavg": [round(v, 2) for v in os.getloadavg()]}
     print()
     print(f"gpurent-tui panel benchmark, {machine['date']}")
     print(f"machine: nproc {machine['nproc']}, python {machine['python']}, textual "
           f"{machine['textual']}, asyncssh {machine['asyncssh']}, {machine['platform']}, "
-          f"load average now {machine['loadavg']}")
+          f"load average at start {load_at_start}, at the end {machine['loadavg']}")
     print(f"code: {code['tui_from']} at {code['commit']}" + (
         f", uncommitted changes in {len(code['uncommitted'])} file(s): "
         + ", ".join(code["uncommitted"][:6]) if code["uncommitted"] else ", clean"))
@@ -942,6 +1149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"epochs; headless {SIZE[0]}x{SIZE[1]}; CPU in % of one core")
     print()
     print_report(result, args)
+    if result.get("hundred"):
+        print_hundred(result["hundred"], args)
+    print_targets(result, args, machine)
     if "exit_error" in result:
         print(f"NOTE: the live panel raised as it shut down: {result['exit_error']}")
     others = max(w["others_cpu_pct"] for w in (result["idle"], result["keys_idle_cpu"],
