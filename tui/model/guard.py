@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.model.box import BoxState, Connection
-from tui.model.runs import Health, RunState, format_age
+from tui.model.runs import Health, RunState, finite, format_age, whole
 
 GUARDED = ("best.pt", "last.pt")
 PICTURE = "picture incomplete"
@@ -47,6 +47,11 @@ class PushRecord:
 
     at: float
     files: Mapping[str, FileId | None]  # "weights/best.pt" -> identity (None: not exact)
+    # The run as the push found it (None where the journal line predates these fields):
+    # what "unpushed: 7 epochs" counts from, and whether best.pt improved since.
+    epoch: int | None = None
+    best_epoch: int | None = None
+    best_metric: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,9 @@ def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str
             continue  # a hand-edited or foreign line: not a push we can vouch for
         if isinstance(run_path, str) and run_path and \
                 (run_path not in found or found[run_path].at <= at):
-            found[run_path] = PushRecord(float(at), files)
+            found[run_path] = PushRecord(float(at), files, whole(entry.get("epoch")),
+                                         whole(entry.get("best_epoch")),
+                                         finite(entry.get("best_metric")))
     return found
 
 

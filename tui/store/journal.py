@@ -93,9 +93,11 @@ class Journal:
                destination: str | None = None, verified: bool | None = None,
                message: str = "", error: str | None = None,
                runs: Sequence[Mapping[str, Any]] = (),
-               at: float | None = None) -> dict[str, Any]:
+               at: float | None = None,
+               details: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Append one action. `runs`: the runs a destroy took with it (a forced one lists
-        exactly what was lost, in `files` too)."""
+        exactly what was lost, in `files` too). `details`: more plain fields (a push's
+        epoch and best metric, why a milestone push was made); never the fixed ones."""
         entry: dict[str, Any] = {
             "v": 1, "time": round(at if at is not None else time.time(), 3), "box": box,
             "run": run, "run_path": run_path, "action": action, "outcome": outcome,
@@ -104,6 +106,8 @@ class Journal:
         }
         if runs:
             entry["runs"] = [dict(r) for r in runs]
+        for key, value in (details or {}).items():
+            entry.setdefault(key, value)
         self._refresh()  # what others wrote comes before this line, as in the file
         try:
             append_jsonl(self.path, entry)

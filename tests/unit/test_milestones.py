@@ -1,0 +1,215 @@
+"""Milestone pushes, what a crash would cost, alerts and preemption: the pure policies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from tui.model.alerts import (
+    BOX_IDLE,
+    PUSH_FAILED,
+    RUN_DIED,
+    RUN_FAILED,
+    Gate,
+    event,
+    gate,
+    redact_url,
+    run_events,
+    unreachable_event,
+    watchdog_acted,
+    webhook_request,
+)
+from tui.model.box import BoxState, Connection
+from tui.model.config import BoxConfig, PushTarget
+from tui.model.cost import BoxRates, Rate, RunCost
+from tui.model.guard import last_verified_pushes
+from tui.model.meter import BoxCost
+from tui.model.milestones import Milestones, plan, settle
+from tui.model.preemption import preempted
+from tui.model.runs import Health, RunState, WeightFile
+from tui.model.unpushed import at_stake, rate_share
+
+PATH = "/root/runs/r1"
+
+
+def weight(name: str, t: int) -> WeightFile:
+    return WeightFile(name, 1000 + t, float(t), t * 1_000_000_000, t)
+
+
+def run_at(epoch: int, *names: str, health: Health = Health.RUNNING, best_epoch: int = 1,
+           best: float = 0.1, mean: float = 60.0) -> RunState:
+    status = {"schema_version": 1, "state": "completed" if health is Health.COMPLETED
+              else "running", "current_epoch": epoch, "total_epochs": 20,
+              "best_epoch": best_epoch, "best_metric": best,
+              "best_metric_name": "metrics/mAP50-95", "mean_epoch_seconds": mean,
+              "start_epoch": 1}
+    return RunState(path=PATH, name="r1", root="/root/runs", health=health, status=status,
+                    weights=tuple(weight(n, i + 1) for i, n in enumerate(names)))
+
+
+def box_with(*runs: RunState) -> BoxState:
+    return BoxState(name="b", connection=Connection.OK, runs=runs, last_ok_at=1.0)
+
+
+def pushed(run: RunState, names: tuple[str, ...], at: float = 50.0) -> dict[str, object]:
+    files = [{"name": f"weights/{w.name}", "size": w.size, "mtime": w.mtime,
+              "mtime_ns": w.mtime_ns, "inode": w.inode} for w in run.weights if w.name in names]
+    return {"time": at, "box": "b", "run": run.name, "run_path": run.path, "action": "push",
+            "outcome": "done", "verified": True, "files": files,
+            "epoch": run.current_epoch, "best_epoch": run.best_epoch,
+            "best_metric": run.best_metric}
+
+
+EVERY = PushTarget(local_dir="/w", every_epochs=2, on_best=True, on_complete=True)
+
+
+def test_epoch_multiples_are_pushed_once_each_and_never_in_a_burst() -> None:
+    run = run_at(3, "epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "best.pt", "last.pt")
+    push = replace(EVERY, on_best=False)
+    wish = plan(push, box_with(run), [], Milestones(), 100.0)
+    assert wish is not None and wish.epochs == (2,) and wish.why == "epoch 2"
+    assert plan(push, box_with(run), [], Milestones(), 100.0, busy=True) is None
+    # The push verified: the journal holds epoch_2.pt, so nothing more is due.
+    entries = [pushed(run, ("epoch_2.pt", "best.pt", "last.pt"))]
+    assert plan(push, box_with(run), entries, Milestones(), 101.0) is None
+    # Even with no journal (unwritable), this process remembers what it answered.
+    memory = settle(Milestones(), wish, True, 101.0)
+    assert plan(push, box_with(run), [], memory, 102.0) is None
+    later = run_at(4, "epoch_2.pt", "epoch_3.pt", "epoch_4.pt", "last.pt")
+    wish4 = plan(push, box_with(later), entries, memory, 103.0)
+    assert wish4 is not None and wish4.epochs == (4,)
+
+
+def test_a_failed_push_backs_off_and_is_retried() -> None:
+    run = run_at(2, "epoch_2.pt")
+    wish = plan(EVERY, box_with(run), [], Milestones(), 100.0)
+    assert wish is not None
+    memory = settle(Milestones(), wish, False, 100.0, jitter=0.0, error="disk full")
+    assert plan(EVERY, box_with(run), [], memory, 110.0) is None  # waits out the backoff
+    again = plan(EVERY, box_with(run), [], memory, 131.0)
+    assert again == wish
+    memory = settle(memory, again, False, 131.0, jitter=0.0)
+    (attempt,) = memory.attempts.values()
+    assert attempt.failures == 2 and attempt.retry_at == 131.0 + 30.0  # doubled: 60 / 2
+
+
+def test_best_is_pushed_when_it_changed_and_the_best_moved() -> None:
+    run = run_at(3, "best.pt", "last.pt", best_epoch=3, best=0.4)
+    push = PushTarget(hf_repo="me/r", on_best=True)
+    wish = plan(push, box_with(run), [], Milestones(), 10.0)
+    assert wish is not None and wish.epochs == () and "best.pt improved at epoch 3" in wish.why
+    entries = [pushed(run, ("best.pt", "last.pt"))]
+    assert plan(push, box_with(run), entries, Milestones(), 11.0) is None
+    # best.pt rewritten but the run's best did not move (a resave): not a milestone.
+    resaved = replace(run, weights=(weight("best.pt", 9), weight("last.pt", 2)))
+    assert plan(push, box_with(resaved), entries, Milestones(), 12.0) is None
+    better = replace(run_at(5, "best.pt", best_epoch=5, best=0.5),
+                     weights=(weight("best.pt", 9),))
+    assert plan(push, box_with(better), entries, Milestones(), 13.0) is not None
+
+
+def test_a_completed_run_is_pushed_until_its_weights_are_the_ones_pushed() -> None:
+    run = run_at(20, "best.pt", "last.pt", health=Health.COMPLETED)
+    push = PushTarget(local_dir="/w", on_complete=True)
+    wish = plan(push, box_with(run), [], Milestones(), 10.0)
+    assert wish is not None and wish.why == "run completed"
+    assert plan(push, box_with(run), [pushed(run, ("best.pt", "last.pt"))], Milestones(),
+                11.0) is None
+    assert plan(push, box_with(replace(run, health=Health.RUNNING)), [], Milestones(),
+                11.0) is None
+    down = replace(box_with(run), connection=Connection.TIMEOUT)
+    assert plan(push, down, [], Milestones(), 11.0) is None
+
+
+def test_unpushed_epochs_and_their_cost() -> None:
+    run = run_at(12, "best.pt", "last.pt", mean=600.0)
+    never = at_stake(run, None, 2.0)
+    assert never is not None and never.epochs == 12
+    assert never.usd == pytest.approx(12 * 600 * 2.0 / 3600)
+    assert never.words() == "unpushed: 12 epochs, $4.00 of GPU time"
+    record = last_verified_pushes([pushed(run_at(5, "best.pt", "last.pt"), ("best.pt",))],
+                                  "b")[PATH]
+    seven = at_stake(run, record, 0.92)
+    assert seven is not None and seven.epochs == 7
+    assert seven.words() == "unpushed: 7 epochs, $1.07 of GPU time"
+    same = at_stake(run, last_verified_pushes([pushed(run, ("last.pt",))], "b")[PATH], 1.0)
+    assert same is not None and same.epochs == 0 and same.words() == "unpushed: 0 epochs"
+    old = replace(record, epoch=None)
+    assert at_stake(run, old, 1.0).epochs is None  # type: ignore[union-attr]
+    assert at_stake(replace(run, status=None), None, 1.0) is None
+
+
+def test_rate_share_splits_the_running_rate() -> None:
+    rates = BoxRates("running", Rate(3.0, "api"), None, 720.0, "vast", None)
+    cost = BoxCost("b", rates, 0.0, 0.0, runs={PATH: RunCost(1.5, 2, None, None)})
+    run = run_at(3)
+    assert rate_share(run, cost, 2) == 1.5
+    assert rate_share(replace(run, path="/other"), cost, 2) == 1.5
+    assert rate_share(replace(run, path="/other"), cost, 0) == 3.0
+    assert rate_share(run, None, 1) is None
+
+
+def test_run_events_fire_on_entering_a_bad_state_only() -> None:
+    running = box_with(run_at(3))
+    dead = box_with(replace(run_at(3), health=Health.DEAD, reason="pid gone"))
+    assert run_events(None, dead, 5.0) == []  # a first look reports history, not news
+    (died,) = run_events(running, dead, 5.0)
+    assert died.kind == RUN_DIED and died.run == "r1" and "pid gone" in died.text
+    assert run_events(dead, dead, 6.0) == []
+    failed = box_with(replace(run_at(3), health=Health.FAILED, reason="\x1b[31mboom"))
+    (fail,) = run_events(dead, failed, 7.0)
+    assert fail.kind == RUN_FAILED and "\x1b" not in fail.text
+
+
+def test_unreachable_after_the_configured_minutes() -> None:
+    down = BoxState(name="b", connection=Connection.TIMEOUT, error="timed out",
+                    failed_since=100.0)
+    assert unreachable_event(down, 2.0, 200.0) is None
+    hit = unreachable_event(down, 2.0, 221.0)
+    assert hit is not None and "has not answered for 2m" in hit.text
+    assert unreachable_event(replace(down, connection=Connection.OK), 2.0, 999.0) is None
+
+
+def test_gate_sends_each_event_once_per_cooldown() -> None:
+    idle = event(BOX_IDLE, "b", "b is idle", 0.0)
+    other = event(PUSH_FAILED, "b", "push failed", 0.0, run="r1")
+    out, memory = gate(Gate(), [idle, idle, other], 0.0, 10.0)
+    assert out == [idle, other]
+    out, memory = gate(memory, [idle], 599.0, 10.0)
+    assert out == []
+    out, memory = gate(memory, [idle], 600.0, 10.0)
+    assert out == [idle]
+
+
+def test_webhook_bodies_per_format_and_the_url_redacted() -> None:
+    item = watchdog_acted("b", "pushed, then stopped the box", 0.0)
+    url = "https://ntfy.example.org/my-secret-topic"
+    where, body = webhook_request(url, "ntfy", item)
+    assert where == "https://ntfy.example.org/"
+    ntfy = json.loads(body)
+    assert ntfy["topic"] == "my-secret-topic" and ntfy["title"].endswith("watchdog acted on b")
+    assert "pushed, then stopped" in ntfy["message"] and ntfy["tags"] == ["robot"]
+    assert json.loads(webhook_request(url, "slack", item)[1]).keys() == {"text"}
+    long = event(RUN_FAILED, "b", "x" * 5000, 0.0)
+    discord = json.loads(webhook_request(url, "discord", long)[1])
+    assert discord.keys() == {"content"} and len(discord["content"]) <= 2000
+    plain = json.loads(webhook_request(url, "json", item)[1])
+    assert plain["kind"] == "watchdog_acted" and plain["schema"] == "gpurent.alert/1"
+    assert "secret" not in json.dumps(plain)
+    assert redact_url("https://hooks.slack.com/services/T0/B0/XYZ?x=1") == \
+        "https://hooks.slack.com/…"
+    assert redact_url("http://user:pw@127.0.0.1:8123/t") == "http://127.0.0.1:8123/…"
+
+
+def test_preempted_only_when_no_stop_of_ours_explains_it() -> None:
+    box = BoxConfig(name="b", host="h", provider="vast", instance_id="1")
+    stopped = BoxCost("b", BoxRates("stopped", None, None, 720.0, "vast", None), 0.0, 0.0)
+    running = replace(stopped, rates=replace(stopped.rates, state="running"))
+    assert preempted(box, stopped, [])
+    assert not preempted(box, running, [])
+    assert not preempted(box, stopped, [{"box": "b", "action": "stop", "outcome": "done"}])
+    assert preempted(box, stopped, [{"box": "b", "action": "stop", "outcome": "done"},
+                                    {"box": "b", "action": "start", "outcome": "done"}])
+    assert not preempted(replace(box, provider="manual"), stopped, [])

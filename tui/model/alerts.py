@@ -1,0 +1,181 @@
+"""Alerts: the events worth telling a person who is not looking, once each. Pure.
+
+An event is born when something enters a bad state (a run turns failed, dead
+or stalled; a box goes idle, over budget, unreachable for longer than
+`unreachable_minutes`, stopped by its provider; a push fails; the box's
+watchdog acted), never at every look while it stays there. `gate` then lets
+each event through once per cool-down: the same kind on the same box and run
+is not sent again within `cooldown_minutes`, however often it flaps.
+
+An event's document holds only names, words and times: never a URL, a token
+or anything from the config beyond the box's name. It is what a webhook gets
+(in the chosen format's body) and what an alert command reads on stdin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from tui.model.box import BoxState, Connection
+from tui.model.runs import Health, format_age
+from tui.model.text import clean
+
+RUN_FAILED = "run_failed"
+RUN_DIED = "run_died"
+RUN_STALLED = "run_stalled"
+BOX_IDLE = "box_idle"
+OVER_BUDGET = "over_budget"
+PUSH_FAILED = "push_failed"
+WATCHDOG_ACTED = "watchdog_acted"
+UNREACHABLE = "unreachable"
+PREEMPTED = "preempted"
+KINDS = (RUN_FAILED, RUN_DIED, RUN_STALLED, BOX_IDLE, OVER_BUDGET, PUSH_FAILED, WATCHDOG_ACTED,
+         UNREACHABLE, PREEMPTED)
+TITLES = {RUN_FAILED: "run failed", RUN_DIED: "run died", RUN_STALLED: "run stalled",
+          BOX_IDLE: "box idle", OVER_BUDGET: "box over budget", PUSH_FAILED: "push failed",
+          WATCHDOG_ACTED: "watchdog acted", UNREACHABLE: "box unreachable",
+          PREEMPTED: "box stopped by the provider"}
+_RUN_KINDS = {Health.FAILED: RUN_FAILED, Health.DEAD: RUN_DIED, Health.STALLED: RUN_STALLED}
+TEXT_LIMIT = 1000
+DISCORD_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    kind: str
+    box: str
+    text: str
+    at: float
+    run: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        """What "the same event" means for the cool-down."""
+        return (self.kind, self.box, self.run)
+
+    @property
+    def title(self) -> str:
+        return f"gpurent-tui: {TITLES.get(self.kind, self.kind)} on {self.box}"
+
+    def document(self) -> dict[str, Any]:
+        """The secret-free event, as the `json` format and alert commands get it."""
+        return {"schema": "gpurent.alert/1", "kind": self.kind, "box": self.box,
+                "run": self.run, "text": self.text, "title": self.title,
+                "at": datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")}
+
+    def log_line(self) -> str:
+        run = f" run={clean(self.run)!r}" if self.run is not None else ""
+        return f"alert {self.kind} box={clean(self.box)!r}{run}: {clean(self.text)}"
+
+
+def event(kind: str, box: str, text: str, at: float, run: str | None = None) -> AlertEvent:
+    """An event of a known kind, its words cleaned of control sequences and bounded."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown alert kind {kind!r}")
+    words = clean(text)
+    if len(words) > TEXT_LIMIT:
+        words = words[:TEXT_LIMIT - 1] + "…"
+    return AlertEvent(kind, box, words, at, clean(run) if run is not None else None)
+
+
+def watchdog_acted(box: str, what: str, at: float) -> AlertEvent:
+    """The box's watchdog did something while nobody looked (pushed, stopped, destroyed):
+    for the code that reads the watchdog's state off the box."""
+    return event(WATCHDOG_ACTED, box, f"{box}: the watchdog on the box acted: {what}", at)
+
+
+def run_events(before: BoxState | None, after: BoxState, now: float) -> list[AlertEvent]:
+    """Runs that just turned failed, dead or stalled (not those already so at the last
+    look, nor any at the first look of a box: those are history, not news)."""
+    if before is None or before.last_ok_at is None:
+        return []
+    was = {r.path: r.health for r in before.runs}
+    found = []
+    for run in after.runs:
+        kind = _RUN_KINDS.get(run.health)
+        if kind is not None and was.get(run.path, Health.RUNNING) is not run.health \
+                and run.path in was:
+            found.append(event(kind, after.name, f"{after.name}/{clean(run.name)}: "
+                               f"{run.health}: {run.reason}", now, run.name))
+    return found
+
+
+def unreachable_event(state: BoxState, minutes: float, now: float) -> AlertEvent | None:
+    """A box failing to answer for longer than `minutes` (its state says since when)."""
+    if state.connection in (Connection.OK, Connection.CONNECTING) or state.failed_since is None:
+        return None
+    if now - state.failed_since < minutes * 60:
+        return None
+    return event(UNREACHABLE, state.name, f"{state.name} has not answered for "
+                 f"{format_age(now - state.failed_since)} ({state.connection}: "
+                 f"{state.error or 'no answer'})", now)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """When each event key was last sent."""
+
+    sent: Mapping[tuple[str, str, str | None], float] = field(default_factory=dict)
+
+
+def gate(memory: Gate, events: Iterable[AlertEvent], now: float, cooldown_minutes: float
+         ) -> tuple[list[AlertEvent], Gate]:
+    """The events to send now: each key once per cool-down (duplicates in one batch too)."""
+    sent = dict(memory.sent)
+    out = []
+    for item in events:
+        last = sent.get(item.key)
+        if last is not None and now - last < cooldown_minutes * 60:
+            continue
+        sent[item.key] = now
+        out.append(item)
+    return out, replace(memory, sent=sent)
+
+
+# --- webhook bodies -----------------------------------------------------------------
+
+NTFY_TAGS = {RUN_FAILED: "x", RUN_DIED: "skull", RUN_STALLED: "hourglass", BOX_IDLE: "zzz",
+             OVER_BUDGET: "money_with_wings", PUSH_FAILED: "warning",
+             WATCHDOG_ACTED: "robot", UNREACHABLE: "electric_plug", PREEMPTED: "stop_sign"}
+
+
+def webhook_request(url: str, fmt: str, item: AlertEvent) -> tuple[str, bytes]:
+    """Where to POST and the JSON body, in the format the receiver wants.
+
+    ntfy takes JSON at its root URL with the topic in the body (the configured
+    URL is the topic's, https://ntfy.sh/<topic>); Slack-compatible hooks take
+    `text`, Discord-compatible ones `content` (at most 2000 characters)."""
+    line = f"{item.title}: {item.text}"
+    body: dict[str, Any]
+    if fmt == "ntfy":
+        parts = urlsplit(url)
+        base, _, topic = parts.path.rstrip("/").rpartition("/")
+        url = parts._replace(path=base or "/").geturl()
+        body = {"topic": topic, "title": item.title, "message": item.text,
+                "tags": [NTFY_TAGS.get(item.kind, "bell")],
+                "priority": 4 if item.kind in (RUN_DIED, RUN_FAILED, PREEMPTED) else 3}
+    elif fmt == "slack":
+        body = {"text": line}
+    elif fmt == "discord":
+        body = {"content": line if len(line) <= DISCORD_LIMIT else
+                line[:DISCORD_LIMIT - 1] + "…"}
+    else:
+        body = item.document()
+    return url, json.dumps(body).encode()
+
+
+def redact_url(url: str) -> str:
+    """A webhook URL as it may be logged: scheme and host, never the path, query or user
+    (where Slack, Discord and ntfy keep the secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<webhook>"
+    return f"{parts.scheme}://{host}{port}/…"

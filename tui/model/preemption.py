@@ -1,0 +1,38 @@
+"""A box its provider stopped when we did not: outbid (Vast's interruptible
+instances), preempted (spot), or stopped from the provider's own console. Pure.
+
+The journal holds every stop and start the panel and the CLI sent; a box the
+provider reads as stopped while the journal's last power action on it is not a
+stop (or there is none) was stopped by someone else. It can be started again
+(the GPU may be gone) or destroyed (through the destroy guard, as always).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tui.model.config import BoxConfig
+from tui.model.meter import BoxCost
+
+WORDS = "stopped by the provider (outbid / preempted?)"
+OFFER = "S starts it again (the GPU may be gone), D destroys it (guarded)"
+POWER_ACTIONS = ("stop", "start", "destroy")
+
+
+def last_power_action(entries: Iterable[Mapping[str, Any]], box: str) -> str | None:
+    """The last stop, start or destroy the journal holds for `box`, whatever its outcome
+    (a stop whose effect was not read back may still have stopped it)."""
+    last = None
+    for entry in entries:
+        if entry.get("box") == box and entry.get("action") in POWER_ACTIONS:
+            last = entry["action"]
+    return last
+
+
+def preempted(box: BoxConfig, cost: BoxCost | None, entries: Iterable[Mapping[str, Any]]
+              ) -> bool:
+    """The provider reads the box as stopped and no stop of ours explains it."""
+    if box.provider == "manual" or cost is None or cost.rates.state != "stopped":
+        return False
+    return last_power_action(entries, box.name) != "stop"
