@@ -1,4 +1,4 @@
-"""Command line: gpurent-tui [--config PATH] [demo | status | check-config | init].
+"""Command line: gpurent-tui [--config PATH] [demo | status | watch | check-config | init].
 
 With no command it opens the panel.
 """
@@ -75,6 +75,29 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(clean_block(status_table(boxes, now, cost)))  # no box's control sequences
     ok = all(b.connection is Connection.OK for b in boxes)
     return EXIT_OK if ok else EXIT_BOX_FAILED
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """The panel's policies without the screen, one log line per event, until a signal."""
+    fleet = load_fleet(args.config)
+    return asyncio.run(_watch(fleet))
+
+
+async def _watch(fleet: FleetConfig) -> int:
+    from datetime import UTC, datetime
+
+    from tui.actions.headless import watch
+
+    def log(line: str) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        print(f"{stamp} {clean_block(line)}", flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform
+            loop.add_signal_handler(sig, stop.set)
+    return await watch(fleet, stop, log=log)
 
 
 def parse_since(text: str) -> float:
@@ -675,6 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true",
                         help="print the gpurent.status/1 JSON document")
     status.set_defaults(func=cmd_status)
+    watch = sub.add_parser("watch", parents=[common],
+                           help="the panel's policies without its screen (milestone pushes, "
+                                "idle and budget alarms, on_budget, alerts), one log line per "
+                                "event, until SIGTERM or SIGINT")
+    watch.set_defaults(func=cmd_watch)
     costs = sub.add_parser("costs", parents=[common],
                            help="what each box and the fleet cost: running, stopped and idle "
                                 "hours and dollars, and what was billed after the last run "

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
 from tui.actions.power import PowerOutcome, destroy_box, start_box, stop_box
-from tui.actions.push import Progress, PushResult, push_run, token_notice
+from tui.actions.push import Epochs, Progress, PushResult, push_run, token_notice
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.guard import (
@@ -34,6 +34,8 @@ from tui.model.guard import (
     last_verified_pushes,
     verdict,
 )
+from tui.model.milestones import push_details
+from tui.model.runs import RunState
 from tui.model.text import clean_block
 from tui.providers.meter import record_outcome
 from tui.remote.hostkeys import host_key_store
@@ -95,20 +97,28 @@ async def look(box: BoxConfig, fleet: FleetConfig) -> tuple[BoxWatcher, BoxState
     return watcher, await watcher.refresh()
 
 
-def journal_push(journal: Journal, result: PushResult) -> None:
+def journal_push(journal: Journal, result: PushResult, run: RunState | None = None,
+                 why: str | None = None) -> None:
+    """One destination's push; with the run's epoch and best as the push found them (what
+    "unpushed: N epochs" and the milestone policy count from), and why a milestone push
+    was made unasked."""
+    details = push_details(run) if run is not None else {}
+    if why is not None:
+        details["milestone"] = why
     journal.record(box=result.box, action="push", outcome=result.outcome, run=result.run,
                    run_path=result.run_path,
                    files=[dataclasses.asdict(f) for f in result.files],
                    destination=result.destination, verified=result.verified,
-                   message=result.message)
+                   message=result.message, details=details)
 
 
 @never_raises("push")
 async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
-                    run_names: list[str] | None = None, include_epochs: bool = False,
+                    run_names: list[str] | None = None, include_epochs: Epochs = False,
                     progress: Progress | None = None, session: BoxSession | None = None,
-                    state: BoxState | None = None) -> Report:
-    """Push the named runs (or every run) of a box to its destinations, verified."""
+                    state: BoxState | None = None, why: str | None = None) -> Report:
+    """Push the named runs (or every run) of a box to its destinations, verified.
+    `include_epochs`: every epoch_<N>.pt, or a list of N; `why`: a milestone's words."""
     report = Report()
     if box.push is None or not (box.push.hf_repo or box.push.local_dir):
         return report.fail(f"box {box.name} has no push destination: set hf_repo or local_dir "
@@ -132,7 +142,7 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         for run in runs:
             for result in await push_run(session, box, run.path, run.name,
                                          include_epochs=include_epochs, progress=progress):
-                journal_push(journal, result)
+                journal_push(journal, result, run, why)
                 mark = "verified" if result.verified else "NOT verified"
                 line = f"{box.name}/{run.name} -> {result.destination}: {result.outcome}, {mark}"
                 if result.outcome == "done" and result.verified:

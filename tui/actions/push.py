@@ -99,7 +99,10 @@ class PushResult:
 
 # -- pure helpers ---------------------------------------------------------------------
 
-def files_to_push(run_dir_listing: Iterable[str], include_epochs: bool) -> list[str]:
+Epochs = bool | list[int]  # every epoch_<N>.pt, or these N only
+
+
+def files_to_push(run_dir_listing: Iterable[str], include_epochs: Epochs) -> list[str]:
     """Which of a run's files (relative names) a push copies, in push order.
 
     The same function picks them on the box (push_box.select_files), so both
@@ -142,7 +145,7 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_FILE_BYTES
 
 
-def check_listing(rows: object, include_epochs: bool, box: str) -> list[PushedFile]:
+def check_listing(rows: object, include_epochs: Epochs, box: str) -> list[PushedFile]:
     """The box's listing, refused whole unless every row is a file this push selected.
 
     A name the push did not ask for (`../../.bashrc`, `/etc/passwd`, `weights/x`),
@@ -186,7 +189,7 @@ class Listing:
 
 
 async def list_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
-                   include_epochs: bool, idle_seconds: float) -> Listing:
+                   include_epochs: Epochs, idle_seconds: float) -> Listing:
     """One round trip: the files to push, with size, mtime and sha256 taken on the box."""
     answer = await run_box_program(
         conn, {"mode": "list", "run_path": run_path, "include_epochs": include_epochs},
@@ -593,7 +596,7 @@ def _hub_error(answer: dict[str, Any], box: str, repo: str, destination: str,
 # -- the action -----------------------------------------------------------------------
 
 async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name: str, *,
-                   include_epochs: bool = False, progress: Progress | None = None,
+                   include_epochs: Epochs = False, progress: Progress | None = None,
                    token: str | None = None, hub_endpoint: str | None = None
                    ) -> list[PushResult]:
     """Push one run to every destination of its box; one result per destination.

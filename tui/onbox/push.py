@@ -104,10 +104,12 @@ def select_files(names, include_epochs):
     present = set(names)
     chosen = [name for name in FIXED_FILES if name in present]
     if include_epochs:
+        # True: every epoch_<N>.pt; a list of numbers: those epochs only (a milestone push)
+        wanted = include_epochs if isinstance(include_epochs, list) else None
         epochs = []
         for name in present:
             match = EPOCH_FILE.match(name)
-            if match:
+            if match and (wanted is None or int(match.group(1)) in wanted):
                 epochs.append((int(match.group(1)), name))
         chosen.extend(name for _, name in sorted(epochs))
     return chosen

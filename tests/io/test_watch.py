@@ -1,0 +1,122 @@
+"""`gpurent-tui watch` as a real process over a real sshd box: it pushes a completed run
+unasked (once), alerts a run that dies while it watches, and exits cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd
+from support.webhook_server import WebhookServer
+
+from tui.store.jsonl import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Output:
+    """The watch's stdout, read by a thread so a silent process cannot hang the test."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        assert proc.stdout is not None
+        stream = proc.stdout
+
+        def pump() -> None:
+            for line in stream:
+                self.queue.put(line)
+            self.queue.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                raise AssertionError(f"no {text!r} in the watch's output:\n"
+                                     + "".join(self.lines))
+            self.lines.append(line)
+            if text in line:
+                return line
+
+    def rest(self) -> str:
+        while (line := self.queue.get(timeout=30)) is not None:
+            self.lines.append(line)
+        return "".join(self.lines)
+
+
+def test_watch_pushes_alerts_and_exits_cleanly_on_sigterm(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        isolated_dirs: Path) -> None:
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed", "yolox_running")
+    weights = root / "yolox_completed" / "weights"
+    weights.mkdir()
+    (weights / "best.pt").write_bytes(b"best" * 1000)
+    (weights / "last.pt").write_bytes(b"last" * 1000)
+    # A run training under a live pid (this test's own) dies: its status.json is then
+    # rewritten with a pid no process has, as after a reboot.
+    running = root / "yolox_running" / "status.json"
+    status = json.loads(running.read_text())
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    status.update(pid=os.getpid(), started_at=now, updated_at=now)
+    running.write_text(json.dumps(status))
+    dest = tmp_path / "pushed"
+    with WebhookServer() as hook:
+        fleet = make_fleet(tmp_path, [box_entry(server, client_key, "b", runs_roots=[str(root)],
+                                                push={"local_dir": str(dest),
+                                                      "on_complete": True})],
+                           known_hosts=[server.known_hosts_line()],
+                           alerts={"webhook": f"{hook.url}/secret-topic", "format": "json"})
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        out = Output(proc)
+        try:
+            out.wait_for("box b: ok")
+            done = out.wait_for("milestone push of yolox_completed")
+            if "started" in done:
+                done = out.wait_for("milestone push of yolox_completed")
+            assert "(run completed): done" in done, "".join(out.lines)
+            # The trainer "dies": its pid is now one that no process has.
+            status.update(pid=2 ** 22 + 17)
+            running.write_text(json.dumps(status))
+            alert = out.wait_for("alert run_died")
+            assert "yolox_running" in alert
+            out.wait_for("delivered (HTTP 200)")
+            time.sleep(2.5)  # two more looks: nothing is due again
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+            text = out.rest()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    lines = text.splitlines()
+    assert proc.returncode == 0, text
+    assert "watch: stopped, every connection closed" in lines[-1]
+    assert "secret-topic" not in text
+    assert text.count("milestone push of") == 2  # started, done: once
+    assert len(hook.posts) == 1 and hook.posts[0]["body"]["kind"] == "run_died"
+    pushed = dest / "b" / "yolox_completed"
+    assert (pushed / "weights" / "best.pt").read_bytes() == b"best" * 1000
+    assert not list(pushed.rglob("*.part"))
+    entries, _ = read_jsonl(isolated_dirs / "state" / "gpurent-tui" / "journal.jsonl")
+    pushes = [e for e in entries if e["action"] == "push"]
+    assert len(pushes) == 1 and pushes[0]["verified"] is True
+    assert pushes[0]["milestone"] == "run completed" and pushes[0]["epoch"] == 6

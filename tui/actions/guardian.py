@@ -1,0 +1,132 @@
+"""The panel's policies, held once for the panel and for the headless `watch`.
+
+Both feed it the same things (each box's new state, each money picture, each
+ended action) and it answers what to do: which alerts go out now (gated once
+per cool-down and handed to the AlertSender), which boxes the budget policy
+pushes and stops (tui.model.policy), which milestone push is due on a box
+(tui.model.milestones), which boxes their provider stopped behind our back
+(tui.model.preemption). The caller runs the actions its own way (the panel
+as workers with progress on the box's line, `watch` as tasks) and reports
+back; nothing here waits on a box.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Container, Iterable, Mapping
+
+from tui.actions.alerts import AlertSender
+from tui.model.alerts import (
+    BOX_IDLE,
+    OVER_BUDGET,
+    PREEMPTED,
+    PUSH_FAILED,
+    AlertEvent,
+    Gate,
+    event,
+    gate,
+    run_events,
+    unreachable_event,
+    watchdog_acted,
+)
+from tui.model.box import BoxState, Connection
+from tui.model.config import FleetConfig
+from tui.model.meter import FleetCost
+from tui.model.milestones import Milestones, Wish, plan, settle
+from tui.model.policy import Alarms, Decision, judge_costs
+from tui.model.preemption import WORDS, preempted
+from tui.store.journal import Journal
+
+Log = Callable[[str], None]
+
+
+class Guardian:
+    """Alarms, alerts, milestone pushes and preemption for one fleet."""
+
+    def __init__(self, fleet: FleetConfig, journal: Journal, *,
+                 sender: AlertSender | None = None, clock: Callable[[], float] = time.time,
+                 jitter: Callable[[], float] = random.random) -> None:
+        self.fleet = fleet
+        self.journal = journal
+        self.sender = sender
+        self.clock = clock
+        self.jitter = jitter
+        self.alarms = Alarms()
+        self.milestones = Milestones()
+        self.gate = Gate()
+        self.preempted: frozenset[str] = frozenset()
+        self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
+
+    # --- alerts ----------------------------------------------------------------------
+
+    def alert(self, events: Iterable[AlertEvent]) -> list[AlertEvent]:
+        """The events that pass the cool-down, sent to the webhook and command (in the
+        background); the caller rings, shows or logs them."""
+        out, self.gate = gate(self.gate, events, self.clock(),
+                              self.fleet.alerts.cooldown_minutes)
+        if out and self.sender is not None:
+            self.sender.send(out)
+        return out
+
+    def watchdog_acted(self, box: str, what: str) -> list[AlertEvent]:
+        """The box's watchdog acted while nobody looked (read from its state on the box)."""
+        return self.alert([watchdog_acted(box, what, self.clock())])
+
+    def box_updated(self, before: BoxState | None, after: BoxState) -> list[AlertEvent]:
+        """Runs that just failed, died or stalled; a box unreachable past its minutes."""
+        now = self.clock()
+        found = run_events(before, after, now)
+        if after.connection is Connection.OK:
+            self._unreachable.discard(after.name)
+        elif after.name not in self._unreachable:
+            down = unreachable_event(after, self.fleet.alerts.unreachable_minutes, now)
+            if down is not None:
+                self._unreachable.add(after.name)
+                found.append(down)
+        return self.alert(found)
+
+    # --- money -----------------------------------------------------------------------
+
+    def judge_costs(self, cost: FleetCost, states: Mapping[str, BoxState],
+                    busy: Container[str]) -> tuple[Decision, list[AlertEvent]]:
+        """The alarms (tui.model.policy: the bell and the notices), the boxes to push and
+        stop, and the alerts for boxes that went idle, over budget or provider-stopped."""
+        reachable = {n for n, s in states.items() if s.connection is Connection.OK}
+        before = self.alarms
+        decision = judge_costs(before, cost, self.fleet.on_budget, reachable=reachable,
+                               busy=busy)
+        self.alarms = decision.alarms
+        now = self.clock()
+        found = [event(BOX_IDLE, n, f"{n} is billed as running but idle", now)
+                 for n in sorted(decision.alarms.idle - before.idle)]
+        found += [event(OVER_BUDGET, n, f"{n} is over its budget", now)
+                  for n in sorted(decision.alarms.over_budget - before.over_budget)]
+        entries = self.journal.entries
+        stopped = frozenset(b.name for b in self.fleet.boxes
+                            if preempted(b, cost.boxes.get(b.name), entries))
+        found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
+                  for n in sorted(stopped - self.preempted)]
+        self.preempted = stopped
+        return decision, self.alert(found)
+
+    # --- milestone pushes ------------------------------------------------------------
+
+    def milestone(self, state: BoxState, busy: bool) -> Wish | None:
+        """The milestone push due on this box now (one per box at a time), or None."""
+        box = next((b for b in self.fleet.boxes if b.name == state.name), None)
+        if box is None or box.push is None or not box.push.milestones:
+            return None
+        return plan(box.push, state, self.journal.entries, self.milestones, self.clock(),
+                    busy=busy)
+
+    def push_ended(self, wish: Wish, ok: bool, lines: list[str]) -> list[AlertEvent]:
+        """Record how a milestone push ended; a failure backs off and alerts."""
+        error = "; ".join(lines[-2:])
+        self.milestones = settle(self.milestones, wish, ok, self.clock(), self.jitter(),
+                                 error)
+        if ok:
+            return []
+        return self.alert([event(PUSH_FAILED, wish.box, f"{wish.box}/{wish.run}: milestone "
+                                 f"push ({wish.why}) failed: {error}", self.clock(),
+                                 wish.run)])
