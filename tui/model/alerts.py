@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health, format_age
@@ -153,9 +152,9 @@ def webhook_request(url: str, fmt: str, item: AlertEvent) -> tuple[str, bytes]:
     line = f"{item.title}: {item.text}"
     body: dict[str, Any]
     if fmt == "ntfy":
-        parts = urlsplit(url)
-        base, _, topic = parts.path.rstrip("/").rpartition("/")
-        url = parts._replace(path=base or "/").geturl()
+        scheme, authority, path = _split(url)
+        base, _, topic = path.rstrip("/").rpartition("/")
+        url = f"{scheme}://{authority}{base or '/'}"
         body = {"topic": topic, "title": item.title, "message": item.text,
                 "tags": [NTFY_TAGS.get(item.kind, "bell")],
                 "priority": 4 if item.kind in (RUN_DIED, RUN_FAILED, PREEMPTED) else 3}
@@ -169,13 +168,19 @@ def webhook_request(url: str, fmt: str, item: AlertEvent) -> tuple[str, bytes]:
     return url, json.dumps(body).encode()
 
 
+def _split(url: str) -> tuple[str, str, str]:
+    """scheme, authority (user@host:port), path (no query or fragment) of an http(s) URL."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    path = (slash + path).split("?", 1)[0].split("#", 1)[0]
+    return scheme, authority.split("?", 1)[0].split("#", 1)[0], path
+
+
 def redact_url(url: str) -> str:
     """A webhook URL as it may be logged: scheme and host, never the path, query or user
     (where Slack, Discord and ntfy keep the secret)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
+    scheme, authority, _ = _split(url)
+    host = authority.rpartition("@")[2]
+    if not scheme.isalpha() or not host:
         return "<webhook>"
-    return f"{parts.scheme}://{host}{port}/…"
+    return f"{scheme}://{host}/…"
