@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui.model.box import BoxState, Connection, fold_answer, fold_failure
 from tui.model.config import FleetConfig, parse_config
 from tui.model.cost import Event
+from tui.model.instance import InstanceInfo, InstanceState
 from tui.model.runs import parse_time
 from tui.providers.meter import CostMeter
 from tui.store.ledger import Ledger
@@ -91,22 +91,13 @@ def fleet_states() -> list[BoxState]:
     return [vast, runpod, lab]
 
 
-@dataclass(frozen=True)
-class Facts:
+def instance(state: InstanceState = "running", **rates: Any) -> InstanceInfo:
     """What a provider would report, for a meter that polls nothing."""
-
-    state: str = "running"
-    running_usd_per_hr: float | None = None
-    disk_usd_per_hr: float | None = None
-    disk_gb: float | None = None
-    storage_usd_per_gb_month: float | None = None
-    hours_per_month: float | None = None
-    can_stop: bool = True
-    started_at: float | None = None
+    return InstanceInfo("test", "i-0", state, **rates)
 
 
 # The guide's measured 8x RTX 4090 with 250 GB, as Vast reports it.
-VAST = Facts(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.20,
+VAST = instance(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.20,
              hours_per_month=720)
 
 
@@ -119,9 +110,9 @@ def fixed_meter(ledger_path: Path) -> CostMeter:
         ledger.record(event)
     meter = CostMeter(fleet_config(), ledger=ledger, clock=lambda: NOW)
     meter.facts = {
-        "vast-4090": Facts(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.2,
+        "vast-4090": instance(running_usd_per_hr=3.4828, disk_gb=250, storage_usd_per_gb_month=0.2,
                            hours_per_month=720),
-        "runpod-a100": Facts(running_usd_per_hr=1.89, disk_gb=100),
+        "runpod-a100": instance(running_usd_per_hr=1.89, disk_gb=100),
     }
     meter.idle = {"runpod-a100": NOW - 25 * 60}
     return meter

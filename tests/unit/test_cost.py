@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from support.panel_states import VAST, Facts
+from support.panel_states import VAST, instance
 
 from tui.model.config import Pricing
 from tui.model.cost import (
@@ -48,7 +48,7 @@ def test_vast_convention_applies_even_without_the_api_and_manual_defaults_to_730
 
 
 def test_api_disk_rate_is_used_unless_the_config_says_otherwise() -> None:
-    facts = Facts(running_usd_per_hr=3.4828, disk_usd_per_hr=0.0711, disk_gb=250,
+    facts = instance(running_usd_per_hr=3.4828, disk_usd_per_hr=0.0711, disk_gb=250,
                   storage_usd_per_gb_month=0.2, hours_per_month=720)
     assert box_rates("vast", None, facts).stopped == box_rates("vast", None, facts).stopped
     assert box_rates("vast", None, facts).stopped.source == "api"  # type: ignore[union-attr]
@@ -58,15 +58,15 @@ def test_api_disk_rate_is_used_unless_the_config_says_otherwise() -> None:
 
 
 def test_runpod_lambda_and_destroyed() -> None:
-    runpod = box_rates("runpod", None, Facts(running_usd_per_hr=1.99, disk_gb=100))
+    runpod = box_rates("runpod", None, instance(running_usd_per_hr=1.99, disk_gb=100))
     assert runpod.stopped.usd_per_hr == pytest.approx(100 * 0.20 / 730)  # type: ignore[union-attr]
-    lam = box_rates("lambda", Pricing(rebuild_usd=2), Facts(running_usd_per_hr=1.29,
+    lam = box_rates("lambda", Pricing(rebuild_usd=2), instance(running_usd_per_hr=1.29,
                                                             can_stop=False))
     assert lam.stopped is None and lam.break_even_hours is None
     assert "cannot stop" in (lam.verdict() or "")
-    gone = box_rates("vast", None, Facts(state="destroyed", running_usd_per_hr=0.0))
+    gone = box_rates("vast", None, instance(state="destroyed", running_usd_per_hr=0.0))
     assert gone.now is not None and gone.now.usd_per_hr == 0.0
-    stopped = box_rates("vast", None, Facts(state="stopped", disk_gb=250,
+    stopped = box_rates("vast", None, instance(state="stopped", disk_gb=250,
                                             storage_usd_per_gb_month=0.2))
     assert stopped.now is not None and f"{stopped.now.usd_per_hr:.4f}" == "0.0694"
 
@@ -98,10 +98,10 @@ def test_accrual_across_segments_with_an_injected_clock() -> None:
 
 def test_starting_and_stopping_bill_the_running_rate_until_read_back() -> None:
     for state in ("stopping", "starting", "unknown", "error"):
-        rates = box_rates("vast", None, Facts(state=state, running_usd_per_hr=3.4828,
+        rates = box_rates("vast", None, instance(state=state, running_usd_per_hr=3.4828,
                                               disk_gb=250, storage_usd_per_gb_month=0.2))
         assert rates.now is not None and rates.now.usd_per_hr == 3.4828, state
-    blind = box_rates("manual", None, Facts(state="stopped"))
+    blind = box_rates("manual", None, instance(state="stopped"))
     assert blind.now is not None and blind.now.usd_per_hr == 0.0
     assert blind.now.source == "unknown" and "unknown" in blind.now.note
 
@@ -110,7 +110,7 @@ def test_a_saving_of_99_5_percent_never_reads_100() -> None:
     assert percent_words(99.5) == "99.5%" and percent_words(99.97) == ">99.9%"
     assert percent_words(98.01) == "98%" and percent_words(0.3) == "0.3%"
     assert percent_words(0.01) == "<0.1%" and percent_words(100.0) == "100%"
-    rates = box_rates("vast", None, Facts(running_usd_per_hr=13.88, disk_usd_per_hr=0.0694))
+    rates = box_rates("vast", None, instance(running_usd_per_hr=13.88, disk_usd_per_hr=0.0694))
     assert rates.saving_pct is not None and percent_words(rates.saving_pct) == "99.5%"
 
 

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.fleets import DATA
-from support.panel_states import NOW, VAST, Facts, fleet_states
+from support.panel_states import NOW, VAST, fleet_states, instance
 
 from tui.model.box import BoxState, Connection, fold_answer, fold_failure
 from tui.model.config import parse_config
 from tui.model.cost import Event
-from tui.model.meter import Gone, meter
+from tui.model.instance import InstanceInfo, PowerAction, PowerOutcome, PowerResult, gone
+from tui.model.meter import meter
 from tui.providers.meter import CostMeter, record_outcome
 from tui.store.ledger import Ledger
 
 RUNNING_STATUS = json.loads((DATA / "yolox_running" / "status.json").read_text())
-VAST_RUNNING = Facts(running_usd_per_hr=3.4828, disk_usd_per_hr=0.0694,
+VAST_RUNNING = instance(running_usd_per_hr=3.4828, disk_usd_per_hr=0.0694,
                      started_at=1_800_000_000.0 - 600)
 
 
@@ -53,7 +53,7 @@ def test_fleet_burn_accrual_projection_and_alarms() -> None:
     fleet = parse_config(CONFIG, "f.toml")
     events = [Event(NOW - 3600, "vast-4090", "running", 3.4828, "api"),
               Event(NOW - 1800, "runpod-a100", "running", 2.0, "api")]
-    facts = {"vast-4090": VAST, "runpod-a100": Facts(running_usd_per_hr=2.0, disk_gb=100)}
+    facts = {"vast-4090": VAST, "runpod-a100": instance(running_usd_per_hr=2.0, disk_gb=100)}
     idle_prev = {"runpod-a100": NOW - 900}
     cost = meter(fleet, fleet_states(), facts, events, idle_prev, NOW, NOW - 7200)
     vast = cost.boxes["vast-4090"]
@@ -102,15 +102,10 @@ def down(name: str, at: float, prev: BoxState | None = None) -> BoxState:
     return fold_failure(prev or BoxState(name=name), Connection.TIMEOUT, "no answer", at)
 
 
-@dataclass(frozen=True)
-class Said:
+def said(action: PowerAction, box: str, outcome: PowerResult, state_after: str | None = None,
+         info_after: InstanceInfo | None = None) -> PowerOutcome:
     """A stop/start/destroy outcome as tui.actions.power reports it."""
-
-    action: str
-    box: str
-    outcome: str
-    state_after: str | None = None
-    info_after: Any = None
+    return PowerOutcome(action, box, outcome, "", state_after=state_after, info_after=info_after)
 
 
 def clocked(fleet_text: str, tmp_path: Path) -> tuple[CostMeter, list[float]]:
@@ -150,7 +145,7 @@ def test_a_manual_stop_not_read_back_keeps_billing_and_says_so(tmp_path: Path) -
     box = meter_.fleet.box("lab")
     meter_.update([up("lab", T0)])
     now[0] = T0 + 3600
-    event = record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 3590, now[0])
+    event = record_outcome(meter_.ledger, box, said("stop", "lab", "done"), T0 + 3590, now[0])
     assert event is not None and event.state == "unknown" and event.usd_per_hr == 1.10
     now[0] = T0 + 3700
     meter_.update([up("lab", T0 + 3700)])  # still answering: it may be shutting down
@@ -167,7 +162,7 @@ def test_a_manual_box_seen_going_down_after_its_stop_bills_the_disk(tmp_path: Pa
     meter_, now = clocked(MANUAL, tmp_path)
     box = meter_.fleet.box("lab")
     meter_.update([up("lab", T0)])
-    record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 3590, T0 + 3600)
+    record_outcome(meter_.ledger, box, said("stop", "lab", "done"), T0 + 3590, T0 + 3600)
     now[0] = T0 + 3620
     meter_.update([down("lab", T0 + 3620)])  # no longer answers: it went
     now[0] = T0 + 7220
@@ -181,7 +176,7 @@ def test_a_manual_box_seen_going_down_after_its_stop_bills_the_disk(tmp_path: Pa
     now[0] = T0 + 9000
     meter_.update([up("lab", T0 + 9000)])
     assert meter_.ledger.last("lab") == Event(T0 + 7220, "lab", "running", 1.10, "config")
-    record_outcome(meter_.ledger, box, Said("stop", "lab", "done"), T0 + 9100, T0 + 9100)
+    record_outcome(meter_.ledger, box, said("stop", "lab", "done"), T0 + 9100, T0 + 9100)
     now[0] = T0 + 9200
     meter_.update([up("lab", T0 + 9200)])
     assert meter_.ledger.last("lab").state == "unknown"  # type: ignore[union-attr]
@@ -194,7 +189,7 @@ def test_a_manual_stop_read_back_bills_the_disk_and_a_destroy_nothing(tmp_path: 
     meter_, now = clocked(MANUAL, tmp_path)
     box = meter_.fleet.box("lab")
     meter_.update([up("lab", T0)])
-    record_outcome(meter_.ledger, box, Said("stop", "lab", "done", "stopped"), T0 + 3590,
+    record_outcome(meter_.ledger, box, said("stop", "lab", "done", "stopped"), T0 + 3590,
                    T0 + 3600)
     now[0] = T0 + 7200
     disk = 100 * 0.1 / 730
@@ -205,7 +200,7 @@ def test_a_manual_stop_read_back_bills_the_disk_and_a_destroy_nothing(tmp_path: 
     now[0] = T0 + 9000
     cost = meter_.update([up("lab", T0 + 9000)])
     assert meter_.ledger.last("lab") == Event(T0 + 7200, "lab", "running", 1.10, "config")
-    record_outcome(meter_.ledger, box, Said("destroy", "lab", "done", "destroyed"), T0 + 10790,
+    record_outcome(meter_.ledger, box, said("destroy", "lab", "done", "destroyed"), T0 + 10790,
                    T0 + 10800)
     now[0] = T0 + 20000
     cost = meter_.update([down("lab", T0 + 11000)])
@@ -220,8 +215,8 @@ def test_a_provider_poll_older_than_a_read_back_stop_changes_nothing(tmp_path: P
     meter_.update([])
     assert meter_.ledger.last("vast") == Event(T0 - 600, "vast", "running", 3.4828, "api")
     now[0] = T0 + 30
-    record_outcome(meter_.ledger, box, Said("stop", "vast", "done", "stopped",
-                                            Facts(state="stopped", disk_usd_per_hr=0.0694)),
+    record_outcome(meter_.ledger, box, said("stop", "vast", "done", "stopped",
+                                            instance(state="stopped", disk_usd_per_hr=0.0694)),
                    T0 + 20, T0 + 30)
     now[0] = T0 + 40
     meter_.update([])  # the poll from T0 still says running: older than the stop
@@ -230,14 +225,14 @@ def test_a_provider_poll_older_than_a_read_back_stop_changes_nothing(tmp_path: P
 
 def test_a_dearer_state_is_dated_from_when_the_old_one_was_last_seen(tmp_path: Path) -> None:
     meter_, now = clocked(MANUAL, tmp_path)
-    meter_._seen("vast", Facts(state="stopped", running_usd_per_hr=None,
+    meter_._seen("vast", instance(state="stopped", running_usd_per_hr=None,
                                disk_usd_per_hr=0.0694))
     meter_.update([])
     now[0] = T0 + 60
     meter_._seen("vast", VAST_RUNNING)  # started between the two polls
     meter_.update([])
     now[0] = T0 + 120
-    meter_._seen("vast", Facts(state="stopped", disk_usd_per_hr=0.0694))
+    meter_._seen("vast", instance(state="stopped", disk_usd_per_hr=0.0694))
     meter_.update([])
     assert [(e.t, e.state) for e in meter_.ledger.events] == [
         (T0, "stopped"), (T0, "running"), (T0 + 120, "stopped")]
@@ -248,7 +243,7 @@ def test_an_instance_gone_from_the_provider_is_destroyed(tmp_path: Path) -> None
     meter_._seen("vast", VAST_RUNNING)
     meter_.update([])
     now[0] = T0 + 600
-    meter_._seen("vast", Gone())
+    meter_._seen("vast", gone("vast", "1"))
     cost = meter_.update([])
     assert meter_.ledger.last("vast") == Event(T0 + 600, "vast", "destroyed", 0.0, "computed")
     assert cost.usd_per_hr == 0
@@ -273,13 +268,13 @@ def test_a_start_not_read_back_bills_the_running_rate_from_when_it_was_sent(
     box = meter_.fleet.box("vast")
     meter_.ledger.record(Event(T0 - 7200, "vast", "running", 3.4828, "api"))
     meter_.ledger.record(Event(T0 - 3600, "vast", "stopped", 0.0694, "api"))
-    event = record_outcome(meter_.ledger, box, Said("start", "vast", "unknown"), T0, T0 + 180)
+    event = record_outcome(meter_.ledger, box, said("start", "vast", "unknown"), T0, T0 + 180)
     assert event is not None and (event.t, event.state, event.usd_per_hr) == (
         T0, "unknown", 3.4828)  # the running rate last billed: the API gave none
     assert "may be billing $3.48/hr" in event.note
     # Refused and failed actions changed nothing: nothing is added.
     for outcome in ("refused", "failed"):
-        assert record_outcome(meter_.ledger, box, Said("stop", "vast", outcome), T0, T0) is None
+        assert record_outcome(meter_.ledger, box, said("stop", "vast", outcome), T0, T0) is None
     now[0] = T0 + 3600
     cost = meter_.update([])
     assert cost.boxes["vast"].accrued_usd == pytest.approx(3.4828 + 0.0694 + 3.4828)
@@ -293,7 +288,7 @@ def test_a_poweroff_that_cut_its_own_connection_is_seen_when_the_box_stays_down(
     meter_.update([up("lab", T0)])
     # `sudo poweroff` drops the session (outcome unknown at 3660); the panel's own
     # refresh had already found the box gone at 3610, after the command was sent.
-    record_outcome(meter_.ledger, box, Said("stop", "lab", "unknown"), T0 + 3600, T0 + 3660)
+    record_outcome(meter_.ledger, box, said("stop", "lab", "unknown"), T0 + 3600, T0 + 3660)
     now[0] = T0 + 3700
     meter_.update([down("lab", T0 + 3610)])
     last = meter_.ledger.last("lab")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.panel_states import NOW, Facts, fleet_config, fleet_states
+from support.panel_states import NOW, fleet_config, fleet_states, instance
 
 from tui.model.bill import Book, Event
 from tui.model.config import parse_config
@@ -41,7 +41,7 @@ def test_idle_without_nvidia_smi_does_not_claim_a_gpu_reading() -> None:
 
 def test_a_99_5_percent_saving_reads_99_5() -> None:
     fleet = fleet_config()
-    facts = {"vast-4090": Facts(running_usd_per_hr=13.88, disk_usd_per_hr=0.0694)}
+    facts = {"vast-4090": instance(running_usd_per_hr=13.88, disk_usd_per_hr=0.0694)}
     book = Book([Event(NOW - 60, "vast-4090", "running", 13.88, "api")])
     cost = meter(fleet, fleet_states(), facts, book, {}, NOW, NOW - 3600)
     text = status_table(fleet_states(), NOW, cost)

@@ -21,44 +21,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tui.actions.box_command import run_box_command
 from tui.actions.observe import observe_manual
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
-from tui.providers import InstanceInfo, PowerClient, ProviderError, make_client
+from tui.model.instance import InstanceInfo, InstanceState, PowerAction, PowerOutcome, PowerResult
+from tui.providers import PowerClient, ProviderError, make_client
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 
-ACTIONS = ("stop", "start", "destroy")
-OUTCOMES = ("done", "failed", "unknown", "refused")
-_TARGET = {"stop": "stopped", "start": "running", "destroy": "destroyed"}
-_PAST = {"stop": "stopped", "start": "started", "destroy": "destroyed"}
+_TARGET: dict[PowerAction, InstanceState] = {
+    "stop": "stopped", "start": "running", "destroy": "destroyed"}
+_PAST: dict[PowerAction, str] = {"stop": "stopped", "start": "started", "destroy": "destroyed"}
 # Read errors that another poll will not cure: stop polling at once.
 _BLIND = ("auth", "no_key", "not_found")
 
 Sleep = Callable[[float], Awaitable[Any]]
 Clock = Callable[[], float]
 
-_IN_FLIGHT: dict[str, str] = {}  # box name -> the action in progress on it
-
-
-@dataclass(frozen=True)
-class PowerOutcome:
-    """How one stop, start or destroy ended, in words a person can act on."""
-
-    action: str        # "stop" | "start" | "destroy"
-    box: str
-    outcome: str       # "done" | "failed" | "unknown" | "refused"
-    message: str       # what happened on which box, and what is still safe / still billing
-    state_before: str | None = None
-    state_after: str | None = None
-    gpus_before: int | None = None
-    gpus_after: int | None = None
-    # The instance as last read (its rates bill the new state: tui.providers.meter.record_outcome)
-    info_after: InstanceInfo | None = field(default=None, repr=False, compare=False)
+_IN_FLIGHT: dict[str, PowerAction] = {}  # box name -> the action in progress on it
 
 
 def in_flight(box: str) -> str | None:
@@ -93,9 +76,9 @@ async def destroy_box(box: BoxConfig, fleet: FleetConfig, *, client: PowerClient
                         sleep, clock)
 
 
-async def _power(action: str, box: BoxConfig, fleet: FleetConfig, client: PowerClient | None,
-                 ssh: BoxSession | None, observe_timeout: float, poll_interval: float,
-                 sleep: Sleep, clock: Clock) -> PowerOutcome:
+async def _power(action: PowerAction, box: BoxConfig, fleet: FleetConfig,
+                 client: PowerClient | None, ssh: BoxSession | None, observe_timeout: float,
+                 poll_interval: float, sleep: Sleep, clock: Clock) -> PowerOutcome:
     # Check and claim before the first await, so a second press cannot slip in between.
     busy = _IN_FLIGHT.get(box.name)
     if busy is not None:
@@ -138,8 +121,8 @@ def _gpus(count: int) -> str:
 class _ByProvider:
     """One action through a provider's API: read, send once, then watch for the effect."""
 
-    def __init__(self, action: str, box: BoxConfig, client: PowerClient, observe_timeout: float,
-                 poll_interval: float, sleep: Sleep, clock: Clock) -> None:
+    def __init__(self, action: PowerAction, box: BoxConfig, client: PowerClient,
+                 observe_timeout: float, poll_interval: float, sleep: Sleep, clock: Clock) -> None:
         self.action = action
         self.box = box
         self.client = client
@@ -153,7 +136,7 @@ class _ByProvider:
         self.where = f"box {box.name} ({box.provider} {noun} {self.iid})"
         self.before: InstanceInfo | None = None
 
-    def outcome(self, outcome: str, message: str, after: InstanceInfo | None = None,
+    def outcome(self, outcome: PowerResult, message: str, after: InstanceInfo | None = None,
                 state_after: str | None = None) -> PowerOutcome:
         before = self.before
         return PowerOutcome(
@@ -180,7 +163,7 @@ class _ByProvider:
         return f"It may {still} {_rate(rates.running)}"
 
     async def run(self) -> PowerOutcome:
-        if self.action != "destroy" and not getattr(self.client, "can_stop", True):
+        if self.action != "destroy" and not self.client.can_stop:
             try:
                 await self.send()  # the adapter refuses without a request
             except ProviderError as exc:
@@ -273,8 +256,8 @@ class _ByProvider:
         return f"{head}Running{gpus}, billing {_rate(rates.running)}."
 
 
-async def _by_command(action: str, box: BoxConfig, fleet: FleetConfig, ssh: BoxSession | None,
-                      timeout: float, poll_interval: float, sleep: Sleep,
+async def _by_command(action: PowerAction, box: BoxConfig, fleet: FleetConfig,
+                      ssh: BoxSession | None, timeout: float, poll_interval: float, sleep: Sleep,
                       clock: Clock) -> PowerOutcome:
     """A manual box: its own command over SSH, given `timeout` (observe_timeout) to finish,
     then the effect watched for as long again. Done only when the effect is seen."""

@@ -40,7 +40,8 @@ from tui.demo.timeline import (
 )
 from tui.model.box import BoxState, fold_answer
 from tui.model.config import FleetConfig, parse_config
-from tui.model.cost import Event, InstanceFacts
+from tui.model.cost import Event
+from tui.model.instance import InstanceInfo
 from tui.providers.runpod import runpod_info
 from tui.providers.vast import vast_info
 
@@ -173,10 +174,10 @@ def still_fleet() -> FleetConfig:
     return parse_config(text, "demo-stills.toml")
 
 
-def still_facts(now: float = NOW) -> dict[str, InstanceFacts]:
+def still_facts(now: float = NOW) -> dict[str, InstanceInfo]:
     """What the demo's provider stand-ins answer, read by the real adapters' parsers."""
     started = now - BOXES_UP_FOR
-    facts: dict[str, InstanceFacts] = {}
+    facts: dict[str, InstanceInfo] = {}
     for box in BOXES:
         if box.provider == "vast":
             facts[box.name] = vast_info(demo_vast_instance(box, started))

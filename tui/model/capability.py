@@ -10,26 +10,26 @@ from __future__ import annotations
 
 from tui.model.config import BoxConfig
 from tui.model.cost import BoxRates
+from tui.model.instance import POWER_ACTIONS, PowerAction
 
-ACTIONS = ("stop", "start", "destroy")
-_COMMAND = {"stop": "stop_command", "destroy": "destroy_command"}
 _ALREADY = {"stop": ("stopped", "stopping"), "start": ("running", "starting")}
 
 
-def refusal(action: str, box: BoxConfig, rates: BoxRates | None = None) -> str | None:
+def refusal(action: PowerAction, box: BoxConfig, rates: BoxRates | None = None) -> str | None:
     """Why `action` cannot be done on `box` now; None when it can be offered.
 
     `rates` carries the provider's last word on the box (state, whether it can
     stop); without it only the config decides.
     """
-    if action not in ACTIONS:
+    if action not in POWER_ACTIONS:
         raise ValueError(f"unknown action {action!r}")
     if box.provider == "manual":
         if action == "start":
             return (f"{box.name} is a manual box: the panel has no way to start it; start it "
                     "from its own console")
-        key = _COMMAND[action]
-        if not getattr(box, key):
+        key, command = ("stop_command", box.stop_command) if action == "stop" \
+            else ("destroy_command", box.destroy_command)
+        if not command:
             return (f"{box.name} is a manual box with no {key}: {action} it from its own "
                     f"console, or set {key} in its [[box]] table")
         return None

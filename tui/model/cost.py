@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tui.model.bill import RUNNING_STATES, Event, accrued, parse_record, spend_series
 from tui.model.config import Pricing
+from tui.model.instance import InstanceInfo
 
 __all__ = ["Event", "accrued", "spend_series"]  # the history's types, where callers look
 
@@ -23,19 +24,6 @@ PROVIDER_HOURS_PER_MONTH = {"vast": 720.0}  # Vast bills disk on a 720-hour mont
 RUNPOD_STOPPED_USD_PER_GB_MONTH = 0.20
 IDLE_GPU_PCT = 5.0
 BUDGET_WARN = 0.8
-
-
-class InstanceFacts(Protocol):
-    """What a provider adapter reports about an instance (see tui.providers)."""
-
-    state: str
-    running_usd_per_hr: float | None
-    disk_usd_per_hr: float | None
-    disk_gb: float | None
-    storage_usd_per_gb_month: float | None
-    hours_per_month: float | None
-    can_stop: bool
-    started_at: float | None
 
 
 @dataclass(frozen=True)
@@ -49,7 +37,7 @@ class Rate:
 class BoxRates:
     """A box's rates in each state, and the stop-vs-destroy arithmetic."""
 
-    state: str  # running | starting | stopped | stopping | destroyed | error | unknown
+    state: str  # an InstanceState, or what the ledger says the box bills as
     running: Rate | None
     stopped: Rate | None
     hours_per_month: float
@@ -127,7 +115,7 @@ def stopped_usd_per_hr(disk_gb: float, usd_per_gb_month: float, hours_per_month:
     return disk_gb * usd_per_gb_month / hours_per_month
 
 
-def box_rates(provider: str, pricing: Pricing | None, facts: InstanceFacts | None) -> BoxRates:
+def box_rates(provider: str, pricing: Pricing | None, facts: InstanceInfo | None) -> BoxRates:
     """Merge the API's figures with the config's: a configured figure wins, the API fills in."""
     pricing = pricing or Pricing()
     if pricing.hours_per_month is not None:

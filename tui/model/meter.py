@@ -41,7 +41,6 @@ from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import (
     BoxRates,
-    InstanceFacts,
     Rate,
     RunCost,
     box_rates,
@@ -50,6 +49,7 @@ from tui.model.cost import (
     run_cost,
     usd,
 )
+from tui.model.instance import InstanceInfo
 from tui.model.runs import Health, format_age, parse_time
 
 # A manual box that no longer answers at all (not one that refuses a login).
@@ -60,25 +60,11 @@ FAILED = (Connection.UNREACHABLE, Connection.TIMEOUT, Connection.AUTH_FAILED,
           Connection.HOST_KEY_UNKNOWN, Connection.HOST_KEY_CHANGED, Connection.PROBE_FAILED)
 
 
-@dataclass(frozen=True)
-class Gone:
-    """An instance its provider no longer has (HTTP 404 after it was seen): destroyed."""
-
-    state: str = "destroyed"
-    running_usd_per_hr: float | None = None
-    disk_usd_per_hr: float | None = None
-    disk_gb: float | None = None
-    storage_usd_per_gb_month: float | None = None
-    hours_per_month: float | None = None
-    can_stop: bool = True
-    started_at: float | None = None
-
-
 def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def observe(box: BoxConfig, facts: InstanceFacts | None, read_at: float | None,
+def observe(box: BoxConfig, facts: InstanceInfo | None, read_at: float | None,
             read_before: float | None, state: BoxState | None, history: BoxHistory | None,
             down_at: float | None, known_running: Rate | None) -> Event | None:
     """The segment to start when the newest observation of `box` differs from the ledger.
@@ -130,7 +116,8 @@ def observe(box: BoxConfig, facts: InstanceFacts | None, read_at: float | None,
     seen = state.last_ok_at
     if last is not None and seen <= last.t:
         return None
-    if pending in ("stop", "destroy") and seen - last.t < SHUTDOWN_GRACE_SECONDS:  # type: ignore[union-attr]
+    if last is not None and pending in ("stop", "destroy") \
+            and seen - last.t < SHUTDOWN_GRACE_SECONDS:
         return None  # still answering moments after its stop: it may be going down
     rate = box_rates(box.provider, box.pricing, None).running or known_running
     if rate is None:
@@ -255,7 +242,7 @@ def _doubt(box: BoxConfig, open_: Event | None, state: BoxState | None, rates: B
     return None
 
 
-def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, InstanceFacts],
+def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, InstanceInfo],
           book: Book | Iterable[Event], idle_prev: Mapping[str, float], now: float,
           day_start: float, provider_errors: Mapping[str, str] | None = None) -> FleetCost:
     """Everything the panel and `status --json` show about money, at `now`."""

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from tui.model.config import FleetConfig
 from tui.providers.base import (
     KINDS,
-    STATES,
-    HttpProvider,
+    ErrorKind,
     InstanceInfo,
     PowerClient,
     ProviderClient,
@@ -29,10 +28,10 @@ from tui.providers.lambda_cloud import LambdaClient
 from tui.providers.runpod import RunPodClient
 from tui.providers.vast import VastClient
 
-ADAPTERS: dict[str, type[HttpProvider]] = {
+ADAPTERS: dict[str, type[VastClient] | type[RunPodClient] | type[LambdaClient]] = {
     "vast": VastClient, "runpod": RunPodClient, "lambda": LambdaClient}
 
-__all__ = ["ADAPTERS", "KINDS", "STATES", "InstanceInfo", "LambdaClient", "PowerClient",
+__all__ = ["ADAPTERS", "KINDS", "ErrorKind", "InstanceInfo", "LambdaClient", "PowerClient",
            "ProviderClient", "ProviderError", "RunPodClient", "VastClient", "make_client"]
 
 

@@ -20,20 +20,20 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 import httpx2
 
 from tui.model.config import plain_http_allowed
+from tui.model.instance import InstanceInfo
 from tui.model.text import clean
 
-STATES = ("running", "starting", "stopped", "stopping", "destroyed", "error", "unknown")
-KINDS = ("rate_limited", "not_allowed", "not_found", "auth", "timeout", "server", "bad_answer",
-         "unreachable", "no_key")
+ErrorKind = Literal["rate_limited", "not_allowed", "not_found", "auth", "timeout", "server",
+                   "bad_answer", "unreachable", "no_key"]
+KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 
 BACKOFF_FIRST_SECONDS = 0.15  # Vast's CLI: 0.15 s, then x1.5 per try
 BACKOFF_FACTOR = 1.5
@@ -45,31 +45,10 @@ EXCERPT_CHARS = 200
 Sleep = Callable[[float], Awaitable[Any]]
 
 
-@dataclass(frozen=True)
-class InstanceInfo:
-    """One instance as its provider sees it, in the panel's words (see tui.model.cost)."""
-
-    provider: str
-    instance_id: str
-    state: str
-    raw_state: str | None
-    running_usd_per_hr: float | None
-    disk_usd_per_hr: float | None
-    disk_gb: float | None
-    storage_usd_per_gb_month: float | None
-    hours_per_month: float | None
-    can_stop: bool
-    gpu_name: str | None
-    num_gpus: int | None
-    started_at: float | None
-    label: str | None
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-
 class ProviderError(Exception):
     """A provider call that gave no usable answer: a kind to branch on, words to show."""
 
-    def __init__(self, kind: str, message: str, status: int | None = None, *,
+    def __init__(self, kind: ErrorKind, message: str, status: int | None = None, *,
                  provider: str | None = None, instance_id: str | None = None,
                  retry_after: float | None = None, maybe_applied: bool = False,
                  gone: bool = False) -> None:
@@ -98,7 +77,8 @@ class ProviderError(Exception):
 class ProviderClient(Protocol):
     """The read side every adapter offers."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def get(self, instance_id: str) -> InstanceInfo: ...
 
@@ -110,7 +90,8 @@ class ProviderClient(Protocol):
 class PowerClient(ProviderClient, Protocol):
     """The action side: each returns once the provider accepted the request (not its effect)."""
 
-    can_stop: bool
+    @property
+    def can_stop(self) -> bool: ...
 
     async def stop(self, instance_id: str) -> None: ...
 
@@ -174,29 +155,6 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 # --- lenient field readers: a provider's odd value becomes None, never a crash ---
 
 
-def num(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def whole(value: object) -> int | None:
-    number = num(value)
-    return int(number) if number is not None and number == int(number) else None
-
-
-def text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def table(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def iso_epoch(value: object) -> float | None:
     """An ISO 8601 time as epoch seconds (no zone given means UTC)."""
     if not isinstance(value, str) or not value:
@@ -225,9 +183,9 @@ def _excerpt(body: str) -> str:
     return words if len(words) <= EXCERPT_CHARS else words[:EXCERPT_CHARS - 3] + "..."
 
 
-_KIND_BY_STATUS = {401: "auth", 403: "auth", 404: "not_found", 409: "not_allowed",
-                   429: "rate_limited"}
-_WHAT = {"auth": "the API key was refused", "not_found": "not found",
+_KIND_BY_STATUS: dict[int, ErrorKind] = {401: "auth", 403: "auth", 404: "not_found",
+                                         409: "not_allowed", 429: "rate_limited"}
+_WHAT: dict[ErrorKind, str] = {"auth": "the API key was refused", "not_found": "not found",
          "not_allowed": "not allowed now", "rate_limited": "rate limited",
          "server": "server error", "bad_answer": "unexpected answer"}
 _NOT_JSON = object()
@@ -293,11 +251,11 @@ class HttpProvider:
         """What the provider said in an error body, in a few words."""
         return _excerpt(body) or "empty body"
 
-    def kind_from_body(self, data: Any) -> str | None:
+    def kind_from_body(self, data: Any) -> ErrorKind | None:
         """A kind read from an error body, for statuses the table does not cover."""
         return None
 
-    def failure_in(self, data: Any) -> tuple[str, str] | None:
+    def failure_in(self, data: Any) -> tuple[ErrorKind, str] | None:
         """A failure hidden in a 2xx answer (Vast: success false): (kind, words)."""
         return None
 
@@ -307,7 +265,7 @@ class HttpProvider:
         """The text with the API key starred: a server may echo it anywhere in a body."""
         return text.replace(self._key.reveal(), "***") if self._key is not None else text
 
-    def error(self, kind: str, subject: str, what: str, status: int | None = None, *,
+    def error(self, kind: ErrorKind, subject: str, what: str, status: int | None = None, *,
               instance_id: str | None = None, retry_after: float | None = None,
               maybe_applied: bool = False, gone: bool = False) -> ProviderError:
         # `what` may quote the server, which may echo the key: starred (the bodies it
@@ -361,7 +319,7 @@ class HttpProvider:
             status = response.status_code
             if status != 429 and status < 500:
                 return self._decode(response, subject, instance_id, action)
-            kind = "rate_limited" if status == 429 else "server"
+            kind: ErrorKind = "rate_limited" if status == 429 else "server"
             what = f"{_WHAT[kind]} (HTTP {status}: {self._said(response)})"
             if action and kind == "server":
                 raise self.error(kind, subject, f"{what}; not retried: the request may or may "

@@ -10,31 +10,30 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from tui.model.fields import finite, nonempty, table, whole
+from tui.model.instance import InstanceState
 from tui.providers.base import (
     HttpProvider,
     InstanceInfo,
     frozen_raw,
     ident,
-    num,
-    table,
-    text,
-    whole,
 )
 
 DEFAULT_URL = "https://cloud.lambda.ai"
 NO_STOP = "Lambda cannot stop an instance: destroy it or keep it running"
 
 # preempted: Lambda took the machine back; it bills nothing and will not come back.
-_STATES = {"active": "running", "booting": "starting", "terminating": "stopping",
-           "terminated": "destroyed", "unhealthy": "error", "preempted": "destroyed"}
+_STATES: dict[str, InstanceState] = {
+    "active": "running", "booting": "starting", "terminating": "stopping",
+    "terminated": "destroyed", "unhealthy": "error", "preempted": "destroyed"}
 
 
 def lambda_info(obj: Mapping[str, Any], instance_id: str | None = None) -> InstanceInfo:
     """One Lambda instance in the panel's words."""
-    status = text(obj.get("status"))
+    status = nonempty(obj.get("status"))
     kind = table(obj.get("instance_type"))
     specs = table(kind.get("specs"))
-    cents = num(kind.get("price_cents_per_hour"))
+    cents = finite(kind.get("price_cents_per_hour"), from_text=True)
     return InstanceInfo(
         provider="lambda",
         instance_id=ident(obj, instance_id),
@@ -42,15 +41,15 @@ def lambda_info(obj: Mapping[str, Any], instance_id: str | None = None) -> Insta
         raw_state=status,
         running_usd_per_hr=cents / 100 if cents is not None else None,
         disk_usd_per_hr=None,
-        disk_gb=num(specs.get("storage_gib")),
+        disk_gb=finite(specs.get("storage_gib"), from_text=True),
         storage_usd_per_gb_month=None,
         hours_per_month=None,
         can_stop=False,  # Lambda has no stop: terminate is the only way to stop paying
-        gpu_name=text(kind.get("gpu_description")) or text(kind.get("description"))
-        or text(kind.get("name")),
-        num_gpus=whole(specs.get("gpus")),
+        gpu_name=nonempty(kind.get("gpu_description")) or nonempty(kind.get("description"))
+        or nonempty(kind.get("name")),
+        num_gpus=whole(specs.get("gpus"), from_text=True),
         started_at=None,  # Lambda gives no start time: the caller records first sight
-        label=text(obj.get("name")),
+        label=nonempty(obj.get("name")),
         raw=frozen_raw(obj),
     )
 

@@ -14,13 +14,13 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Protocol
 
 from tui.model.bill import RUNNING_STATES, Event, unconfirmed_note
 from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
-from tui.model.cost import InstanceFacts, Rate, box_rates, usd
-from tui.model.meter import FAILED, FleetCost, Gone, activity_mark, meter, observe
+from tui.model.cost import Rate, box_rates, usd
+from tui.model.instance import InstanceInfo, PowerOutcome, gone
+from tui.model.meter import FAILED, FleetCost, activity_mark, meter, observe
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
 
@@ -52,21 +52,20 @@ class CostMeter:
         self._clock = clock
         self._env = env
         self.clients: dict[str, ProviderClient] = dict(clients or {})
-        self.facts: dict[str, InstanceFacts] = {}
+        self.facts: dict[str, InstanceInfo] = {}
         self.read_at: dict[str, float] = {}      # when each box's facts were read
         self.read_before: dict[str, float] = {}  # the read before that (old state last seen)
         self.running_rate: dict[str, Rate] = {}  # the last running rate an API gave
         self.down_at: dict[str, float] = {}      # when a box was last seen not answering
         self.errors: dict[str, str] = {}
         self.idle: dict[str, float] = {}
-        self.latest: FleetCost | None = None
 
     def _client(self, provider: str) -> ProviderClient:
         if provider not in self.clients:
             self.clients[provider] = make_client(provider, self.fleet, env=self._env)
         return self.clients[provider]
 
-    def _seen(self, name: str, facts: InstanceFacts) -> None:
+    def _seen(self, name: str, facts: InstanceInfo) -> None:
         now = self._clock()
         if name in self.read_at:
             self.read_before[name] = self.read_at[name]
@@ -88,7 +87,7 @@ class CostMeter:
                 last = self.ledger.last(name)
                 known = name in self.facts or (last is not None and last.state != "destroyed")
                 if exc.kind == "not_found" and known:
-                    self._seen(name, Gone())
+                    self._seen(name, gone(provider, instance_id))
             else:
                 self.errors.pop(name, None)
                 self._seen(name, facts)
@@ -133,7 +132,6 @@ class CostMeter:
         cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
                      local_midnight(now), self.errors)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}
-        self.latest = cost
         return cost
 
     def fleet_events(self) -> list[Event]:
@@ -148,16 +146,7 @@ class CostMeter:
 # --- actions reach the ledger -------------------------------------------------
 
 
-class Outcome(Protocol):
-    """What tui.actions.power reports of a stop, start or destroy."""
-
-    action: str
-    box: str
-    outcome: str
-    state_after: str | None
-
-
-def record_outcome(ledger: Ledger, box: BoxConfig, outcome: Outcome, sent_at: float,
+def record_outcome(ledger: Ledger, box: BoxConfig, outcome: PowerOutcome, sent_at: float,
                    ended_at: float) -> Event | None:
     """Start the segment an action's outcome calls for, and return it (None: nothing to bill).
 
@@ -170,8 +159,7 @@ def record_outcome(ledger: Ledger, box: BoxConfig, outcome: Outcome, sent_at: fl
     """
     ledger.refresh()
     last = ledger.last(box.name)
-    facts = getattr(outcome, "info_after", None)
-    rates = box_rates(box.provider, box.pricing, facts)
+    rates = box_rates(box.provider, box.pricing, outcome.info_after)
     running = rates.running or known_running_rate(ledger, box.name)
     if running is None and last is not None and last.state in RUNNING_STATES:
         running = Rate(last.usd_per_hr, last.source)

@@ -10,16 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from tui.model.fields import finite, nonempty, table, whole
+from tui.model.instance import InstanceState
 from tui.providers.base import (
     HttpProvider,
     InstanceInfo,
     frozen_raw,
     ident,
     iso_epoch,
-    num,
-    table,
-    text,
-    whole,
 )
 
 DEFAULT_URL = "https://api.runpod.io"
@@ -27,16 +25,18 @@ DEFAULT_URL = "https://api.runpod.io"
 # the container disk is wiped on stop and not billed.
 STOPPED_VOLUME_USD_PER_GB_MONTH = 0.20
 
-_STATES = {"RUNNING": "running", "PROVISIONING": "starting", "STARTING": "starting",
-           "EXITED": "stopped", "TERMINATED": "destroyed", "ERROR": "error"}
+_STATES: dict[str, InstanceState] = {
+    "RUNNING": "running", "PROVISIONING": "starting", "STARTING": "starting",
+    "EXITED": "stopped", "TERMINATED": "destroyed", "ERROR": "error"}
 
 
 def runpod_info(obj: Mapping[str, Any], instance_id: str | None = None) -> InstanceInfo:
     """One pod in the panel's words."""
-    status = text(obj.get("status"))
+    status = nonempty(obj.get("status"))
     state = _STATES.get(status.upper(), "unknown") if status else "unknown"
     gpu = table(obj.get("gpu"))
-    disk_gb = num(table(table(obj.get("mounts")).get("persistent")).get("size"))
+    disk_gb = finite(table(table(obj.get("mounts")).get("persistent")).get("size"),
+                     from_text=True)
     actions = obj.get("actions")
     # `actions` lists the transitions allowed now: a running pod without "stop"
     # (one with a network volume, say) cannot be stopped, only terminated.
@@ -47,17 +47,17 @@ def runpod_info(obj: Mapping[str, Any], instance_id: str | None = None) -> Insta
         state=state,
         raw_state=status,
         # `cost` is what the pod bills now: 0.0 once EXITED, so it is no running rate then.
-        running_usd_per_hr=num(obj.get("cost")) if state == "running" else None,
+        running_usd_per_hr=finite(obj.get("cost"), from_text=True) if state == "running" else None,
         disk_usd_per_hr=None,
         disk_gb=disk_gb,
         storage_usd_per_gb_month=STOPPED_VOLUME_USD_PER_GB_MONTH if disk_gb is not None
         else None,
         hours_per_month=None,  # 720 or 730 is unverified: the caller's default applies
         can_stop=can_stop,
-        gpu_name=text(gpu.get("id")),
-        num_gpus=whole(gpu.get("count")),
+        gpu_name=nonempty(gpu.get("id")),
+        num_gpus=whole(gpu.get("count"), from_text=True),
         started_at=iso_epoch(obj.get("startedAt")),
-        label=text(obj.get("name")),
+        label=nonempty(obj.get("name")),
         raw=frozen_raw(obj),
     )
 

@@ -12,17 +12,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tui.model.fields import finite, nonempty, table, whole
+from tui.model.instance import InstanceState
 from tui.providers.base import (
+    ErrorKind,
     HttpProvider,
     InstanceInfo,
     Secret,
     frozen_raw,
     ident,
     key_from,
-    num,
-    table,
-    text,
-    whole,
 )
 
 DEFAULT_URL = "https://console.vast.ai"
@@ -35,7 +34,7 @@ MAX_PAGES = 400          # 10,000 instances: past that the paging is going round
 # apply", so it is billed like running and is not "stopped" (which would let
 # the meter charge the disk only); exited is "exited unexpectedly" (see
 # vast_state for when the GPU is still held).
-_STATES: dict[str | None, str] = {
+_STATES: dict[str | None, InstanceState] = {
     None: "starting", "loading": "starting", "rebooting": "starting",
     "running": "running", "frozen": "running",
     "stopped": "stopped", "exited": "stopped",
@@ -43,10 +42,10 @@ _STATES: dict[str | None, str] = {
 }
 
 
-def vast_state(actual: object, intended: object, cur_state: object) -> str:
+def vast_state(actual: object, intended: object, cur_state: object) -> InstanceState:
     """The panel's state from the container's status, the wish, and the machine contract."""
-    hashable = actual is None or isinstance(actual, str)
-    state = _STATES.get(actual, "unknown") if hashable else "unknown"
+    state = _STATES.get(actual, "unknown") if actual is None or isinstance(actual, str) \
+        else "unknown"
     if actual == "exited" and cur_state == "running":
         return "error"     # the container died but the GPU is still held, and billed
     if intended == "stopped" and state in ("running", "starting"):
@@ -63,22 +62,22 @@ def vast_info(obj: Mapping[str, Any], instance_id: str | None = None) -> Instanc
         provider="vast",
         instance_id=ident(obj, instance_id),
         state=vast_state(actual, obj.get("intended_status"), obj.get("cur_state")),
-        raw_state=text(actual),
-        running_usd_per_hr=num(obj.get("dph_total")),
-        disk_usd_per_hr=num(obj.get("storage_total_cost")),
-        disk_gb=num(obj.get("disk_space")),
-        storage_usd_per_gb_month=num(obj.get("storage_cost")),
+        raw_state=nonempty(actual),
+        running_usd_per_hr=finite(obj.get("dph_total"), from_text=True),
+        disk_usd_per_hr=finite(obj.get("storage_total_cost"), from_text=True),
+        disk_gb=finite(obj.get("disk_space"), from_text=True),
+        storage_usd_per_gb_month=finite(obj.get("storage_cost"), from_text=True),
         hours_per_month=HOURS_PER_MONTH,
         can_stop=True,
-        gpu_name=text(obj.get("gpu_name")),
-        num_gpus=whole(obj.get("num_gpus")),
-        started_at=num(obj.get("start_date")),
-        label=text(obj.get("label")),
+        gpu_name=nonempty(obj.get("gpu_name")),
+        num_gpus=whole(obj.get("num_gpus"), from_text=True),
+        started_at=finite(obj.get("start_date"), from_text=True),
+        label=nonempty(obj.get("label")),
         raw=frozen_raw(obj),
     )
 
 
-def _vast_kind(words: str) -> str:
+def _vast_kind(words: str) -> ErrorKind:
     """Vast's error codes are not documented: read the kind from the words."""
     lowered = words.lower()
     # Auth first: "API key not found" is about the key, not the instance.
@@ -122,12 +121,12 @@ class VastClient(HttpProvider):
             return " ".join(str(data[k]) for k in ("error", "msg") if data.get(k))
         return super().said(data, body)
 
-    def kind_from_body(self, data: Any) -> str | None:
+    def kind_from_body(self, data: Any) -> ErrorKind | None:
         if isinstance(data, Mapping) and data.get("success") is False:
             return _vast_kind(f"{data.get('error', '')} {data.get('msg', '')}")
         return None
 
-    def failure_in(self, data: Any) -> tuple[str, str] | None:
+    def failure_in(self, data: Any) -> tuple[ErrorKind, str] | None:
         if isinstance(data, Mapping) and data.get("success") is False:
             return self.kind_from_body(data) or "bad_answer", self.said(data, "")
         return None
