@@ -132,7 +132,7 @@ def test_unusable_status_marks_only_that_run(status: object, words: str) -> None
     run = fold_run(None, raw_run(status), 0.0)
     assert run.health is Health.UNREADABLE
     assert words in run.reason
-    assert run.cursor.s_sig is None  # asked for again next refresh
+    assert run.cursor.status_sig is None  # asked for again next refresh
 
 
 def test_status_error_keeps_last_good_status_and_history() -> None:
@@ -175,7 +175,7 @@ def test_metrics_accumulate_then_reset_when_file_started_over() -> None:
     run = fold_run(None, raw_run(status, "".join(lines[:3])), 0.0)
     run = fold_run(run, {"path": run.path, "metrics": {"text": "".join(lines[3:]), "off": 9}}, 0.0)
     assert [p.epoch for p in run.history] == [1, 2, 3, 4, 5, 6]
-    assert run.cursor.m_off == 9
+    assert run.cursor.metrics_offset == 9
     run = fold_run(run, {"path": run.path,
                          "metrics": {"text": lines[0], "off": 1, "reset": True}}, 0.0)
     assert [p.epoch for p in run.history] == [1]
@@ -194,7 +194,7 @@ def test_log_tail_and_skipped_bytes() -> None:
     run = fold_run(None, raw_run(log={"text": "a\nb\n", "off": 4, "skipped": 100}), 0.0)
     assert run.log_tail == ("[... 100 bytes of train.log not shown ...]", "a", "b")
     run = fold_run(run, {"path": run.path, "log": {"text": "c\n", "off": 6}}, 0.0)
-    assert run.log_tail[-1] == "c" and run.cursor.l_off == 6
+    assert run.log_tail[-1] == "c" and run.cursor.log_offset == 6
 
 
 def answer(*runs: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -66,12 +66,12 @@ LINE_CHARS = 400
 MESSAGE_CHARS = 2000
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY",
               "LAMBDA_API_KEY")
-Event = Callable[[str], None]
+Event = Callable[[str], object]  # told of each step; what it returns is ignored
 
 
 def box_python(box: BoxConfig) -> str:
     """The interpreter the box trains with (the `python` key, python3 where not set)."""
-    return getattr(box, "python", None) or "python3"
+    return box.python or "python3"
 
 
 @functools.cache
@@ -83,14 +83,9 @@ def _cut(line: str) -> str:
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 1] + "…"
 
 
-def clean_text(text: str) -> str:
-    """Box output made safe for a terminal (controls become U+FFFD; newlines stay)."""
-    return clean_block(text)
-
-
 def tail_lines(text: str, count: int = TAIL_LINES) -> list[str]:
     """The last `count` lines of box output, cleaned, each cut at LINE_CHARS."""
-    lines = [_cut(line.rstrip()) for line in clean_text(text).splitlines()]
+    lines = [_cut(line.rstrip()) for line in clean_block(text).splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     return lines[-count:]
@@ -185,7 +180,7 @@ async def start_detached(session: BoxSession, argv: Sequence[str], log: str, *,
     if isinstance(started, dict) and isinstance(started.get("pid"), int):
         return Detached(started["pid"], str(started.get("log", log)))
     error = run.first("error")
-    raise BoxError(Connection.PROBE_FAILED, clean_text(str(error)) if error
+    raise BoxError(Connection.PROBE_FAILED, clean_block(str(error)) if error
                    else _no_answer(run, session.box.name))
 
 
@@ -220,12 +215,12 @@ def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
 def _outcome(plan: LaunchPlan, outcome: str, message: str, *, run_dir: str = "",
              pid: int | None = None, tail: str = "") -> LaunchOutcome:
     """Everything from the box is cleaned and bounded here, whatever the box sent."""
-    message = clean_text(message)
+    message = clean_block(message)
     if len(message) > MESSAGE_CHARS:
         message = message[:MESSAGE_CHARS - 1] + "…"
     return LaunchOutcome(box=plan.box, name=plan.name,
-                         run_dir=clean_text(run_dir or plan.run_dir), outcome=outcome,
-                         message=message, pid=pid, tail=clean_text(tail[-TAIL_CHARS:]))
+                         run_dir=clean_block(run_dir or plan.run_dir), outcome=outcome,
+                         message=message, pid=pid, tail=clean_block(tail[-TAIL_CHARS:]))
 
 
 async def _doctor(session: BoxSession, box: BoxConfig, data: str, say: Event) -> str | None:
@@ -253,7 +248,7 @@ async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
     once the launch reached the box or was refused)."""
     def say(text: str) -> None:
         if on_event is not None:
-            on_event(clean_text(text))
+            on_event(clean_block(text))
 
     if not force and (refusal := check_refusal(journal.entries, box.name)):
         outcome = _outcome(plan, "refused", refusal)
@@ -420,8 +415,9 @@ async def launch_from_form(fleet: FleetConfig, box: BoxConfig, request: LaunchRe
     except (LaunchError, ValueError) as exc:
         return Report().fail(f"launch on {box.name}: {exc}")
     except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         return Report().fail(f"launch on {box.name}: cannot read the script {script_path}: "
-                             f"{getattr(exc, 'strerror', None) or exc}")
+                             f"{why}")
     own = session is None
     session = session or BoxSession(box, fleet, host_key_store(fleet))
     try:

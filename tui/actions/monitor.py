@@ -20,8 +20,9 @@ from urllib.parse import quote
 
 import asyncssh
 
-from tui.actions.launch import box_python, clean_text, run_launcher
+from tui.actions.launch import box_python, run_launcher
 from tui.model.config import BoxConfig
+from tui.model.text import clean_block
 from tui.remote.session import BoxError, BoxSession
 
 MONITOR_PORTS = tuple(range(8420, 8440))
@@ -88,9 +89,9 @@ async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
             answer = {**monitor, "run_dir": candidate}
             break
         error = result.first("error")
-        errors.append(clean_text(str(error)) if error is not None
+        errors.append(clean_block(str(error)) if error is not None
                       else f"box {box.name}: {result.reason or 'no answer'} "
-                           f"{clean_text(result.stderr)[-300:]}".strip())
+                           f"{clean_block(result.stderr)[-300:]}".strip())
         if error is None or "no LibreYOLO run" not in str(error):
             break
     if answer is None:
@@ -99,7 +100,7 @@ async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
     if not 1 <= remote_port <= 65535:
         raise MonitorError(f"box {box.name}: the monitor reported port {remote_port}")
     handle_args = dict(box=box.name, run_dir=answer["run_dir"],
-                       run_id=clean_text(str(answer.get("run_id") or posixpath.basename(run))),
+                       run_id=clean_block(str(answer.get("run_id") or posixpath.basename(run))),
                        remote_port=remote_port, started=bool(answer.get("started")),
                        pid=answer.get("pid") if isinstance(answer.get("pid"), int) else None,
                        ticks=answer.get("ticks"),
@@ -139,7 +140,7 @@ async def _stop_started(session: BoxSession, handle: MonitorHandle) -> str:
     if "stopped" in {k for f in result.frames for k in f}:
         return "monitor stopped"
     return f"could not stop the monitor (pid {handle.pid}) on box {handle.box}: " \
-           f"{result.reason or clean_text(str(result.first('error')))}"
+           f"{result.reason or clean_block(str(result.first('error')))}"
 
 
 async def hold_monitor(session: BoxSession, handle: MonitorHandle, stop: asyncio.Event, *,
@@ -164,7 +165,7 @@ async def hold_monitor(session: BoxSession, handle: MonitorHandle, stop: asyncio
                                                  handle.remote_port)
             except (BoxError, asyncssh.Error, OSError) as exc:
                 reason = exc.message if isinstance(exc, BoxError) else str(exc)
-                say(f"not yet: {clean_text(reason)}")
+                say(f"not yet: {clean_block(reason)}")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), retry_seconds)
                 continue

@@ -50,6 +50,7 @@ from tui.actions.hub import (
 )
 from tui.actions.localdir import RunFolder, UnsafeDestination
 from tui.model.config import BoxConfig
+from tui.model.sizing import human_bytes
 from tui.model.text import clean, clean_block
 from tui.onbox import push as push_box
 from tui.remote.session import BoxError, BoxSession
@@ -132,15 +133,6 @@ def safe_run_path(run_name: str) -> str:
     return "/".join(parts) or "_"
 
 
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
-
-
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_FILE_BYTES
 
@@ -203,7 +195,8 @@ async def list_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
         raise PushError(f"box {box}: the listing is not an object; nothing was pushed")
     rows = done.get("files")
     files = check_listing(rows, include_epochs, box)
-    unsteady = tuple(row["name"] for row in rows  # type: ignore[union-attr]
+    listed = rows if isinstance(rows, list) else []  # check_listing refused anything else
+    unsteady = tuple(file.name for file, row in zip(files, listed, strict=True)
                      if row.get("steady", True) is not True)
     return Listing(tuple(files), unsteady, done.get("hub") is True)
 
@@ -237,7 +230,8 @@ class _Sftp(_Source):
                 block = await src.read(min(CHUNK, file.size - done), done)
                 if not block:
                     break
-                sink(block)
+                # asyncssh annotates read() as AnyStr whatever the mode: "rb" reads bytes.
+                sink(block)  # type: ignore[arg-type]
                 done += len(block)
 
     async def changed(self, file: PushedFile) -> str:
@@ -588,8 +582,9 @@ def _hub_error(answer: dict[str, Any], box: str, repo: str, destination: str,
         return (f"the Hub refused the token for {repo} ({error}); set HF_TOKEN (or the box's "
                 f"token_env) or log in on the panel's machine; {_commit_note(commits)}; "
                 f"{UNTOUCHED}")
-    stage = answer.get("stage") if isinstance(answer.get("stage"), str) else "running"
-    return (f"pushing to {destination} from box {box} failed at {clean(stage)}: {error}; "
+    stage = answer.get("stage")
+    return (f"pushing to {destination} from box {box} failed at "
+            f"{clean(stage) if isinstance(stage, str) else 'running'}: {error}; "
             f"{_commit_note(commits)}; {UNTOUCHED}")
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from tui.model.runs import Cursor, Health, RunState, finite, fold_run, whole
+from tui.model.fields import finite, whole
+from tui.model.runs import Cursor, Health, RunState, fold_run
 from tui.model.text import clean, clean_block
 from tui.model.watchdog import GuardView, fold_guard_part
 

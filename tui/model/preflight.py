@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.model.runs import finite, whole
-from tui.model.text import clean
+from tui.model.fields import finite, items, table, whole
+from tui.model.text import plain
 
 ERROR = "error"
 WARNING = "warning"
@@ -48,23 +48,7 @@ THROTTLE_BITS: tuple[tuple[int, str, str], ...] = (
 # (CUDA's minor version compatibility). Newer drivers run older CUDA builds.
 MIN_DRIVER_FOR_CUDA: dict[int, tuple[int, int]] = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
 
-# Whole escape sequences (CSI `ESC [ ... m`, OSC `ESC ] ... BEL`) go; model.text's clean
-# then makes any other control a visible U+FFFD.
-_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _ARCH = re.compile(r"^(sm|compute)_(\d{2,3})([a-z]?)$")
-
-
-def plain(value: object, cap: int = 500) -> str:
-    """Box text made safe for a terminal: no control sequences, one bounded string."""
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        text = str(value)
-    else:
-        text = ""  # None, containers: nothing a box should have sent here
-    text = _SEQUENCE.sub("", text[: cap * 4]).replace("\n", " ").replace("\r", " ")
-    text = clean(text).strip()
-    return text if len(text) <= cap else text[: cap - 3] + "..."
 
 
 def interpreter_command(python: str) -> str:
@@ -405,7 +389,7 @@ def health_findings(gpus: Sequence[GpuHealth]) -> list[Finding]:
 def _link_findings(gpu: GpuHealth, who: str, code: str) -> list[Finding]:
     gen, gen_max, width, width_max = gpu.link_gen, gpu.link_gen_max, gpu.link_width, \
         gpu.link_width_max
-    if None in (gen, width) or (gen_max is None and width_max is None):
+    if gen is None or width is None or (gen_max is None and width_max is None):
         return []
     gen_low = gen_max is not None and gen < gen_max
     width_low = width_max is not None and width < width_max
@@ -519,7 +503,8 @@ class CheckReport:
                + (f" (Python {self.python_version})" if self.python_version else "")]
         if self.torch.get("version"):
             cuda = self.torch.get("cuda") or "none (CPU-only build)"
-            avail = {True: "yes", False: "no"}.get(self.torch.get("available"), "?")
+            available = self.torch.get("available")
+            avail = "yes" if available is True else "no" if available is False else "?"
             out.append(f"torch {self.torch['version']}, CUDA build {cuda}, "
                        f"cuda available: {avail}"
                        + (f", kernels {self.torch['arch_span']}"
@@ -610,8 +595,9 @@ def _place(raw: object) -> dict[str, Any] | None:
         if isinstance(raw.get(key), str):
             out[key] = plain(raw[key], 400)
     for key in ("dev", "free", "total"):
-        if whole(raw.get(key)) is not None and whole(raw.get(key)) >= 0:
-            out[key] = whole(raw.get(key))
+        number = whole(raw.get(key))
+        if number is not None and number >= 0:
+            out[key] = number
     if isinstance(raw.get("exists"), bool):
         out["exists"] = raw["exists"]
     return out
@@ -692,11 +678,12 @@ def _gpu_check(raw: Mapping[str, Any], arch: Sequence[str]) -> GpuCheck | None:
         return None
     cap_raw = raw.get("capability")
     capability = None
-    if isinstance(cap_raw, list) and len(cap_raw) == 2 and all(
-            whole(v) is not None and 0 <= whole(v) < 100 for v in cap_raw):
-        capability = (whole(cap_raw[0]), whole(cap_raw[1]))
+    if isinstance(cap_raw, list) and len(cap_raw) == 2:
+        major, minor = whole(cap_raw[0]), whole(cap_raw[1])
+        if major is not None and minor is not None and 0 <= major < 100 and 0 <= minor < 100:
+            capability = (major, minor)
     memory = whole(raw.get("memory"))
-    mm = raw.get("matmul") if isinstance(raw.get("matmul"), Mapping) else {}
+    mm = table(raw.get("matmul"))
     ok = bool(mm.get("finite")) and finite(mm.get("sum")) is not None
     best, first = finite(mm.get("best_s")), finite(mm.get("first_s"))
     n = whole(mm.get("n")) or 2000
@@ -813,7 +800,7 @@ def libreyolo_facts(raw: Mapping[str, Any], python: str
                              "version": plain(raw.get("version"), 40) or None}
     checks = raw.get("checks")
     if isinstance(checks, Mapping):
-        gpus = checks.get("gpu") if isinstance(checks.get("gpu"), list) else []
+        gpus = items(checks.get("gpu"))
         facts["checks"] = {k: plain(v, 200) if not isinstance(v, int | float | bool) else v
                            for k, v in checks.items()
                            if k in ("python", "torch", "cuda", "cudnn", "schema_version")}
@@ -833,7 +820,7 @@ def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: 
     """The report for one check, from the parts the on-box program sent (untrusted)."""
     findings: list[Finding] = []
     notes: list[str] = []
-    host = parts.get("host") if isinstance(parts.get("host"), Mapping) else {}
+    host = table(parts.get("host"))
     smi = parts.get("smi") if isinstance(parts.get("smi"), Mapping) else None
     torch_raw = parts.get("torch") if isinstance(parts.get("torch"), Mapping) else None
     busy = parts.get("pcie_busy") if isinstance(parts.get("pcie_busy"), Mapping) else None
@@ -990,9 +977,9 @@ def judge_doctor(raw: Mapping[str, Any] | None, *, box: str, data: str, python: 
             count=whole(item.get("count")),
             paths=tuple(plain(p, 300) for p in (item.get("paths") or [])[:20]
                         if isinstance(p, str))))
-    summary_raw = report.get("summary") if isinstance(report.get("summary"), Mapping) else {}
+    summary_raw = table(report.get("summary"))
     summary = {k: whole(summary_raw.get(k)) or 0 for k in ("errors", "warnings", "infos")}
-    stats_raw = report.get("stats") if isinstance(report.get("stats"), Mapping) else {}
+    stats_raw = table(report.get("stats"))
     stats: dict[str, Any] = {}
     for key in ("yaml", "root"):
         if isinstance(stats_raw.get(key), str):

@@ -9,7 +9,6 @@ the reason, and never raises.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,6 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from tui.model.fields import finite, text, whole
 from tui.model.text import clean, clean_data
 
 HISTORY_LIMIT = 5000
@@ -67,45 +67,29 @@ class WeightFile:
 class Cursor:
     """What the client already holds of a run, sent back so the probe skips it."""
 
-    s_sig: str | None = None
-    w_sig: str | None = None
-    m_off: int | None = None
-    m_id: str | None = None
-    m_head: str | None = None
-    l_off: int | None = None
-    l_id: str | None = None
-    l_head: str | None = None
+    status_sig: str | None = None    # status.json's (size, mtime) as the probe saw it
+    weights_sig: str | None = None   # the weights folder's listing, likewise
+    metrics_offset: int | None = None  # metrics.jsonl read up to here ...
+    metrics_id: str | None = None      # ... of this file (inode) ...
+    metrics_head: str | None = None    # ... whose first bytes hash to this (not rewritten)
+    log_offset: int | None = None      # train.log, likewise
+    log_id: str | None = None
+    log_head: str | None = None
     pid: int | None = None
     started_at: str | None = None
 
     def to_request(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        """The cursor in the probe's short wire keys (every refresh sends one per run)."""
+        return {WIRE_KEYS[k]: v for k, v in self.__dict__.items() if v is not None}
+
+
+# Cursor field -> the key the probe (tui/onbox/probe.py) reads.
+WIRE_KEYS = {"status_sig": "s_sig", "weights_sig": "w_sig", "metrics_offset": "m_off",
+             "metrics_id": "m_id", "metrics_head": "m_head", "log_offset": "l_off",
+             "log_id": "l_id", "log_head": "l_head", "pid": "pid", "started_at": "started_at"}
 
 
 # --- tolerant readers of LibreYOLO's fields ---------------------------------
-
-
-def finite(value: object) -> float | None:
-    """A finite float, or None for null, NaN, infinities, booleans and non-numbers."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def whole(value: object) -> int | None:
-    """An integer field (epoch counts, pids): None unless a sane whole number."""
-    number = finite(value)
-    if number is None or number != int(number) or abs(number) > 1e12:
-        return None
-    return int(number)
-
-
-def text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def parse_time(value: object) -> float | None:
@@ -410,17 +394,17 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     history, log_tail, restarts = run.history, run.log_tail, run.restarts
 
     if "s_sig" in raw:
-        cursor = replace(cursor, s_sig=str(raw["s_sig"]))
+        cursor = replace(cursor, status_sig=str(raw["s_sig"]))
     if "status" in raw:
         status, status_problem = check_status(raw["status"])
         if status is not None:
             status = clean_data(status)
         else:
             status = run.status  # keep the last good one on screen, marked unreadable
-            cursor = replace(cursor, s_sig=None)
+            cursor = replace(cursor, status_sig=None)
     elif "status_error" in raw:
         status_problem = f"status.json could not be read: {clean(str(raw['status_error']))}"
-        cursor = replace(cursor, s_sig=None)
+        cursor = replace(cursor, status_sig=None)
     elif raw.get("status_missing") and not raw.get("vanished"):
         status, status_problem = None, None  # (a vanished run keeps its last status)
     if status is not None:
@@ -440,8 +424,9 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         if record is not None:
             history = (history + tuple(points))[-HISTORY_LIMIT:]
             last_record = clean_data(record)
-        cursor = replace(cursor, m_off=whole(metrics.get("off")), m_id=text(metrics.get("id")),
-                         m_head=text(metrics.get("head")))
+        cursor = replace(cursor, metrics_offset=whole(metrics.get("off")),
+                         metrics_id=text(metrics.get("id")),
+                         metrics_head=text(metrics.get("head")))
 
     log = raw.get("log")
     if isinstance(log, Mapping):
@@ -451,12 +436,12 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         if log.get("skipped"):
             lines.insert(0, f"[... {log['skipped']} bytes of train.log not shown ...]")
         log_tail = (log_tail + tuple(lines))[-LOG_TAIL_LINES:]
-        cursor = replace(cursor, l_off=whole(log.get("off")), l_id=text(log.get("id")),
-                         l_head=text(log.get("head")))
+        cursor = replace(cursor, log_offset=whole(log.get("off")), log_id=text(log.get("id")),
+                         log_head=text(log.get("head")))
 
     weights, weights_error = run.weights, run.weights_error
     if "w_sig" in raw:
-        cursor = replace(cursor, w_sig=str(raw["w_sig"]))
+        cursor = replace(cursor, weights_sig=str(raw["w_sig"]))
         weights_error = clean(str(raw["w_error"])) if raw.get("w_error") else None
     if isinstance(raw.get("weights"), list):
         weights = tuple(weight_file(w) for w in raw["weights"]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tui.model.preflight import plain
-from tui.model.runs import finite, whole
+from tui.model.fields import finite, whole
 from tui.model.sizing import human_bytes
+from tui.model.text import plain
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9._-]{1,96}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -130,12 +130,12 @@ FAILURE_WORDS = {
 def read_fetch(answer: object, expected: Expected, *, box: str, dest: str,
                failure: str | None = None) -> FetchReport:
     """The fetch's outcome from the box's answer, judged against the Hub's own sha256."""
-    base = {"box": box, "repo": expected.repo, "filename": expected.filename, "dest": dest}
+    unread = FetchReport(box=box, repo=expected.repo, filename=expected.filename, dest=dest,
+                         verified=False, message="")
     if failure is not None:
-        return FetchReport(**base, verified=False, message=failure)
+        return replace(unread, message=failure)
     if not isinstance(answer, Mapping):
-        return FetchReport(**base, verified=False,
-                           message=f"box {box} sent no fetch answer; nothing is verified")
+        return replace(unread, message=f"box {box} sent no fetch answer; nothing is verified")
     if isinstance(answer.get("error"), str):
         kind = plain(answer.get("kind"), 20) or "error"
         words = FAILURE_WORDS.get(kind, "the fetch failed")
@@ -143,34 +143,33 @@ def read_fetch(answer: object, expected: Expected, *, box: str, dest: str,
                         for r in (answer.get("refused") or [])[:20] if isinstance(r, Mapping))
         count = _count(answer.get("refused_count"))
         more = f" ({count} in all)" if count and count > len(refused) else ""
-        return FetchReport(**base, verified=False, kind=kind, refused=refused,
-                           message=f"{words} on box {box}: {plain(answer['error'], 600)}{more}")
+        return replace(unread, kind=kind, refused=refused,
+                       message=f"{words} on box {box}: {plain(answer['error'], 600)}{more}")
     sha = answer.get("sha256")
     size = _count(answer.get("bytes"))
     real_dest = plain(answer.get("dest"), 400) or dest
-    base["dest"] = real_dest
-    facts = {"bytes": size, "download_seconds": _seconds(answer.get("download_s")),
-             "extract_seconds": _seconds(answer.get("extract_s")),
-             "members": _count(answer.get("members"))}
+    read = replace(unread, dest=real_dest, bytes=size,
+                   download_seconds=_seconds(answer.get("download_s")),
+                   extract_seconds=_seconds(answer.get("extract_s")),
+                   members=_count(answer.get("members")))
     if not isinstance(sha, str) or not _SHA256.match(sha) or size is None:
-        return FetchReport(**base, verified=False, **facts,
-                           message=f"box {box} answered without a usable sha256 and size: "
-                                   "nothing is verified")
+        return replace(read, message=f"box {box} answered without a usable sha256 and size: "
+                                     "nothing is verified")
     if sha != expected.sha256 or size != expected.size:
-        return FetchReport(**base, verified=False, **facts, kind="mismatch",
-                           message=f"box {box} reports sha256 {sha[:16]}... ({size} bytes), "
-                                   f"the Hub {expected.sha256[:16]}... ({expected.size} bytes): "
-                                   "not verified")
+        return replace(read, kind="mismatch",
+                       message=f"box {box} reports sha256 {sha[:16]}... ({size} bytes), "
+                               f"the Hub {expected.sha256[:16]}... ({expected.size} bytes): "
+                               "not verified")
     extracted = _count(answer.get("extracted_bytes"))
     files = _count(answer.get("files"))
-    down = facts["download_seconds"]
+    down = read.download_seconds
     cached = " (already in the box's HF cache)" if answer.get("cached") is True else ""
     took = f" in {down:.1f} s{rate(size, down)}" if down is not None and not cached else ""
-    unpack = facts["extract_seconds"]
+    unpack = read.extract_seconds
     message = (f"{expected.filename} ({human_bytes(size)}) fetched onto box {box}{cached}{took}"
                f", sha256 equal to the Hub's; {files if files is not None else '?'} files "
                f"({human_bytes(extracted or 0)}) unpacked into {real_dest}"
                + (f" in {unpack:.1f} s" if unpack is not None else "")
                + ("; the tar was deleted from the box's HF cache"
                   if answer.get("tar_removed") is True else ""))
-    return FetchReport(**base, verified=True, message=message, **facts)
+    return replace(read, verified=True, message=message)

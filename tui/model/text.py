@@ -20,6 +20,9 @@ REPLACEMENT = "\ufffd"
 # overrides and isolates (U+202A-U+202E, U+2066-U+2069).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _UNSAFE_OR_NEWLINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Whole escape sequences (CSI `ESC [ ... m`, OSC `ESC ] ... BEL`) go; `clean`
+# then makes any other control a visible U+FFFD.
+_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 
 
 def clean(text: str) -> str:
@@ -50,3 +53,16 @@ def clean_data(value: Any) -> Any:
 def has_unsafe(text: str) -> bool:
     """True when the text holds something `clean_block` would replace."""
     return _UNSAFE.search(text) is not None
+
+
+def plain(value: object, cap: int = 500) -> str:
+    """Box text made safe for a terminal: no control sequences, one bounded string."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)
+    else:
+        text = ""  # None, containers: nothing a box should have sent here
+    text = _SEQUENCE.sub("", text[: cap * 4]).replace("\n", " ").replace("\r", " ")
+    text = clean(text).strip()
+    return text if len(text) <= cap else text[: cap - 3] + "..."

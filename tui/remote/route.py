@@ -23,6 +23,7 @@ from pathlib import Path
 from asyncssh.config import SSHClientConfig
 
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.fields import whole
 
 MAX_JUMPS = 8
 KEEPALIVE_SECONDS = 15  # when the ssh config sets no ServerAliveInterval
@@ -126,15 +127,16 @@ def _port(text: str, spec: str) -> int:
 def _hop(label: str, alias: str, user: str | None, port: int | None,
          identity: tuple[str, ...], paths: list[Path], depth: int) -> list[Hop]:
     found = _lookup(alias, paths, user, port)
-    configured = tuple(os.path.expanduser(str(p))
-                       for p in found.get("IdentityFile") or ())  # type: ignore[attr-defined]
+    listed = found.get("IdentityFile")
+    configured = tuple(os.path.expanduser(str(p)) for p in listed) \
+        if isinstance(listed, list | tuple) else ()
     agent = found.get("IdentityAgent", _UNSET)
     interval = found.get("ServerAliveInterval")
     count = found.get("ServerAliveCountMax")
     hop = Hop(
         label=label,
         host=str(found.get("Hostname") or alias),
-        port=port or int(found.get("Port") or 22),  # type: ignore[call-overload]
+        port=port or whole(found.get("Port"), from_text=True) or 22,
         user=user or str(found.get("User") or getpass.getuser()),
         # Like `ssh -i`: the fleet's identity first, then the config's.
         identity_files=tuple(dict.fromkeys((*identity, *configured))),

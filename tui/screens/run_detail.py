@@ -16,6 +16,7 @@ from textual_plotext import PlotextPlot
 
 from tui.model.box import BoxState
 from tui.model.runs import RunState, format_age, short_metric_name
+from tui.model.sizing import human_bytes
 from widgets import badge
 
 SERIES = ("both", "loss", "metric")
@@ -26,14 +27,6 @@ _LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d) \| (\w+)\s*\| ")
 def compact_log_line(line: str) -> str:
     """LibreYOLO's `2026-12-02 10:05:11 | INFO     | msg` reads as `10:05:11 INFO msg`."""
     return _LOG_PREFIX.sub(lambda m: f"{m.group(1)} {m.group(2)} ", line, count=1)
-
-
-def format_bytes(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -97,7 +90,7 @@ def fields_table(run: RunState) -> Table:
             age = ""
             if run.box_time is not None:
                 age = f"{format_age(run.box_time - weight.mtime)} ago"
-            table.add_row(Text(weight.name), f"{format_bytes(weight.size):>9}  {age}")
+            table.add_row(Text(weight.name), f"{human_bytes(weight.size):>9}  {age}")
     return table
 
 
@@ -160,7 +153,7 @@ class RunDetail(Screen[None]):
         self.query_one("#field-table", Static).update(fields_table(run))
         if self._drawn != (len(run.history), self.series):
             self._draw_chart()
-        log_cursor = (run.cursor.l_id, run.cursor.l_off, len(run.log_tail))
+        log_cursor = (run.cursor.log_id, run.cursor.log_offset, len(run.log_tail))
         if log_cursor != self._log_cursor:
             self._log_cursor = log_cursor
             log = self.query_one(Log)
