@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui import __version__
 from tui.model.box import BoxState, Connection
@@ -23,6 +24,9 @@ from tui.model.meter import FleetCost
 from tui.model.status_doc import status_document, status_table
 from tui.model.text import clean_block
 from tui.store import paths
+
+if TYPE_CHECKING:
+    from tui.actions.flows import Report
 
 EXIT_OK = 0
 EXIT_BOX_FAILED = 1
@@ -141,10 +145,10 @@ def _box(fleet: FleetConfig, name: str) -> BoxConfig:
         raise ConfigError([ConfigProblem(fleet.source, str(exc.args[0]))]) from None
 
 
-def _print_report(report: object) -> int:
-    for line in getattr(report, "lines", []):
+def _print_report(report: Report) -> int:
+    for line in report.lines:
         print(line)
-    return int(getattr(report, "code", EXIT_BOX_FAILED))
+    return report.code
 
 
 def cmd_push(args: argparse.Namespace) -> int:

@@ -20,15 +20,15 @@ import ctypes.util
 import gc
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.markup import escape
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -40,7 +40,7 @@ from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
 from tui.model.policy import Alarms, judge_costs
-from tui.model.preflight import CheckVerdict, last_check_verdicts
+from tui.model.preflight import CheckVerdict, DoctorReport, last_check_verdicts
 from tui.model.retry import backoff_delay
 from tui.model.text import clean
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
@@ -54,6 +54,9 @@ from tui.screens.run_detail import RunDetail
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
 from widgets.fleet_text import clock_time
+
+if TYPE_CHECKING:  # imported where used: the panel starts faster
+    from tui.remote.session import BoxSession
 
 COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
 SETTLE_POINTS = 4000  # history points loaded between two settle_history()
@@ -106,10 +109,10 @@ class GpurentApp(App[None]):
     ]
 
     # The state the screens watch (each assignment is a new immutable value).
-    box_state: reactive[BoxState | None] = var(None, always_update=True, init=False)
-    cost: reactive[FleetCost | None] = var(None, always_update=True, init=False)
-    notes: reactive[Mapping[str, Text]] = var(dict, init=False)  # box -> action words
-    pushes: reactive[Mapping[str, Mapping[str, PushRecord]]] = var(dict, init=False)
+    box_state: var[BoxState | None] = var(None, always_update=True, init=False)
+    cost: var[FleetCost | None] = var(None, always_update=True, init=False)
+    notes: var[Mapping[str, Text]] = var(dict, init=False)  # box -> action words
+    pushes: var[Mapping[str, Mapping[str, PushRecord]]] = var(dict, init=False)
 
     def __init__(self, fleet: FleetConfig, *, clock: Callable[[], float] = time.time,
                  states: Iterable[BoxState] | None = None, live: bool = True,
@@ -371,7 +374,7 @@ class GpurentApp(App[None]):
             session=watcher.session if watcher else None,
             state=self.states.get(box) if watcher else None))
 
-    def power(self, box: str, action: str) -> None:
+    def power(self, box: str, action: Literal["stop", "start"]) -> None:
         from tui.actions.flows import power
 
         watcher = self.watchers.get(box)
@@ -486,7 +489,7 @@ class GpurentApp(App[None]):
 
         config = self.fleet.box(box)
 
-        async def doctor(data: str):  # type: ignore[no-untyped-def]
+        async def doctor(data: str) -> DoctorReport:
             self._doctor_paths[box] = data  # offered again when the screen opens next
             async with self._session(box) as session:
                 return await doctor_box(session, config, data)
@@ -494,7 +497,7 @@ class GpurentApp(App[None]):
         self.push_screen(DoctorScreen(box, doctor, self._doctor_paths.get(box, "")))
 
     @contextlib.asynccontextmanager
-    async def _session(self, box: str):  # type: ignore[no-untyped-def]
+    async def _session(self, box: str) -> AsyncIterator[BoxSession]:
         """The box's watcher session (already logged in); a session of its own otherwise."""
         from tui.remote.session import BoxSession
 

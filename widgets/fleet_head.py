@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.widget import Widget
 
 from tui.model.box import BoxState
@@ -18,8 +18,8 @@ class FleetHead(Widget):
     FleetHead { height: auto; background: $panel; }
     """
 
-    boxes: reactive[tuple[BoxState, ...]] = var((), always_update=True)
-    cost: reactive[FleetCost | None] = var(None, always_update=True)
+    boxes: var[tuple[BoxState, ...]] = var((), always_update=True)
+    cost: var[FleetCost | None] = var(None, always_update=True)
 
     def __init__(self, boxes: tuple[BoxState, ...], cost: FleetCost | None, *,
                  id: str | None = None) -> None:

@@ -25,7 +25,7 @@ from rich.style import Style
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.geometry import Region, Size
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -70,8 +70,8 @@ class FleetList(ScrollView, can_focus=False):
     FleetList > .fleet-list--spark-high { color: $primary; }
     """
 
-    filter: reactive[str] = var("", init=False)
-    selected: reactive[RunKey | None] = var(None, init=False)
+    filter: var[str] = var("", init=False)
+    selected: var[RunKey | None] = var(None, init=False)
 
     def __init__(self, views: Iterable[BoxView], now: float, *, id: str | None = "fleet"
                  ) -> None:
@@ -266,7 +266,7 @@ class FleetList(ScrollView, can_focus=False):
                 key = line_key(line)
                 rendered = before.get(key) or drawn.get(key)
                 if rendered is None:
-                    rendered = self._render(line, width, self._style(line.style))
+                    rendered = self._line_strips(line, width, self._style(line.style))
                 drawn[key] = rendered
                 strips.extend(rendered)
                 owners.extend([line.run] * len(rendered))
@@ -281,11 +281,11 @@ class FleetList(ScrollView, can_focus=False):
             style = self._style("cursor")
             block = self._blocks[key[0]]
             strips = [strip for line in block.lines.lines if line.run == key[1]
-                      for strip in self._render(line, width, style)]
+                      for strip in self._line_strips(line, width, style)]
             self._cursor = ((key, width), strips)
         return self._cursor[1]
 
-    def _render(self, line: Line, width: int, style: VisualStyle) -> list[Strip]:
+    def _line_strips(self, line: Line, width: int, style: VisualStyle) -> list[Strip]:
         """A line in the theme's colours (as Static would draw it), word-wrapped, then laid
         out: indented, or with the sparkline at the right edge."""
         base = style.rich_style

@@ -7,6 +7,7 @@ the layer table below. tests/io/test_imports.py checks the same at run time.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def layer_of(module: str) -> str:
     return best
 
 
-def imports_of(path: Path) -> set[str]:
+@functools.cache  # each module is parsed once, not once per test that asks
+def imports_of(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text(), str(path))
     package = module_name(path) if path.name == "__init__.py" else \
         module_name(path).rpartition(".")[0]
@@ -71,7 +73,7 @@ def imports_of(path: Path) -> set[str]:
                 found.add(node.module)
                 # `from tui.onbox import probe`: the submodule is what is imported
                 found |= {f"{node.module}.{a.name}" for a in node.names}
-    return found
+    return frozenset(found)
 
 
 def project(name: str) -> bool:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec
+from typing import Any, Literal, ParamSpec
 
 from tui.actions.power import PowerOutcome, destroy_box, start_box, stop_box
 from tui.actions.push import Epochs, Progress, PushResult, push_run, token_notice
@@ -74,11 +74,13 @@ class Report:
 P = ParamSpec("P")
 
 
-def never_raises(what: str) -> Callable[[Callable[P, Awaitable[Report]]],
-                                        Callable[P, Awaitable[Report]]]:
+Flow = Callable[P, Coroutine[Any, Any, "Report"]]
+
+
+def never_raises(what: str) -> Callable[[Flow[P]], Flow[P]]:
     """A flow that fails with words instead of an exception (whatever went wrong)."""
 
-    def wrap(flow: Callable[P, Awaitable[Report]]) -> Callable[P, Awaitable[Report]]:
+    def wrap(flow: Flow[P]) -> Flow[P]:
         @functools.wraps(flow)
         async def safe(*args: P.args, **kwargs: P.kwargs) -> Report:
             try:
@@ -180,7 +182,8 @@ def _power_report(outcome: PowerOutcome) -> Report:
 
 
 @never_raises("the power action")
-async def power(fleet: FleetConfig, box: BoxConfig, action: str, journal: Journal, *,
+async def power(fleet: FleetConfig, box: BoxConfig, action: Literal["stop", "start"],
+                journal: Journal, *,
                 session: BoxSession | None = None, ledger: Ledger | None = None,
                 clock: Callable[[], float] = time.time) -> Report:
     """Stop or start a box through its provider (or its configured command)."""

@@ -160,7 +160,9 @@ def pack(entries: list[Entry], out: Path, progress: Progress | None = None
     out.parent.mkdir(parents=True, exist_ok=True)
     with part.open("wb") as raw:
         hashing = _Hashing(raw)
-        with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+        # typeshed asks a stream-mode fileobj for more than tarfile's _Stream uses (write).
+        with tarfile.open(fileobj=hashing, mode="w|",  # type: ignore[call-overload]
+                          format=tarfile.PAX_FORMAT) as tar:
             for entry in entries:
                 info = tarfile.TarInfo(entry.arcname)
                 info.mtime = 0
@@ -176,7 +178,7 @@ def pack(entries: list[Entry], out: Path, progress: Progress | None = None
                 with entry.path.open("rb") as f:
                     if os.fstat(f.fileno()).st_size != entry.size:
                         raise StageError(f"{entry.path} changed size while being packed")
-                    tar.addfile(info, _Counted(f, step))  # type: ignore[arg-type]
+                    tar.addfile(info, _Counted(f, step))
         raw.flush()
         os.fsync(raw.fileno())
     os.replace(part, out)
@@ -265,7 +267,8 @@ def stage(folder: Path, repo: str, *, public: bool = False, name: str | None = N
         kept = f"; the tar stays at {out}"
     else:
         out.unlink(missing_ok=True)
-    visibility = {True: "private", False: "PUBLIC"}.get(private, "visibility unknown")
+    visibility = "private" if private is True else "PUBLIC" if private is False \
+        else "visibility unknown"
     warn = " (the repo already existed and is public)" if private is False and not public \
         else ""
     return report(True, f"{files} files of {folder} staged as {name} ({human_bytes(size)}) in "

@@ -198,9 +198,7 @@ class ProviderServer:
         return f"http://{host!s}:{port}"
 
     def start(self) -> str:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
-        self._httpd.daemon_threads = False  # close() joins every handler thread
-        self._httpd.app = self  # type: ignore[attr-defined]
+        self._httpd = _HttpServer(self)
         # A short poll: shutdown() waits up to one poll interval (0.5 s by default).
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
                                         name=f"{self.provider}-api", daemon=True)
@@ -286,11 +284,22 @@ class ProviderServer:
         return self.error(404, f"no such endpoint {request.path}")
 
 
+class _HttpServer(ThreadingHTTPServer):
+    """The loopback HTTP server of one stand-in, which its handlers ask for the stand-in."""
+
+    daemon_threads = False  # close() joins every handler thread
+
+    def __init__(self, app: ProviderServer) -> None:
+        super().__init__(("127.0.0.1", 0), _RequestHandler)
+        self.app = app
+
+
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def _serve(self) -> None:
-        app: ProviderServer = self.server.app  # type: ignore[attr-defined]
+        assert isinstance(self.server, _HttpServer)
+        app = self.server.app
         length = int(self.headers.get("Content-Length") or 0)
         split = urlsplit(self.path)
         request = Recorded(

@@ -101,12 +101,12 @@ class ReadOnlySFTP(asyncssh.SFTPServer):
             raise asyncssh.SFTPPermissionDenied("read-only")
         return super().open(path, pflags, attrs)
 
-    def _refuse(self, *args: object) -> None:
+    def _refuse(self, *args: object, **kwargs: object) -> None:
         raise asyncssh.SFTPPermissionDenied("read-only")
 
     # One refusal for every call that would change something (signatures differ).
-    remove = rename = posix_rename = mkdir = rmdir = _refuse  # type: ignore[assignment]
-    symlink = link = setstat = lsetstat = fsetstat = _refuse  # type: ignore[assignment]
+    remove = rename = posix_rename = mkdir = rmdir = _refuse
+    symlink = link = setstat = lsetstat = fsetstat = _refuse
 
 
 class BoxServer:

@@ -79,10 +79,16 @@ class Verdict:
 
 
 def _identity(row: Mapping[str, Any]) -> FileId | None:
-    values = (row.get("size"), row.get("mtime_ns"), row.get("inode"))
-    if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-        return values  # type: ignore[return-value]
-    return None
+    size, mtime_ns, inode = (_count(row.get(k)) for k in ("size", "mtime_ns", "inode"))
+    if size is None or mtime_ns is None or inode is None:
+        return None
+    return size, mtime_ns, inode
+
+
+def _count(value: object) -> int | None:
+    """A JSON integer >= 0 as it was written (no float, no bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
 
 
 def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tui.model.meter import FleetCost
+
+# A notice's weight, in the words Textual's notify takes.
+Severity = Literal["information", "warning", "error"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,7 @@ class Notice:
 
     box: str
     text: str
-    severity: str = "error"
+    severity: Severity = "error"
     bell: bool = True
 
 

@@ -37,7 +37,7 @@ MAX_REPORTED = 20
 _OUT = None
 _NONCE = ""
 _LOCK = threading.Lock()
-_SECRETS = []
+_SECRETS = []  # type: list[str]
 
 
 def scrub(text):

@@ -392,7 +392,7 @@ def _hidden_below(path):
 # time by a one-shot one, and by the fresh probe a destroy's look starts), so an idle
 # refresh does not walk every run's val/ folder.
 LOOK_BELOW_SECONDS = 60.0
-_BELOW = {"at": None, "roots": None, "found": []}
+_BELOW = {"at": None, "roots": None, "found": []}  # type: dict[str, object]
 
 
 def find_runs(roots, max_runs, max_dirs=50000):

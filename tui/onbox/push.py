@@ -48,7 +48,7 @@ HASH_TRIES = 3
 
 _OUT = getattr(sys.stdout, "buffer", sys.stdout)
 _LOCK = threading.Lock()
-_SECRETS = []
+_SECRETS = []  # type: list[str]
 _NONCE = ["unset"]
 
 

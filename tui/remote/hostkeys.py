@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,11 @@ import asyncssh
 
 from tui.model.config import FleetConfig
 from tui.store import paths
+
+# What asyncssh's known_hosts callable may return: trusted host keys, trusted CA keys,
+# revoked keys (asyncssh.known_hosts.match_known_hosts accepts this tuple).
+HostKeyLists = tuple[list[asyncssh.SSHKey], list[asyncssh.SSHKey], list[asyncssh.SSHKey]]
+KnownHostsMatch = Callable[[str, str, int | None], HostKeyLists]
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,11 @@ class HostKeyStore:
         trusted = [k for k in pick(None) if k not in revoked]
         return trusted, pick("cert-authority"), revoked
 
-    def known_hosts_for(self, host: str, port: int):  # type: ignore[no-untyped-def]
+    def known_hosts_for(self, host: str, port: int) -> KnownHostsMatch:
         """What asyncssh checks a hop's key against: the trusted and CA keys. Revoked
         keys are left out of it on purpose, so that a revoked key reaches the
         client's own check (which says why) instead of a bare refusal."""
-        def match(_host: str, _addr: str, _port: int | None) -> tuple[list, list, list]:
+        def match(_host: str, _addr: str, _port: int | None) -> HostKeyLists:
             trusted, cas, _ = self.judge(host, port)
             return trusted, cas, []
         return match

@@ -19,20 +19,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from weakref import WeakSet
 
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.reactive import reactive, var
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from tui.model.box import BoxState, Connection
 from tui.model.capability import refusal
 from tui.model.cost import usd
+from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
@@ -95,8 +96,8 @@ class FleetScreen(Screen[None]):
         Binding("G", "doctor", "Doctor a data set", id="doctor", show=False),
     ]
 
-    filter: reactive[str] = var("", init=False)
-    selected: reactive[RunKey | None] = var(None, init=False)
+    filter: var[str] = var("", init=False)
+    selected: var[RunKey | None] = var(None, init=False)
 
     def __init__(self) -> None:
         super().__init__()
@@ -106,7 +107,7 @@ class FleetScreen(Screen[None]):
 
     @property
     def gpurent(self) -> GpurentApp:
-        return self.app  # type: ignore[return-value]
+        return cast("GpurentApp", self.app)  # the only app that shows this screen
 
     def compose(self) -> ComposeResult:
         app = self.gpurent
@@ -367,7 +368,7 @@ class FleetScreen(Screen[None]):
         if key is not None:
             self.gpurent.push(key[0], None)
 
-    def _refused(self, action: str, box: str) -> bool:
+    def _refused(self, action: PowerAction, box: str) -> bool:
         """Offer only what the box can do: say why not instead of asking to confirm."""
         app = self.gpurent
         cost = app.cost.boxes.get(box) if app.cost else None

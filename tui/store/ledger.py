@@ -81,10 +81,10 @@ class Ledger:
                 self.skipped += 1
             elif self._mine and parsed in self._mine:
                 self._mine.discard(parsed)  # our own append, held already
-            elif type(parsed) is Event:
-                events.append(parsed)
+            elif isinstance(parsed, Mark):
+                marks.append(parsed)
             else:
-                marks.append(parsed)  # type: ignore[arg-type]
+                events.append(parsed)
         self.events.extend(events)
         self.marks.extend(marks)
         return events, marks
