@@ -33,6 +33,7 @@ from tui.actions.hub import HubError, box_token
 from tui.actions.launch import box_python, start_detached
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.fields import items
 from tui.model.text import clean, clean_block
 from tui.model.watchdog import (
     DEFAULT_POLL_SECONDS,
@@ -239,7 +240,7 @@ async def remove_guard(fleet: FleetConfig, box: BoxConfig, journal: Any, *,
     try:
         answer = await guard_control(session, {"mode": "stop", "remove": True,
                                                "dir": GUARD_DIR})
-        removed = answer.get("removed") if isinstance(answer.get("removed"), list) else []
+        removed = items(answer.get("removed"))
         if answer.get("stopped"):
             report.say(f"box {box.name}: the watchdog was stopped; {len(removed)} file(s) "
                        f"removed from {GUARD_DIR}")

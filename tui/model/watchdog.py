@@ -41,7 +41,7 @@ class GuardPlanError(ValueError):
 def parse_on(rules: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """`--on done=push,destroy --on timeout=stop` as trigger -> steps; every trigger not
     named pushes (when an hf_repo is set) and stops."""
-    actions = {t: DEFAULT_STEPS for t in TRIGGERS}
+    actions: dict[str, tuple[str, ...]] = {t: DEFAULT_STEPS for t in TRIGGERS}
     for rule in rules:
         name, sep, steps = rule.partition("=")
         names = [n.strip() for n in name.split("|")] if sep else []
@@ -299,8 +299,8 @@ def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
         parts.append(f"after {minutes_words(view.no_progress_minutes)} without progress")
     parts.append("when every run finished")
     words = f"guarded{dry}: " + " or ".join(parts)
-    cannot = bool(view.can_stop) and ("cannot" in view.can_stop or
-                                      view.can_stop.startswith("no "))  # type: ignore[union-attr]
+    cannot = view.can_stop is not None and ("cannot" in view.can_stop
+                                            or view.can_stop.startswith("no "))
     notes = [n for n in (view.gpu_note, view.can_stop if cannot else None) if n]
     if notes:
         words += " (" + "; ".join(notes) + ")"

@@ -71,7 +71,7 @@ SCOPED_ENV = {"vast": ("CONTAINER_API_KEY", "CONTAINER_ID"),
 DEFAULT_URLS = {"vast": "https://console.vast.ai", "runpod": "https://api.runpod.io",
                 "lambda": "https://cloud.lambda.ai"}
 
-_SECRETS = []  # every secret this process holds: blanked out of anything it writes
+_SECRETS = []  # type: list[str]  # every secret this process holds: blanked out of anything it writes
 
 
 # -- small helpers ----------------------------------------------------------------------
