@@ -3,13 +3,12 @@ dependencies, or the train extra for what only `demo --real` and the on-box side
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.imports import ROOT, all_modules, imports_of
+
 # Import name -> distribution name where they differ.
 DISTRIBUTION = {"textual_plotext": "textual-plotext", "PIL": "pillow"}
 
@@ -20,13 +19,7 @@ def declared(names: list[str]) -> set[str]:
 
 
 def imported_tops() -> set[str]:
-    tops = set()
-    for path in [*(ROOT / "tui").rglob("*.py"), *(ROOT / "widgets").rglob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                tops |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                tops.add(node.module.split(".")[0])
+    tops = {name.split(".")[0] for path in all_modules() for name in imports_of(path)}
     return tops - set(sys.stdlib_module_names) - {"tui", "widgets", "__future__"}
 
 

@@ -7,13 +7,11 @@ the layer table below. tests/io/test_imports.py checks the same at run time.
 from __future__ import annotations
 
 import ast
-import functools
 import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.imports import ROOT, all_modules, imports_of, module_name
 
 # layer -> the project packages its modules may import (besides their own layer).
 # Low to high: model < store < remote, providers < actions < demo < app/screens < CLI.
@@ -38,14 +36,6 @@ IO_LIBS = ("asyncssh", "httpx", "httpx2", "huggingface_hub", "asyncio", "socket"
            "subprocess", "http", "urllib")
 
 
-def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-
-
-def all_modules() -> list[Path]:
-    return sorted([*(ROOT / "tui").rglob("*.py"), *(ROOT / "widgets").rglob("*.py")])
-
-
 def layer_of(module: str) -> str:
     best = ""
     for layer in LAYERS:
@@ -53,27 +43,6 @@ def layer_of(module: str) -> str:
             best = layer
     assert best, f"{module} belongs to no layer: add it to LAYERS in {__file__}"
     return best
-
-
-@functools.cache  # each module is parsed once, not once per test that asks
-def imports_of(path: Path) -> frozenset[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    package = module_name(path) if path.name == "__init__.py" else \
-        module_name(path).rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - node.level + 1]
-                found.add(".".join([*base, *([node.module] if node.module else [])]))
-            elif node.module:
-                found.add(node.module)
-                # `from tui.onbox import probe`: the submodule is what is imported
-                found |= {f"{node.module}.{a.name}" for a in node.names}
-    return frozenset(found)
 
 
 def project(name: str) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from support.fleets import DATA
 
+from tui.model import runs
 from tui.model.box import (
     BadAnswer,
     BoxState,
@@ -18,7 +19,7 @@ from tui.model.box import (
     probe_request,
 )
 from tui.model.retry import backoff_delay
-from tui.model.runs import HISTORY_LIMIT, Health, fold_run, parse_time
+from tui.model.runs import Health, fold_run, parse_time
 from tui.model.status_doc import status_document, status_table
 
 
@@ -182,11 +183,13 @@ def test_metrics_accumulate_then_reset_when_file_started_over() -> None:
     assert run.restarts == 1
 
 
-def test_history_is_bounded() -> None:
+def test_history_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 200  # the bound, not its size, is under test (5000 lines cost half a second)
+    monkeypatch.setattr(runs, "HISTORY_LIMIT", limit)
     line = json.loads(metrics_of("yolox_completed").splitlines()[0])
-    text = "".join(json.dumps(dict(line, epoch=i)) + "\n" for i in range(1, HISTORY_LIMIT + 51))
+    text = "".join(json.dumps(dict(line, epoch=i)) + "\n" for i in range(1, limit + 51))
     run = fold_run(None, raw_run(status_of("yolox_running"), text), 0.0)
-    assert len(run.history) == HISTORY_LIMIT
+    assert len(run.history) == limit
     assert run.history[0].epoch == 51
 
 
