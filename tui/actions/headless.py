@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable
 
@@ -24,7 +25,7 @@ from tui.actions.flows import Report, push_and_stop, push_runs
 from tui.actions.guardian import Guardian
 from tui.model.alerts import PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState
-from tui.model.config import FleetConfig
+from tui.model.config import BoxConfig, FleetConfig
 from tui.model.milestones import Wish
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
@@ -131,11 +132,13 @@ class Watch:
             self.log(f"box {notice.box}: {notice.text}")
         self._events(events)
         for name in decision.push_and_stop:
-            box = self.fleet.box(name)
-            watcher = self.watchers[name]
-            self._start(name, "budget: push and stop", lambda b=box, w=watcher: push_and_stop(
-                self.fleet, b, self.journal, session=w.session, state=self.states.get(b.name),
-                ledger=self.meter.ledger))
+            self._start(name, "budget: push and stop", functools.partial(
+                self._push_and_stop, self.fleet.box(name), self.watchers[name]))
+
+    def _push_and_stop(self, box: BoxConfig, watcher: BoxWatcher) -> Awaitable[Report]:
+        """With the box's state as it is when the work starts, not when it was decided."""
+        return push_and_stop(self.fleet, box, self.journal, session=watcher.session,
+                             state=self.states.get(box.name), ledger=self.meter.ledger)
 
     def _milestone(self, state: BoxState) -> None:
         wish = self.guardian.milestone(state, busy=state.name in self.busy)
