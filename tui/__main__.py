@@ -73,7 +73,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     boxes, cost = asyncio.run(_status(fleet))
     now = time.time()
     if args.json:
-        json.dump(status_document(boxes, now, cost), sys.stdout, indent=2)
+        from tui.model.guard import last_verified_pushes
+        from tui.store.journal import Journal
+
+        entries = Journal().entries
+        pushes = {b.name: last_verified_pushes(entries, b.name) for b in boxes}
+        json.dump(status_document(boxes, now, cost, pushes), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(clean_block(status_table(boxes, now, cost)))  # no box's control sequences

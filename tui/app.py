@@ -32,14 +32,17 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from tui.actions.alerts import AlertSender
 from tui.actions.flows import Report
+from tui.actions.guardian import Guardian
 from tui.messages import ActionEnded, ActionProgress, BoxUpdated, CostsPolled
+from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState, Connection, fold_failure
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
-from tui.model.policy import Alarms, judge_costs
+from tui.model.milestones import Wish
 from tui.model.preflight import CheckVerdict, DoctorReport, last_check_verdicts
 from tui.model.retry import backoff_delay
 from tui.model.text import clean
@@ -133,7 +136,9 @@ class GpurentApp(App[None]):
         self.journal = journal if journal is not None else Journal()
         self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
         self.monitors: dict[tuple[str, str], asyncio.Event] = {}  # (box, run path) -> stop
-        self._alarms = Alarms()
+        # Alarms, alerts, milestone pushes, preemption: the same policies as `watch`.
+        self.guardian = Guardian(fleet, self.journal, clock=clock,
+                                 sender=AlertSender(fleet.alerts) if live else None)
         self._said: set[str] = set()  # storage problems already notified
         self._journal_seen = self.journal.version  # the version the push notes came from
         self._crashes: dict[str, int] = {}  # box -> watcher crashes in a row
@@ -213,6 +218,9 @@ class GpurentApp(App[None]):
         self._seen.add(state.name)
         self.box_state = state
         self._schedule_cost()
+        if self.live:
+            self._ring(self.guardian.box_updated(before, state))
+            self._milestone(state)
 
     def action_refresh(self) -> None:
         for watcher in self.watchers.values():
@@ -252,18 +260,46 @@ class GpurentApp(App[None]):
             cost = self.meter.update(self.states.values(), only=next(iter(seen)))
         else:
             cost = self.meter.update(self.states.values())
-        self.cost = cost
-        reachable = {n for n, s in self.states.items() if s.connection is Connection.OK}
-        decision = judge_costs(self._alarms, cost, self.fleet.on_budget,
-                               reachable=reachable, busy=self.busy)
-        self._alarms = decision.alarms
+        decision, events = self.guardian.judge_costs(cost, self.states, self.busy)
+        self.cost = cost  # after the judgement: a box's header names its preemption
         for notice in decision.notices:
             if notice.bell:
                 self.bell()
             self.notify(notice.text, severity=notice.severity, timeout=10, markup=False)
+        self._ring([e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET)])  # noticed
         for box in decision.push_and_stop:
             self.push_and_stop(box)
         self._storage_notices()
+
+    def _ring(self, events: list[AlertEvent]) -> None:
+        """Alerts that passed the cool-down (already on their way to the webhook and the
+        command): the bell and a notice here."""
+        for item in events:
+            self.bell()
+            self.notify(item.text, title=item.title.removeprefix("gpurent-tui: "),
+                        severity="error", timeout=15, markup=False)
+
+    def _milestone(self, state: BoxState) -> None:
+        """Push what a milestone calls for (`[box.push] every_epochs`, `on_best`,
+        `on_complete`), unasked, one push per box at a time, through the push flow."""
+        wish = self.guardian.milestone(state, busy=state.name in self.busy)
+        if wish is None:
+            return
+        from tui.actions.flows import push_runs
+
+        watcher = self.watchers.get(state.name)
+
+        async def work(wish: Wish = wish) -> Report:
+            report = await push_runs(
+                self.fleet, self.fleet.box(wish.box), self.journal, run_names=[wish.run],
+                include_epochs=list(wish.epochs) if wish.epochs else False,
+                session=watcher.session if watcher else None, state=state, why=wish.why)
+            events = self.guardian.push_ended(wish, report.code == 0, report.lines)
+            if events:
+                self.call_later(self._ring, events)
+            return report
+
+        self.start_action(state.name, f"milestone push ({wish.why})", work)
 
     def _storage_notices(self) -> None:
         """Say once, per distinct message, that the cost ledger or the action journal cannot
@@ -337,6 +373,10 @@ class GpurentApp(App[None]):
             words.append(f"\n… {len(message.lines) - 4} more line(s): J shows the journal",
                          style="dim")
         self._note(box, words)
+        if not ok and message.what in ("push", "budget: push and stop") and self.live:
+            self._ring(self.guardian.alert([event(
+                PUSH_FAILED, box, f"{box}: {message.what} failed: "
+                f"{'; '.join(message.lines[-2:])}", self.clock())]))
         self._journal_seen = self.journal.version
         self.pushes = self._all_pushes()
         self._storage_notices()
@@ -458,6 +498,8 @@ class GpurentApp(App[None]):
         workers = [w for w in self.workers if w.group.startswith("monitor:")]
         if workers:
             await asyncio.wait([asyncio.ensure_future(w.wait()) for w in workers], timeout=15)
+        if self.guardian.sender is not None:
+            await self.guardian.sender.aclose(grace=2.0)  # alerts on their way get 2 s
         self.exit()
 
     # --- before the GPU bills: check and doctor ------------------------------------------

@@ -25,6 +25,7 @@ from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
+from tui.model.unpushed import at_stake, rate_share
 from widgets.badges import badge, bar
 from widgets.guard_text import guard_line
 from widgets.money_text import box_money_line, fleet_money, run_money
@@ -291,6 +292,7 @@ class BoxView:
     pushes: Mapping[str, PushRecord] = field(default_factory=dict)
     activity: Text | None = None  # an action in flight, or how the last one ended
     items: tuple[Text, ...] = ()  # extra head items (a verdict, a badge)
+    at_stake: bool = False  # each run says what a crash would cost (the box pushes somewhere)
 
 
 @dataclass(frozen=True)
@@ -318,6 +320,16 @@ def _lines_of(text: Text | None, indent: int, style: str = "") -> list[Line]:
     return [Line(part, indent, style=style) for part in text.split("\n")] if text else []
 
 
+def _with_stake(pushed: str | None, run: RunState, view: BoxView, box: BoxState
+                ) -> str | None:
+    """`unpushed: 7 epochs, $1.84 of GPU time` after the push note, while anything is."""
+    running = sum(r.health is Health.RUNNING for r in box.runs)
+    stake = at_stake(run, view.pushes.get(run.path), rate_share(run, view.cost, running))
+    if stake is None or stake.epochs == 0:
+        return pushed
+    return f"{pushed} · {stake.words()}" if pushed else stake.words()
+
+
 def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
     """A box as the fleet list shows it: head, activity, money, problems, then a main
     and a detail line per run the filter shows, a count of the hidden ones, a gap."""
@@ -339,6 +351,8 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         shown.append(run.path)
         cost = view.cost.runs.get(run.path) if view.cost else None
         pushed = run_push_note(run, view.pushes, box, due)
+        if view.at_stake:
+            pushed = _with_stake(pushed, run, view, box)
         lines.append(Line(run_main_line(run), run=run.path, spark=run_sparkline(run)))
         lines.append(Line(run_detail_line(run, now, cost, pushed, due), 2, run=run.path))
     hidden = len(box.runs) - len(shown)

@@ -36,6 +36,7 @@ from tui.model.meter import FleetCost
 from tui.model.milestones import Milestones, Wish, plan, settle
 from tui.model.policy import Alarms, Decision, judge_costs
 from tui.model.preemption import WORDS, preempted
+from tui.model.watchdog import guard_events
 from tui.store.journal import Journal
 
 Log = Callable[[str], None]
@@ -57,6 +58,7 @@ class Guardian:
         self.gate = Gate()
         self.preempted: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
+        self._guard_stopped: set[str] = set()  # boxes the watchdog on the box stopped
 
     # --- alerts ----------------------------------------------------------------------
 
@@ -77,6 +79,15 @@ class Guardian:
         """Runs that just failed, died or stalled; a box unreachable past its minutes."""
         now = self.clock()
         found = run_events(before, after, now)
+        if before is not None and before.last_ok_at is not None:  # not history at a first look
+            for step in guard_events(before.guard, after.guard):
+                words = f"{step.action} {step.outcome}" + (f": {step.detail}" if step.detail
+                                                           else "")
+                found.append(watchdog_acted(after.name, words, now))
+        if after.guard is not None and any(
+                s.action in ("stop", "destroy") and s.outcome == "done"
+                for s in after.guard.did):
+            self._guard_stopped.add(after.name)
         if after.connection is Connection.OK:
             self._unreachable.discard(after.name)
         elif after.name not in self._unreachable:
@@ -104,7 +115,8 @@ class Guardian:
                   for n in sorted(decision.alarms.over_budget - before.over_budget)]
         entries = self.journal.entries
         stopped = frozenset(b.name for b in self.fleet.boxes
-                            if preempted(b, cost.boxes.get(b.name), entries))
+                            if b.name not in self._guard_stopped
+                            and preempted(b, cost.boxes.get(b.name), entries))
         found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
                   for n in sorted(stopped - self.preempted)]
         self.preempted = stopped

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.cost import RunCost, percent_words, usd
+from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
-from tui.model.runs import RunState, format_age
+from tui.model.runs import Health, RunState, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
+from tui.model.unpushed import AtStake, at_stake, rate_share
 from tui.model.watchdog import guard_document, guard_summary
 
 SCHEMA = "gpurent.status/1"
@@ -26,7 +29,8 @@ def _money(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, 6)
 
 
-def run_document(run: RunState, cost: RunCost | None = None) -> dict[str, Any]:
+def run_document(run: RunState, cost: RunCost | None = None,
+                 stake: AtStake | None = None) -> dict[str, Any]:
     return {
         "path": run.path,
         "name": run.name,
@@ -52,6 +56,10 @@ def run_document(run: RunState, cost: RunCost | None = None) -> dict[str, Any]:
         "weights": [{"name": w.name, "size": w.size, "mtime": w.mtime} for w in run.weights],
         "cost_per_epoch_usd": _money(cost.per_epoch_usd) if cost else None,
         "cost_to_finish_usd": _money(cost.to_finish_usd) if cost else None,
+        # what a crash would cost now: epochs since the last verified push, in GPU money
+        "unpushed_epochs": stake.epochs if stake else None,
+        "unpushed_usd": _money(stake.usd) if stake else None,
+        "last_verified_push": iso(stake.pushed_at) if stake else None,
     }
 
 
@@ -89,7 +97,14 @@ def disk_projection(box: BoxState, cost: BoxCost | None) -> DiskProjection:
     return project_disk(box, stopped_usd_per_hr=stopped.usd_per_hr if stopped else None)
 
 
-def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
+def _stake(run: RunState, box: BoxState, cost: BoxCost | None,
+           pushes: Mapping[str, PushRecord] | None) -> AtStake | None:
+    running = sum(r.health is Health.RUNNING for r in box.runs)
+    return at_stake(run, (pushes or {}).get(run.path), rate_share(run, cost, running))
+
+
+def box_document(box: BoxState, cost: BoxCost | None = None,
+                 pushes: Mapping[str, PushRecord] | None = None) -> dict[str, Any]:
     return {
         "name": box.name,
         "connection": str(box.connection),
@@ -112,12 +127,16 @@ def box_document(box: BoxState, cost: BoxCost | None = None) -> dict[str, Any]:
         "truncated": box.truncated,
         "cost": cost_document(cost),
         "guard": guard_document(box.guard, box.box_time),
-        "runs": [run_document(r, cost.runs.get(r.path) if cost else None) for r in box.runs],
+        "runs": [run_document(r, cost.runs.get(r.path) if cost else None,
+                              _stake(r, box, cost, pushes)) for r in box.runs],
     }
 
 
 def status_document(boxes: list[BoxState], generated_at: float,
-                    cost: FleetCost | None = None) -> dict[str, Any]:
+                    cost: FleetCost | None = None,
+                    pushes: Mapping[str, Mapping[str, PushRecord]] | None = None
+                    ) -> dict[str, Any]:
+    """The whole document; `pushes`: per box, each run's last verified push (the journal)."""
     fleet = None
     if cost is not None:
         fleet = {"usd_per_hr": _money(cost.usd_per_hr), "accrued_usd": _money(cost.accrued_usd),
@@ -129,7 +148,8 @@ def status_document(boxes: list[BoxState], generated_at: float,
         "schema": SCHEMA,
         "generated_at": iso(generated_at),
         "fleet": fleet,
-        "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None) for b in boxes],
+        "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None,
+                               (pushes or {}).get(b.name)) for b in boxes],
     }
 
 

@@ -35,6 +35,8 @@ from tui.model.capability import refusal
 from tui.model.cost import usd
 from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
+from tui.model.preemption import OFFER as PREEMPTED_OFFER
+from tui.model.preemption import WORDS as PREEMPTED_WORDS
 from tui.model.runs import format_age
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.launch import LaunchScreen
@@ -141,7 +143,10 @@ class FleetScreen(Screen[None]):
         """Extra items for a box's head line, after its GPUs and disks: its last check."""
         app = self.gpurent
         item = check_item(app.checks.get(name))
-        return (item,) if item is not None else ()
+        items = (item,) if item is not None else ()
+        if name in app.guardian.preempted:
+            items += (Text(f"{PREEMPTED_WORDS}: {PREEMPTED_OFFER}", style="bold red"),)
+        return items
 
     def _boxes(self) -> tuple[BoxState, ...]:
         return tuple(self.gpurent.states.values())
@@ -149,8 +154,11 @@ class FleetScreen(Screen[None]):
     def _view(self, name: str) -> BoxView:
         app = self.gpurent
         cost = app.cost.boxes.get(name) if app.cost is not None else None
-        return BoxView(app.states[name], app.fleet.box(name).provider, cost,
-                       app.pushes.get(name, {}), app.notes.get(name), self.head_items(name))
+        config = app.fleet.box(name)
+        pushes_somewhere = config.push is not None and bool(config.push.hf_repo or
+                                                            config.push.local_dir)
+        return BoxView(app.states[name], config.provider, cost, app.pushes.get(name, {}),
+                       app.notes.get(name), self.head_items(name), at_stake=pushes_somewhere)
 
     def refresh_box(self, name: str) -> None:
         """Redraw one box from the app's state (only what changed is repainted)."""

@@ -15,8 +15,9 @@ from textual.widgets import Footer, Log, Static
 from textual_plotext import PlotextPlot
 
 from tui.model.box import BoxState
-from tui.model.runs import RunState, format_age, short_metric_name
+from tui.model.runs import Health, RunState, format_age, short_metric_name
 from tui.model.sizing import human_bytes
+from tui.model.unpushed import AtStake, at_stake, rate_share
 from widgets import badge
 
 SERIES = ("both", "loss", "metric")
@@ -41,8 +42,9 @@ def weight_order(name: str) -> tuple[int, tuple[tuple[int, int | str], ...]]:
     return rank, parts
 
 
-def fields_table(run: RunState) -> Table:
-    """The run's status fields and weights, as a two-column table."""
+def fields_table(run: RunState, stake: AtStake | None = None) -> Table:
+    """The run's status fields and weights, as a two-column table; `stake`: what a crash
+    would cost now (epochs since the last verified push, in GPU money)."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
@@ -79,6 +81,8 @@ def fields_table(run: RunState) -> Table:
         else:  # the run ended: its pid is history, and may belong to anything now
             row("pid", f"{run.pid} (while it ran)")
     row("path", run.path)
+    if stake is not None:
+        row("unpushed", stake.words().removeprefix("unpushed: "))
     if run.restarts:
         row("restarts", run.restarts)
     for problem in run.problems:
@@ -140,6 +144,16 @@ class RunDetail(Screen[None]):
             if run is not None:
                 self.show(run)
 
+    def _stake(self, run: RunState) -> AtStake | None:
+        """From the app's journal-fed pushes and money picture (none in a bare app)."""
+        pushes = getattr(self.app, "pushes", {}).get(self.box_name, {})
+        cost = getattr(self.app, "cost", None)
+        box_cost = cost.boxes.get(self.box_name) if cost is not None else None
+        states = getattr(self.app, "states", {})
+        box = states.get(self.box_name)
+        running = sum(r.health is Health.RUNNING for r in box.runs) if box else 1
+        return at_stake(run, pushes.get(run.path), rate_share(run, box_cost, running))
+
     def show(self, run: RunState) -> None:
         """Redraw from a new snapshot: the chart only when history or series changed."""
         self.run = run
@@ -150,7 +164,7 @@ class RunDetail(Screen[None]):
         title.append_text(badge(health, len(health) + 4))
         title.append(run.reason, style="italic")
         self.query_one("#title", Static).update(title)
-        self.query_one("#field-table", Static).update(fields_table(run))
+        self.query_one("#field-table", Static).update(fields_table(run, self._stake(run)))
         if self._drawn != (len(run.history), self.series):
             self._draw_chart()
         log_cursor = (run.cursor.log_id, run.cursor.log_offset, len(run.log_tail))
