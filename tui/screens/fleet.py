@@ -143,7 +143,7 @@ class FleetScreen(Screen[None]):
         """Extra items for a box's head line, after its GPUs and disks: its last check."""
         app = self.gpurent
         item = check_item(app.checks.get(name))
-        items = (item,) if item is not None else ()
+        items: tuple[Text, ...] = (item,) if item is not None else ()
         if name in app.guardian.preempted:
             items += (Text(f"{PREEMPTED_WORDS}: {PREEMPTED_OFFER}", style="bold red"),)
         return items
