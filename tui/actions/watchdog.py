@@ -128,7 +128,7 @@ def _secrets(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
         key = adapter.find_key(env) if adapter is not None else None
         if key is None:
             raise ValueError(f"--use-account-key: no {box.provider} account key here "
-                             f"(set {getattr(adapter, 'key_var', 'its key variable')})")
+                             f"(set {adapter.key_var if adapter else 'its key variable'})")
         secrets["account_key"] = key.reveal()
         notices.append(
             f"--use-account-key: your account-wide {box.provider} key now sits on box "
