@@ -45,6 +45,7 @@ from tui.model.launch import (
     LaunchOutcome,
     LaunchPlan,
     LaunchRequest,
+    LaunchResult,
     check_refusal,
     form_args,
     outside_roots,
@@ -212,7 +213,7 @@ def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
                    destination=_who(), message=command, error=error)
 
 
-def _outcome(plan: LaunchPlan, outcome: str, message: str, *, run_dir: str = "",
+def _outcome(plan: LaunchPlan, outcome: LaunchResult, message: str, *, run_dir: str = "",
              pid: int | None = None, tail: str = "") -> LaunchOutcome:
     """Everything from the box is cleaned and bounded here, whatever the box sent."""
     message = clean_block(message)

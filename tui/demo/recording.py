@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 # The recordings shipped in tui/demo_data (see its README.md).
 YOLOX_40 = "yolox-n-40e"
@@ -28,7 +28,7 @@ TEXT_FILES = ("train_config.yaml", "val/config.yaml")
 class Phase:
     """One status.json write of the recorded run, and what the directory held then."""
 
-    kind: str  # "start" | "epoch" | "completed" | "failed"
+    kind: Literal["start", "epoch", "completed", "failed"]
     epoch: int | None
     t: float  # seconds after the start phase, as recorded
     log: int  # train.log bytes

@@ -14,7 +14,12 @@ import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Literal
+
+# "cli": `libreyolo train` with the form's options; "script": the user's own file.
+LaunchKind = Literal["cli", "script"]
+# "unknown": sent, but whether the run started was not seen (interrupted, box quiet).
+LaunchResult = Literal["started", "failed", "refused", "unknown"]
 
 SECRET_OPTION = re.compile(r"token|secret|password|passwd|api[-_]?key", re.IGNORECASE)
 REDACTED = "***"
@@ -98,7 +103,7 @@ class LaunchPlan:
     box: str
     name: str
     project: str
-    kind: str  # "cli" (libreyolo train) | "script" (the user's own file)
+    kind: LaunchKind
     args: tuple[str, ...]  # libreyolo train's arguments, or the script's
     data: str | None = None  # the data set `doctor` looks at first
     script_name: str | None = None
@@ -134,7 +139,7 @@ def plan_launch(box: str, runs_roots: Sequence[str], *, train_args: Sequence[str
     exactly that directory instead of numbering a new one.
     """
     args = list(train_args)
-    kind = "script" if script_name is not None else "cli"
+    kind: LaunchKind = "script" if script_name is not None else "cli"
     if kind == "cli":
         if not args:
             raise LaunchError("give libreyolo train's arguments after `--` (e.g. -- --data "
@@ -335,7 +340,7 @@ class LaunchOutcome:
     box: str
     name: str
     run_dir: str
-    outcome: str  # started | failed | refused
+    outcome: LaunchResult
     message: str
     pid: int | None = None
     tail: str = ""
