@@ -33,7 +33,7 @@ from tui.model.alerts import (
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.meter import FleetCost
-from tui.model.milestones import Milestones, Wish, plan, settle
+from tui.model.milestones import RETRY_BASE_SECONDS, Milestones, Wish, plan, settle
 from tui.model.policy import Alarms, Decision, judge_costs
 from tui.model.preemption import WORDS, preempted
 from tui.model.watchdog import guard_events
@@ -47,12 +47,14 @@ class Guardian:
 
     def __init__(self, fleet: FleetConfig, journal: Journal, *,
                  sender: AlertSender | None = None, clock: Callable[[], float] = time.time,
-                 jitter: Callable[[], float] = random.random) -> None:
+                 jitter: Callable[[], float] = random.random,
+                 retry_seconds: float = RETRY_BASE_SECONDS) -> None:
         self.fleet = fleet
         self.journal = journal
         self.sender = sender
         self.clock = clock
         self.jitter = jitter
+        self.retry_seconds = retry_seconds  # a failed milestone push: first backoff
         self.alarms = Alarms()
         self.milestones = Milestones()
         self.gate = Gate()
@@ -136,7 +138,7 @@ class Guardian:
         """Record how a milestone push ended; a failure backs off and alerts."""
         error = "; ".join(lines[-2:])
         self.milestones = settle(self.milestones, wish, ok, self.clock(), self.jitter(),
-                                 error)
+                                 error, self.retry_seconds)
         if ok:
             return []
         return self.alert([event(PUSH_FAILED, wish.box, f"{wish.box}/{wish.run}: milestone "

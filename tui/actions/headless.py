@@ -26,7 +26,7 @@ from tui.actions.guardian import Guardian
 from tui.model.alerts import PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
-from tui.model.milestones import Wish
+from tui.model.milestones import RETRY_BASE_SECONDS, Wish
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
@@ -43,7 +43,8 @@ class Watch:
     def __init__(self, fleet: FleetConfig, *, journal: Journal | None = None,
                  meter: CostMeter | None = None, log: Log = print,
                  clock: Callable[[], float] = time.time,
-                 poll_seconds: float = PROVIDER_POLL_SECONDS) -> None:
+                 poll_seconds: float = PROVIDER_POLL_SECONDS,
+                 retry_seconds: float = RETRY_BASE_SECONDS) -> None:
         self.fleet = fleet
         self.log = log
         self.clock = clock
@@ -51,7 +52,8 @@ class Watch:
         self.journal = journal if journal is not None else Journal()
         self.meter = meter if meter is not None else CostMeter(fleet, clock=clock)
         self.sender = AlertSender(fleet.alerts, log=log)
-        self.guardian = Guardian(fleet, self.journal, sender=self.sender, clock=clock)
+        self.guardian = Guardian(fleet, self.journal, sender=self.sender, clock=clock,
+                                 retry_seconds=retry_seconds)
         store = host_key_store(fleet)
         self.watchers = {b.name: BoxWatcher(b, fleet, store=store, clock=clock)
                          for b in fleet.boxes}

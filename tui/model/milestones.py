@@ -141,9 +141,9 @@ def plan(push: PushTarget | None, state: BoxState, entries: Iterable[Mapping[str
 
 
 def settle(memory: Milestones, wish: Wish, ok: bool, now: float, jitter: float = 0.5,
-           error: str = "") -> Milestones:
+           error: str = "", base: float = RETRY_BASE_SECONDS) -> Milestones:
     """After the wish's push: answered for good when verified, else retried after a
-    backoff that doubles from RETRY_BASE_SECONDS up to RETRY_CAP_SECONDS."""
+    backoff that doubles from `base` up to RETRY_CAP_SECONDS."""
     attempts = dict(memory.attempts)
     if ok:
         for key in wish.keys:
@@ -151,7 +151,7 @@ def settle(memory: Milestones, wish: Wish, ok: bool, now: float, jitter: float =
         return replace(memory, done=memory.done | wish.keys, attempts=attempts)
     for key in wish.keys:
         failures = attempts[key].failures + 1 if key in attempts else 1
-        delay = backoff_delay(failures, jitter, base=RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS)
+        delay = backoff_delay(failures, jitter, base=base, cap=RETRY_CAP_SECONDS)
         attempts[key] = Attempt(failures, now + delay, error)
     return replace(memory, attempts=attempts)
 
