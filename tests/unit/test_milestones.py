@@ -213,3 +213,34 @@ def test_preempted_only_when_no_stop_of_ours_explains_it() -> None:
     assert preempted(box, stopped, [{"box": "b", "action": "stop", "outcome": "done"},
                                     {"box": "b", "action": "start", "outcome": "done"}])
     assert not preempted(replace(box, provider="manual"), stopped, [])
+
+
+def test_the_guardian_alerts_what_the_watchdog_did_between_two_looks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tui.actions.guardian import Guardian
+    from tui.model.alerts import UNREACHABLE, WATCHDOG_ACTED
+    from tui.model.config import parse_config
+    from tui.model.watchdog import GuardStep, GuardView
+    from tui.store.journal import Journal
+
+    fleet = parse_config('[[box]]\nname = "b"\nhost = "h"\nprovider = "vast"\n'
+                         'instance_id = "1"\n', "f.toml")
+    guardian = Guardian(fleet, Journal(tmp_path / "j.jsonl"), clock=lambda: 1000.0)
+    armed = replace(box_with(), guard=GuardView(armed=True))
+    push = GuardStep("push", "done", 990.0, "verified on the Hub")
+    stop = GuardStep("stop", "done", 995.0, "\x1b[2Jstopped")
+    acted = replace(armed, guard=GuardView(armed=False, did=(push, stop)))
+    assert guardian.box_updated(None, acted) == []  # a first look: history, not news
+    (told,) = guardian.box_updated(armed, acted)
+    assert told.kind == WATCHDOG_ACTED and "\x1b" not in told.text
+    assert "acted: push done: verified on the Hub; stop done: " in told.text
+    assert guardian.box_updated(acted, acted) == []
+    # Its stop is ours: a provider reading the box stopped is not a preemption then.
+    stopped = BoxCost("b", BoxRates("stopped", None, None, 720.0, "vast", None), 0.0, 0.0)
+    from tui.model.meter import FleetCost
+
+    _, found = guardian.judge_costs(FleetCost({"b": stopped}, 0, 0, 0, 0), {}, set())
+    assert found == [] and guardian.preempted == frozenset()
+    down = replace(acted, connection=Connection.TIMEOUT, failed_since=0.0, error="timed out")
+    (gone,) = guardian.box_updated(acted, down)
+    assert gone.kind == UNREACHABLE
+    assert guardian.box_updated(down, down) == []  # once per outage

@@ -82,10 +82,11 @@ class Guardian:
         now = self.clock()
         found = run_events(before, after, now)
         if before is not None and before.last_ok_at is not None:  # not history at a first look
-            for step in guard_events(before.guard, after.guard):
-                words = f"{step.action} {step.outcome}" + (f": {step.detail}" if step.detail
-                                                           else "")
-                found.append(watchdog_acted(after.name, words, now))
+            steps = guard_events(before.guard, after.guard)
+            if steps:  # one alert per look, naming every step (the cool-down is per kind)
+                found.append(watchdog_acted(after.name, "; ".join(
+                    f"{s.action} {s.outcome}" + (f": {s.detail}" if s.detail else "")
+                    for s in steps), now))
         if after.guard is not None and any(
                 s.action in ("stop", "destroy") and s.outcome == "done"
                 for s in after.guard.did):

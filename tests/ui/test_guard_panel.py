@@ -1,0 +1,74 @@
+"""The panel's own guard, against a real sshd box and the loopback Vast stand-in: a
+completed run pushed with no key pressed, what is still unpushed, a box its provider
+stopped behind our back named in its header."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.provider_servers import VastServer, vast_instance
+from support.sshd import KeyPair, Sshd
+from textual.pilot import Pilot
+
+from tui.app import GpurentApp
+from tui.screens.fleet import FleetScreen
+
+
+async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the panel never showed the expected state")
+
+
+def box_text(app: GpurentApp, name: str) -> str:
+    screen = app.screen_stack[0]
+    assert isinstance(screen, FleetScreen)
+    return screen.fleet_list.text(name)
+
+
+async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_box(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VAST_API_KEY", "vast-key")
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed", "yolox_failed")
+    weights = root / "yolox_completed" / "weights"
+    weights.mkdir()
+    (weights / "best.pt").write_bytes(b"b" * 4096)
+    (weights / "last.pt").write_bytes(b"l" * 4096)
+    (root / "yolox_failed" / "weights").mkdir()
+    (root / "yolox_failed" / "weights" / "last.pt").write_bytes(b"f" * 4096)
+    dest = tmp_path / "pushed"
+    # Outbid: Vast reads the instance exited, and no stop of ours is in the journal.
+    with VastServer("vast-key", [vast_instance(7, actual_status="exited",
+                                               cur_state="stopped")]) as vast:
+        config = make_fleet(tmp_path, [
+            box_entry(server, client_key, "alpha", runs_roots=[str(root)],
+                      push={"local_dir": str(dest), "on_complete": True},
+                      pricing={"running_usd_per_hr": 2.0}),
+            {**box_entry(server, client_key, "outbid"), "port": 1, "provider": "vast",
+             "instance_id": "7"},
+        ], known_hosts=[server.known_hosts_line()], refresh_seconds=1,
+            providers={"vast": {"base_url": vast.url}})
+        app = GpurentApp(config)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await until(pilot, lambda: "milestone push (run completed) done" in
+                        box_text(app, "alpha"))
+            pushes = [e for e in app.journal.entries if e["action"] == "push"]
+            assert len(pushes) == 1 and pushes[0]["verified"] is True
+            assert pushes[0]["run"] == "yolox_completed"
+            assert (dest / "alpha" / "yolox_completed" / "weights" / "best.pt").exists()
+            await until(pilot, lambda: "verified" in box_text(app, "alpha"))
+            text = box_text(app, "alpha")
+            # The failed run was never pushed: what a crash of the box would cost is shown.
+            assert "unpushed: 2 epochs" in text, text
+            assert text.count("unpushed:") == 1, text
+            await until(pilot, lambda: "stopped by the provider (outbid / preempted?)" in
+                        box_text(app, "outbid"))
+            assert "S starts it again" in box_text(app, "outbid")
+            await pilot.press("q")
