@@ -163,7 +163,9 @@ async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_pan
     assert stored["shapes/weights/last.pt"].sha256 == sha(run / "weights" / "last.pt")
     assert stored["shapes/status.json"].sha256 == sha(run / "status.json")
     assert len(hub.state.commits) == 1
-    assert alive(pid)  # it outlived the cut connection and keeps its heartbeat
+    assert alive(pid)  # it outlived the cut connection and keeps its heartbeat:
+    beat = (guard_dir(tmp_path) / "state.json").stat().st_mtime
+    wait_for(lambda: (guard_dir(tmp_path) / "state.json").stat().st_mtime > beat, timeout=5)
     folder = guard_dir(tmp_path)
     assert stat.S_IMODE((folder / "secrets.json").stat().st_mode) == 0o600
     for name in ("state.json", "guard.log", "config.json", "guard.pid"):
@@ -373,6 +375,16 @@ async def test_a_hostile_state_file_marks_only_the_guard_line(
         os.mkfifo(folder / "state.json")  # a reader that opened it would hang
         state = await asyncio.wait_for(watcher.refresh(), 20)
         assert state.guard is not None and "not a regular file" in (state.guard.error or "")
+        (folder / "state.json").unlink()
+        (folder / "state.json").write_bytes(HOSTILE_STATES[-1][1])
+        once = BoxWatcher(fleet.boxes[0], fleet)
+        once.session.keep_probe = False  # the one-shot probe reads it the same way
+        try:
+            shot = await once.refresh()
+        finally:
+            await once.close()
+        assert shot.guard is not None and shot.guard.fired is not None
+        assert shot.guard == (await watcher.refresh()).guard
         (folder / "state.json").unlink()
         state = await watcher.refresh()
         assert state.guard is None and state.guard_sig is None
