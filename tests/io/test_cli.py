@@ -32,6 +32,10 @@ def test_status_json_all_boxes_answer(tmp_path: Path, sshd_factory: Callable[...
         "yolox_completed": "completed", "yolox_failed": "failed", "yolo9_completed": "completed"}
     assert runs["yolox_completed"]["loss_history"] and runs["yolo9_completed"]["current_epoch"] == 4
     assert runs["yolox_failed"]["error"]["type"] == "RuntimeError"
+    # Never pushed: every finished epoch is what a crash would cost (no rate: no dollars).
+    assert runs["yolox_completed"]["unpushed_epochs"] == 6
+    assert runs["yolox_failed"]["unpushed_epochs"] == 2  # it died in its third epoch
+    assert runs["yolox_completed"]["last_verified_push"] is None
 
 
 def test_status_reports_the_others_when_one_box_is_down(

@@ -33,9 +33,17 @@ from tui.model.alerts import (
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.meter import FleetCost
-from tui.model.milestones import RETRY_BASE_SECONDS, Milestones, Wish, plan, settle
+from tui.model.milestones import (
+    RETRY_BASE_SECONDS,
+    Milestones,
+    Pushed,
+    Wish,
+    plan,
+    pushed_from,
+    settle,
+)
 from tui.model.policy import Alarms, Decision, judge_costs
-from tui.model.preemption import WORDS, preempted
+from tui.model.preemption import WORDS, last_power_action, preempted
 from tui.model.watchdog import guard_events
 from tui.store.journal import Journal
 
@@ -61,6 +69,10 @@ class Guardian:
         self.preempted: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
         self._guard_stopped: set[str] = set()  # boxes the watchdog on the box stopped
+        self._pushed: dict[str, Pushed] = {}
+        self._pushed_version: int | None = None
+        self._power: dict[str, str | None] = {}  # box -> its last stop/start/destroy
+        self._power_version: int | None = None
 
     # --- alerts ----------------------------------------------------------------------
 
@@ -116,10 +128,14 @@ class Guardian:
                  for n in sorted(decision.alarms.idle - before.idle)]
         found += [event(OVER_BUDGET, n, f"{n} is over its budget", now)
                   for n in sorted(decision.alarms.over_budget - before.over_budget)]
-        entries = self.journal.entries
+        version = self.journal.version
+        if self._power_version != version:
+            self._power_version = version
+            self._power = {b.name: last_power_action(self.journal.entries, b.name)
+                           for b in self.fleet.boxes}
         stopped = frozenset(b.name for b in self.fleet.boxes
                             if b.name not in self._guard_stopped
-                            and preempted(b, cost.boxes.get(b.name), entries))
+                            and preempted(b, cost.boxes.get(b.name), self._power[b.name]))
         found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
                   for n in sorted(stopped - self.preempted)]
         self.preempted = stopped
@@ -132,7 +148,12 @@ class Guardian:
         box = next((b for b in self.fleet.boxes if b.name == state.name), None)
         if box is None or box.push is None or not box.push.milestones:
             return None
-        return plan(box.push, state, self.journal.entries, self.milestones, self.clock(),
+        version = self.journal.version
+        if self._pushed_version != version:
+            self._pushed, self._pushed_version = {}, version
+        if state.name not in self._pushed:  # the journal folded once per version and box
+            self._pushed[state.name] = pushed_from(self.journal.entries, state.name)
+        return plan(box.push, state, self._pushed[state.name], self.milestones, self.clock(),
                     busy=busy)
 
     def push_ended(self, wish: Wish, ok: bool, lines: list[str]) -> list[AlertEvent]:

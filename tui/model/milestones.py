@@ -117,14 +117,29 @@ def triggers(push: PushTarget, run: RunState, record: PushRecord | None,
     return found
 
 
-def plan(push: PushTarget | None, state: BoxState, entries: Iterable[Mapping[str, Any]],
+@dataclass(frozen=True)
+class Pushed:
+    """What the journal says was pushed from one box, verified: each run's last push and
+    the epoch files any push held (folded once per journal version, not per look)."""
+
+    records: Mapping[str, PushRecord]
+    epochs: Mapping[str, set[int]]
+
+
+def pushed_from(entries: Iterable[Mapping[str, Any]], box: str) -> Pushed:
+    entries = list(entries)
+    return Pushed(last_verified_pushes(entries, box), pushed_epochs(entries, box))
+
+
+def plan(push: PushTarget | None, state: BoxState, pushed: Pushed | Iterable[Mapping[str, Any]],
          memory: Milestones, now: float, *, busy: bool = False) -> Wish | None:
-    """The one push to make on this box now, or None (nothing due, busy, or unseen)."""
+    """The one push to make on this box now, or None (nothing due, busy, or unseen).
+    `pushed`: the journal's entries, or what pushed_from() folded of them."""
     if push is None or not push.milestones or busy or state.connection is not Connection.OK:
         return None
-    entries = list(entries)
-    records = last_verified_pushes(entries, state.name)
-    epochs = pushed_epochs(entries, state.name)
+    if not isinstance(pushed, Pushed):
+        pushed = pushed_from(pushed, state.name)
+    records, epochs = pushed.records, pushed.epochs
     for run in state.runs:
         due = []
         for key, words, epoch in triggers(push, run, records.get(run.path),

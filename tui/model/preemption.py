@@ -30,9 +30,12 @@ def last_power_action(entries: Iterable[Mapping[str, Any]], box: str) -> str | N
     return last
 
 
-def preempted(box: BoxConfig, cost: BoxCost | None, entries: Iterable[Mapping[str, Any]]
-              ) -> bool:
-    """The provider reads the box as stopped and no stop of ours explains it."""
+def preempted(box: BoxConfig, cost: BoxCost | None,
+              ours: Iterable[Mapping[str, Any]] | str | None) -> bool:
+    """The provider reads the box as stopped and no stop of ours explains it. `ours`: the
+    journal's entries, or the box's last power action already read from them."""
     if box.provider == "manual" or cost is None or cost.rates.state != "stopped":
         return False
-    return last_power_action(entries, box.name) != "stop"
+    last = ours if isinstance(ours, str) or ours is None else \
+        last_power_action(ours, box.name)
+    return last != "stop"
