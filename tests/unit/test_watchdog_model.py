@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tui.model.box import BoxState, fold_answer, probe_request
+from tui.model.status_doc import status_table
 from tui.model.watchdog import (
     GuardPlanError,
     GuardView,
@@ -75,6 +76,17 @@ def test_what_it_did_while_the_panel_was_away() -> None:
                      "file(s) verified; stop done: stop sent") and level == "acted"
     assert [s.action for s in guard_events(before, after)] == ["fired", "push", "stop"]
     assert guard_events(after, after) == []
+    assert guard_summary(after, 9000.0)[0].endswith("; guard not running now")
+
+
+def test_status_prints_the_guard_line() -> None:
+    state = fold_answer(BoxState(name="b"), {**answer(guard={"at": 1000.0, "sig": "s",
+                                                            "state": ARMED}), "time": 1500.0},
+                        100.0)
+    assert "  ! guard not running (last heartbeat 8m ago)" in status_table([state], 100.0)
+    fresh = fold_answer(state, {**answer(guard={"at": 1000.0}), "time": 1010.0}, 100.0)
+    assert "  · guarded: stops in 3h14m or after 20 min without progress" in \
+        status_table([fresh], 100.0)
 
 
 @pytest.mark.parametrize("raw", [

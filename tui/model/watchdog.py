@@ -281,7 +281,8 @@ def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
         ago = f" {format_age(now - view.fired.at)} ago" if now is not None and \
             view.fired.at is not None else ""
         head = f"guard fired{ago}{dry} ({view.fired.action}: {view.fired.detail})"
-        return (f"{head}: {steps}" if steps else head), "acted"
+        gone = "; guard not running now" if view.stale(box_time) else ""
+        return (f"{head}: {steps}{gone}" if steps else f"{head}{gone}"), "acted"
     if view.stale(box_time):
         age = format_age(box_time - view.heartbeat) if box_time is not None and \
             view.heartbeat is not None else "?"
