@@ -346,6 +346,7 @@ class LoopLag:
     def __init__(self) -> None:
         self.lags: list[float] = []
         self.steps: list[float] = []
+        self.longest: list[tuple[float, str]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
@@ -360,10 +361,15 @@ class LoopLag:
         self._original = asyncio.events.Handle._run
         steps, original = self.steps, self._original
 
+        longest = self.longest
+
         def timed(handle: asyncio.events.Handle) -> None:
             start = time.thread_time()
             original(handle)
-            steps.append(time.thread_time() - start)
+            took = time.thread_time() - start
+            steps.append(took)
+            if took > 0.015:  # what ran: a task's coroutine (whose message pump), a callback
+                longest.append((took, repr(handle)[:160]))
 
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
         return self
@@ -381,7 +387,9 @@ class LoopLag:
         return {"n": len(ms), "max_ms": round(max(ms), 1), "p99_ms": round(pct(ms, 99), 1),
                 "over_20ms": sum(v > 20 for v in ms),
                 "longest_step_cpu_ms": round(max(steps), 1),
-                "steps_over_20ms_cpu": sum(v > 20 for v in steps)}
+                "steps_over_20ms_cpu": sum(v > 20 for v in steps),
+                "longest_steps": [{"cpu_ms": round(t * 1000, 1), "ran": what}
+                                  for t, what in sorted(self.longest, reverse=True)[:3]]}
 
 
 def summary(values: Sequence[float], misses: int = 0) -> dict[str, Any]:

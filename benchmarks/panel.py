@@ -727,6 +727,13 @@ async def hundred_phase(args: argparse.Namespace, tmp: Path, servers: list[Sshd]
                 with LoopLag() as lag:
                     await asyncio.sleep(args.lag_window)
                 out["load"]["loop_lag"] = lag.summary()
+                if args.profile > 0:  # where a key press and the refreshes go at n boxes
+                    profile = cProfile.Profile(time.process_time)
+                    profile.enable()
+                    await key_phase(app, argparse.Namespace(
+                        **{**vars(args), "key_budget": args.profile}), rng, 0.0)
+                    profile.disable()
+                    out["load_profile"] = profile_summary(profile, args.profile)
             finally:
                 ticker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -781,6 +788,23 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
 # --- report ----------------------------------------------------------------------
 
 
+def print_profile(label: str, prof: dict[str, Any]) -> None:
+    print(f"  cProfile of {prof['seconds']:g} s {label}, own CPU ms by package: "
+          + ", ".join(f"{k} {v}" for k, v in prof["own_cpu_ms_by_package"].items()))
+    print(f"  Textual screen updates (layout + render) {prof['screen_update_cum_ms']} ms "
+          "cumulative; own time by function:")
+    for item in prof["top_functions"][:6]:
+        print(f"      {item['own_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
+    print("  cumulative CPU in the panel's own code:")
+    for item in prof["gpurent_cumulative"][:8]:
+        print(f"      {item['cum_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
+
+
+def print_longest_steps(label: str, lag: dict[str, Any]) -> None:
+    for step in lag.get("longest_steps", []):
+        print(f"      {label}: {step['cpu_ms']:>6} ms  {step['ran']}")
+
+
 def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     def row(label: str, value: object, note: str = "") -> None:
         print(f"  {label:<46} {value!s:>14}  {note}")
@@ -805,16 +829,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         row("same fleet live=False (no watchers, no tick)", f"{base['app_cpu_pct']:.2f} %",
             f"{base['frames_per_s']} frames/s, over {base['wall_s']} s")
     if "idle_profile" in r:
-        prof = r["idle_profile"]
-        print(f"  cProfile of {prof['seconds']:g} s idle, own CPU ms by package: "
-              + ", ".join(f"{k} {v}" for k, v in prof["own_cpu_ms_by_package"].items()))
-        print(f"  Textual screen updates (layout + render) {prof['screen_update_cum_ms']} ms "
-              "cumulative; own time by function:")
-        for item in prof["top_functions"][:6]:
-            print(f"      {item['own_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
-        print("  cumulative CPU in the panel's own code:")
-        for item in prof["gpurent_cumulative"][:8]:
-            print(f"      {item['cum_ms']:>8} ms {item['calls']:>7} calls  {item['where']}")
+        print_profile("idle", r["idle_profile"])
     print(f"2. key -> frame showing the cursor on the new row ({args.presses} presses of j/k, "
           f"medians of {args.repeats} repeats)")
     lat("idle", r["keys_idle"])
@@ -841,6 +856,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
                 f"max late wake-up; p99 {lag['p99_ms']} ms, {lag['over_20ms']} over 20 ms; "
                 f"longest step {lag['longest_step_cpu_ms']} ms CPU, "
                 f"{lag['steps_over_20ms_cpu']} steps over 20 ms")
+            print_longest_steps(name, lag)
     lat("pilot.press + pilot.pause, idle", r["pilot_idle"])
     lat("pilot.press + pilot.pause, under load", r["pilot_load"])
     print(f"3. memory, {args.boxes} x {args.runs} runs x {args.epochs} epochs "
@@ -862,7 +878,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     row("live=False: -> every run row laid out", f"{fx['all_rows_on_screen_s'] * 1000:.0f} ms")
     row("live: constructor -> first frame", f"{st['first_frame_s'] * 1000:.0f} ms")
     row("live: -> first run on screen", f"{st['first_run_on_screen_s']:.2f} s",
-        f"whole {args.epochs}-epoch history loaded first")
+        "its box's first answer: states, no history yet")
     row("live: -> every run's history on screen", f"{st['all_history_on_screen_s']:.2f} s")
     lag = st.get("loop_lag", {})
     if lag.get("n"):
@@ -870,6 +886,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
             f"max late wake-up; p99 {lag['p99_ms']} ms, {lag['over_20ms']} over 20 ms; "
             f"longest step {lag['longest_step_cpu_ms']} ms CPU, "
             f"{lag['steps_over_20ms_cpu']} steps over 20 ms")
+        print_longest_steps("streaming", lag)
     cli = r["cli"]
     if r.get("floors"):
         print_floors(r, args)
@@ -948,6 +965,8 @@ def print_hundred(h: dict[str, Any], args: argparse.Namespace) -> None:
     if lag.get("n"):
         print(f"  {'event loop during the rounds':<46} longest step {lag['longest_step_cpu_ms']} "
               f"ms CPU, max late wake-up {lag['max_ms']} ms, {lag['over_20ms']} over 20 ms")
+        print_longest_steps("rounds", lag)
+    print_longest_steps("1 s refresh", h["load"].get("loop_lag", {}))
     print(f"  {'every history held, from start':<46} {h['all_loaded_s']:>8.1f} s "
           f"(cold load of the core alone {core['cold_s']} s)")
     idle, load = h["idle"], h["load"]
@@ -959,6 +978,8 @@ def print_hundred(h: dict[str, Any], args: argparse.Namespace) -> None:
             print(f"  {'key -> frame ' + name:<46} {keys['median_ms']:>5.1f} / "
                   f"{keys['p95_ms']:.1f} ms median / p95; {keys['cpu_ms_per_press']} ms CPU, "
                   f"{keys['frames_per_press']} frames per press, misses {keys['misses']}")
+    if "load_profile" in h:
+        print_profile(f"of key presses at {n} boxes under a 1 s refresh", h["load_profile"])
 
 
 def print_targets(r: dict[str, Any], args: argparse.Namespace,
