@@ -337,6 +337,15 @@ class Driven:
 # --- measuring ------------------------------------------------------------------------
 
 
+def step_name(handle: asyncio.events.Handle) -> str:
+    """What one step of the loop ran: the task it woke (Textual names each widget's message
+    pump's task after the widget), else the callback."""
+    owner = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
+    if isinstance(owner, asyncio.Task):
+        return f"task {owner.get_name()}"[:160]
+    return repr(handle)[:160]
+
+
 class LoopLag:
     """How long the event loop was held: a task that asks to wake every 5 ms records how
     late each wake-up came, and the CPU of every step the loop runs (a callback, a task's
@@ -368,8 +377,8 @@ class LoopLag:
             original(handle)
             took = time.thread_time() - start
             steps.append(took)
-            if took > 0.015:  # what ran: a task's coroutine (whose message pump), a callback
-                longest.append((took, repr(handle)[:160]))
+            if took > 0.015:
+                longest.append((took, step_name(handle)))
 
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
         return self
