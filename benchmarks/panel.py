@@ -22,7 +22,18 @@ Then, in this order:
 2. fixed snapshots (`GpurentApp(fleet, states=..., live=False)`) of that
    same loaded fleet: start-up to the first frame, and Textual's own idle CPU;
 3. tracemalloc of the BoxState snapshots and of the panel's widgets;
-4. the CLI's start-up (`python -m tui --help`, `import tui.app`) in subprocesses.
+4. Textual's floor over the same loaded runs (benchmarks/floor.py: one line-API
+   view, one Static per run), measured the same way, interleaved;
+5. a second fleet of --big-boxes (100) boxes with short histories: the watch
+   core's refresh round alone (BoxWatchers, no app), the live panel's round
+   (poke -> every new epoch held), key -> frame idle and under a 1 s refresh,
+   and the floors over those runs;
+6. the CLI's start-up (`python -m tui --help`, `import tui.app`) in subprocesses.
+
+It ends with the issue's targets in one table: the panel, both floors, the
+ratio to the line-API floor, the target and whether it holds in this run, with
+the load average at start and end. On a shared machine only the side-by-side
+figures and the ratios mean much; absolute times move with the load.
 
 Key-to-screen latency is measured from the moment a Key event is handed to
 the app's driver (as a terminal's input thread does) until the first frame the
@@ -40,7 +51,13 @@ boxes' share runs on the boxes; here it competes with the panel for the same
 cores, as does anything else running on the machine ("others", from
 /proc/stat): a warning is printed when that was significant.
 
-    python benchmarks/panel.py [--boxes 20] [--runs 2] [--epochs 2000] [--presses 200]
+    python benchmarks/panel.py [--quick] [--boxes 20] [--runs 2] [--epochs 2000]
+                               [--big-boxes 100] [--presses 200] [--profile SECONDS]
+
+--quick (about 6 minutes on 2 cores) takes fewer presses, one repeat and shorter
+windows; --profile adds cProfile of idle at 20 boxes and of key presses at 100
+boxes under a 1 s refresh, and every phase names what ran in the event loop's
+longest steps.
 
 Only 127.0.0.1; every sshd is stopped and the temp dir removed at the end.
 """
