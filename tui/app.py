@@ -203,8 +203,12 @@ class GpurentApp(App[None]):
                                        now, retry_at=now + delay))
         self.set_timer(delay, lambda: self._start_watch(watcher))
 
-    def on_box_updated(self, message: BoxUpdated) -> None:
+    async def on_box_updated(self, message: BoxUpdated) -> None:
         self._box_updated(message.state)
+        # Textual handles the messages already queued in one step of the event loop: when a
+        # round of answers lands together, a hundred box redraws would hold it (and every
+        # key and frame) for a quarter second. One box per step instead.
+        await asyncio.sleep(0)
 
     def _box_updated(self, state: BoxState) -> None:
         if state.name not in self.states:
