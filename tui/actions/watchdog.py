@@ -200,7 +200,10 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
             outcome = "dry_run" if request.dry_run else "armed"
             report.say(f"box {box.name}: {summary}")
             report.say(f"  {words}")
-            if view.can_stop:
+            if view.can_stop and ("cannot" in view.can_stop or
+                                  view.can_stop.startswith("no ")):
+                report.say(f"  warning: it cannot stop this box: {view.can_stop}")
+            elif view.can_stop:
                 report.say(f"  stops with: {view.can_stop}")
             if no_token:
                 report.say(f"  {no_token}")

@@ -25,7 +25,8 @@ runs it could not see whole: it stops instead, and says why.
 
 Files (one watchdog per box: a new install stops the old one first):
   config.json   what the panel armed (limits, actions, where to push, how to stop)
-  secrets.json  0600: the Hub token (and an account key only if the user said so)
+  secrets.json  0600: the Hub token (and an account key only if the user said so);
+                read once at start and removed: from then on held in memory only
   state.json    what the probe reads: limits, progress seen, what it did, heartbeat
                 (the file's mtime, touched every beat)
   guard.pid     {pid, ticks, id}; guard.log its output
@@ -507,6 +508,8 @@ def read_back(config, key, instance, action, deadline):
 
 def provider_act(config, secrets, action, dry_run):
     """Stop or destroy through the provider's API; (done, words, provider's answer)."""
+    if config.get("provider") == "lambda" and action == "stop":
+        return False, "a Lambda instance cannot be stopped (only destroyed)", None
     key, instance, words = provider_credentials(config, secrets)
     if key is None or not instance:
         return False, words if key is None else "no instance id known", None
@@ -559,6 +562,10 @@ class Guard:
         for value in self.secrets.values():
             if isinstance(value, str):
                 _SECRETS.append(value)
+        try:
+            os.unlink(os.path.join(folder, SECRETS))  # held in memory only from now on
+        except OSError:
+            pass
         self.id = str(self.config.get("id") or "")
         self.poll = max(0.05, float(self.config.get("poll_seconds") or 30.0))
         self.beat = max(0.05, float(self.config.get("beat_seconds") or self.poll))
