@@ -120,3 +120,26 @@ def test_watch_pushes_alerts_and_exits_cleanly_on_sigterm(
     pushes = [e for e in entries if e["action"] == "push"]
     assert len(pushes) == 1 and pushes[0]["verified"] is True
     assert pushes[0]["milestone"] == "run completed" and pushes[0]["epoch"] == 6
+
+
+def test_watch_ends_cleanly_on_sigint_with_a_box_down(tmp_path: Path) -> None:
+    """Ctrl+C in its tmux pane: the same clean end as SIGTERM, with a box that never
+    answered (its retries cut short)."""
+    fleet = make_fleet(tmp_path, [{"name": "down", "host": "127.0.0.1", "port": 1}])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(tmp_path / "state")}
+    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out = Output(proc)
+    try:
+        assert "connection refused" in out.wait_for("box down: unreachable")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        text = out.rest()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, text
+    assert text.splitlines()[-1].endswith("watch: stopped, every connection closed")
+    assert "Traceback" not in text
