@@ -143,3 +143,40 @@ def test_watch_ends_cleanly_on_sigint_with_a_box_down(tmp_path: Path) -> None:
     assert proc.returncode == 0, text
     assert text.splitlines()[-1].endswith("watch: stopped, every connection closed")
     assert "Traceback" not in text
+
+
+async def test_watch_applies_on_budget_push_and_stop(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """The budget policy without the screen: a box over its budget is pushed, verified,
+    then stopped (its stop_command, its effect observed), once."""
+    import asyncio
+
+    from tui.actions.headless import Watch
+    from tui.store.journal import Journal
+
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    (root / "yolox_completed" / "weights").mkdir()
+    (root / "yolox_completed" / "weights" / "last.pt").write_bytes(b"l" * 2048)
+    marker = tmp_path / "stopped"
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, "b", runs_roots=[str(root)], budget_usd=0.5,
+        stop_command=f"touch {marker}", observe_command=f"test -e {marker}",
+        pricing={"running_usd_per_hr": 3600.0}, push={"local_dir": str(tmp_path / "out")})],
+        known_hosts=[server.known_hosts_line()], on_budget="push-and-stop")
+    journal = Journal(tmp_path / "journal.jsonl")
+    logs: list[str] = []
+    watch = Watch(fleet, journal=journal, log=logs.append)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watch.run(stop))
+    try:
+        async with asyncio.timeout(60):
+            while not any("budget: push and stop: done" in line for line in logs):
+                await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        assert await task == 0
+    actions = [(e["action"], e["outcome"]) for e in journal.entries]
+    assert actions == [("push", "done"), ("stop", "done")], logs
+    assert any("b is over its budget" in line for line in logs)
+    assert sum("budget: push and stop: started" in line for line in logs) == 1

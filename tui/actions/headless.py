@@ -17,16 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import random
 import time
 from collections.abc import Awaitable, Callable
 
 from tui.actions.alerts import AlertSender
 from tui.actions.flows import Report, push_and_stop, push_runs
 from tui.actions.guardian import Guardian
-from tui.model.alerts import PUSH_FAILED, AlertEvent, event
+from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.milestones import RETRY_BASE_SECONDS, Wish
+from tui.model.retry import backoff_delay
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
@@ -72,7 +74,7 @@ class Watch:
                  + (f"; alerts to {self.sender.where or ''}"
                     f"{' and a command' if self.fleet.alerts.command else ''}"
                     if self.sender.active else ""))
-        tasks = [asyncio.create_task(w.run(self._updates.put_nowait), name=f"watch {n}")
+        tasks = [asyncio.create_task(self._supervise(w), name=f"watch {n}")
                  for n, w in self.watchers.items()]
         tasks.append(asyncio.create_task(self._poll_costs(), name="providers"))
         stopping = asyncio.create_task(stop.wait())
@@ -107,6 +109,20 @@ class Watch:
             self.log("watch: stopped, every connection closed")
         return 0
 
+    async def _supervise(self, watcher: BoxWatcher) -> None:
+        """A watcher that raised (a bug, never the box's own trouble) is said and started
+        again after a backoff, as the panel does."""
+        crashes = 0
+        while True:
+            try:
+                await watcher.run(self._updates.put_nowait)
+            except Exception as exc:
+                crashes += 1
+                delay = backoff_delay(crashes, random.random())
+                self.log(f"box {watcher.box.name}: watcher crashed ({type(exc).__name__}: "
+                         f"{exc}); restarted in {delay:.0f} s")
+                await asyncio.sleep(delay)
+
     async def _poll_costs(self) -> None:
         while True:
             try:
@@ -132,7 +148,7 @@ class Watch:
         decision, events = self.guardian.judge_costs(cost, self.states, self.busy)
         for notice in decision.notices:
             self.log(f"box {notice.box}: {notice.text}")
-        self._events(events)
+        self._events([e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET)])  # said
         for name in decision.push_and_stop:
             self._start(name, "budget: push and stop", functools.partial(
                 self._push_and_stop, self.fleet.box(name), self.watchers[name]))
