@@ -9,7 +9,8 @@ What goes to the box, all on the SSH channel's stdin (never argv, a remote
 command line or an environment line): the program and the two it reuses
 (probe.py finds the runs, push.py lists and hashes their files), its config
 (limits, actions, where to push, how to stop: no secret), and a 0600
-secrets file with the Hub token when the box pushes to `hf_repo` itself. The
+secrets file (read once by the watchdog and removed) with the Hub token
+when the box pushes to `hf_repo` itself. The
 user's account-wide provider key goes there only with `use_account_key`
 (`--use-account-key`); without it the watchdog stops the box with the
 instance's own scoped credentials (Vast's CONTAINER_API_KEY, a RunPod pod's
@@ -117,8 +118,8 @@ def _secrets(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
             secrets["hf_token"] = token
             notices.append(
                 f"The watchdog keeps your Hugging Face token from {where} on box {box.name} "
-                f"(a 0600 file in {GUARD_DIR}) so it can push to {push.hf_repo} without "
-                "you. A rented box is a stranger's machine: whoever controls it can use that "
+                f"(in its memory) so it can push to {push.hf_repo} without you. A rented box "
+                "is a stranger's machine: whoever controls it can use that "
                 "token. Prefer a fine-grained token with write access to that one repo "
                 "(token_env in [box.push]).")
         else:
@@ -132,7 +133,7 @@ def _secrets(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
         secrets["account_key"] = key.reveal()
         notices.append(
             f"--use-account-key: your account-wide {box.provider} key now sits on box "
-            f"{box.name} (a 0600 file in {GUARD_DIR}). Whoever controls that box can stop, "
+            f"{box.name} (in the watchdog's memory). Whoever controls that box can stop, "
             "start or destroy every instance of your account, and rent new ones. Remove it "
             f"with `gpurent-tui guard {box.name} --remove` when the run is over.")
     return secrets, no_token, notices
