@@ -590,6 +590,15 @@ class GpurentApp(App[None]):
                                 self.screen_stack[0].action_filter)
         yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
                             "spend over time", self.action_costs)
+        fleet = self.screen_stack[0]
+        for name in sorted(self.guardian.preempted):
+            if isinstance(fleet, FleetScreen):  # a box with no run shown has no cursor
+                yield SystemCommand(escape(f"Start {name}"), "stopped by the provider (outbid "
+                                    "/ preempted?): start it again (the GPU may be gone)",
+                                    lambda b=name: fleet.confirm_start(b))
+                yield SystemCommand(escape(f"Destroy {name}"), "stopped by the provider: "
+                                    "destroy it (the destroy guard decides)",
+                                    lambda b=name: fleet.confirm_destroy(b))
         for name in self.states:
             yield SystemCommand(escape(f"Check {name}"), "torch, CUDA, a real matmul per GPU, "
                                 "GPU health, LibreYOLO, HF_HOME", lambda b=name: self.check(b))

@@ -14,6 +14,7 @@ from support.sshd import KeyPair, Sshd
 from textual.pilot import Pilot
 
 from tui.app import GpurentApp
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 
 
@@ -71,4 +72,12 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
             await until(pilot, lambda: "stopped by the provider (outbid / preempted?)" in
                         box_text(app, "outbid"))
             assert "S starts it again" in box_text(app, "outbid")
+            # No run of it to put the cursor on: the palette offers start and destroy.
+            offered = {c.title: c for c in app.get_system_commands(app.screen)}
+            assert "Destroy outbid" in offered
+            offered["Start outbid"].callback()
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmScreen)
+            assert app.screen.title_text == "Start outbid?"
+            await pilot.press("escape")
             await pilot.press("q")

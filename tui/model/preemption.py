@@ -16,7 +16,7 @@ from tui.model.config import BoxConfig
 from tui.model.meter import BoxCost
 
 WORDS = "stopped by the provider (outbid / preempted?)"
-OFFER = "S starts it again (the GPU may be gone), D destroys it (guarded)"
+OFFER = "S starts it again (the GPU may be gone), D destroys it (guarded); also in ctrl+p"
 POWER_ACTIONS = ("stop", "start", "destroy")
 
 

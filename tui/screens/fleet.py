@@ -403,9 +403,12 @@ class FleetScreen(Screen[None]):
 
     def action_start(self) -> None:
         key = self._chosen()
-        if key is None:
-            return
-        app, box = self.gpurent, key[0]
+        if key is not None:
+            self.confirm_start(key[0])
+
+    def confirm_start(self, box: str) -> None:
+        """Start a box, after its confirmation (S on a run; the palette for any box)."""
+        app = self.gpurent
         if self._refused("start", box):
             return
         cost = app.cost.boxes.get(box) if app.cost else None
@@ -418,9 +421,12 @@ class FleetScreen(Screen[None]):
 
     def action_destroy(self) -> None:
         key = self._chosen()
-        if key is None:
-            return
-        app, box = self.gpurent, key[0]
+        if key is not None:
+            self.confirm_destroy(key[0])
+
+    def confirm_destroy(self, box: str) -> None:
+        """The destroy dialog for a box (D on a run; the palette for any box)."""
+        app = self.gpurent
         if self._refused("destroy", box):
             return
         state = app.states[box]
