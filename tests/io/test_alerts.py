@@ -146,3 +146,25 @@ async def test_a_box_its_provider_stopped_without_a_stop_of_ours(
             assert sorted(p["body"]["box"] for p in hook.posts) == ["p1", "v"]
         finally:
             await meter.aclose()
+
+
+async def test_a_hung_command_is_killed_with_its_children(tmp_path: Path) -> None:
+    logs: list[str] = []
+    child = tmp_path / "child.pid"
+    sender = AlertSender(AlertConfig(command=f"sleep 60 & echo $! > '{child}'; wait"),
+                         log=logs.append, command_timeout=0.5)
+    sender.send([event(RUN_DIED, "b", "dead", 0.0)])
+    await settle(sender)
+    assert logs == ["alert command killed after 0.5 s (run_died on b)"]
+    pid = int(child.read_text())
+    for _ in range(100):  # the kill reaches the child at once; reaping takes a moment
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the command's child outlived the timeout")
+    assert SECRET not in repr(AlertConfig(webhook=f"https://h/{SECRET}"))

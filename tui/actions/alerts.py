@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 from collections.abc import Callable, Iterable
 
 import httpx2
@@ -106,8 +108,8 @@ class AlertSender:
             async with asyncio.timeout(self.command_timeout):
                 await proc.communicate(data)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the shell and children
             await proc.wait()
             self.log(f"alert command killed after {self.command_timeout:g} s ({item.kind} on "
                      f"{item.box})")

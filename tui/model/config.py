@@ -79,7 +79,7 @@ class AlertConfig:
     """Where alerts go besides the terminal bell: a webhook (its URL may hold a secret:
     it is never logged) and/or a local command fed the event as JSON on stdin."""
 
-    webhook: str | None = None
+    webhook: str | None = field(default=None, repr=False)  # may hold a secret
     format: str = "json"
     command: str | None = None
     cooldown_minutes: float = DEFAULT_ALERT_COOLDOWN_MINUTES
