@@ -244,3 +244,14 @@ def test_the_guardian_alerts_what_the_watchdog_did_between_two_looks(tmp_path) -
     (gone,) = guardian.box_updated(acted, down)
     assert gone.kind == UNREACHABLE
     assert guardian.box_updated(down, down) == []  # once per outage
+
+
+def test_a_box_listing_thousands_of_epoch_files_gets_them_a_few_at_a_time() -> None:
+    names = [f"epoch_{k}.pt" for k in range(1, 2001)]
+    run = run_at(2000, *names)
+    push = PushTarget(local_dir="/w", every_epochs=1)
+    wish = plan(push, box_with(run), [], Milestones(), 1.0)
+    assert wish is not None and wish.epochs == tuple(range(1, 33))
+    memory = settle(Milestones(), wish, True, 2.0)
+    again = plan(push, box_with(run), [], memory, 3.0)
+    assert again is not None and again.epochs == tuple(range(33, 65))

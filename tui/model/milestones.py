@@ -31,6 +31,7 @@ from tui.model.runs import Health, RunState, WeightFile
 EPOCH_WEIGHT = re.compile(r"epoch_(\d+)\.pt")
 RETRY_BASE_SECONDS = 30.0
 RETRY_CAP_SECONDS = 1800.0
+MAX_EPOCHS_PER_PUSH = 32
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,10 @@ def plan(push: PushTarget | None, state: BoxState, pushed: Pushed | Iterable[Map
             if key in memory.done or (attempt is not None and attempt.retry_at > now):
                 continue
             due.append((key, words, epoch))
+        epochs_due = sorted((e, key) for key, _, e in due if e is not None)
+        if len(epochs_due) > MAX_EPOCHS_PER_PUSH:  # a box listing thousands: a few at a time
+            later = {key for _, key in epochs_due[MAX_EPOCHS_PER_PUSH:]}
+            due = [d for d in due if d[0] not in later]
         if due:
             return Wish(state.name, run.name, run.path,
                         tuple(sorted(e for _, _, e in due if e is not None)),
