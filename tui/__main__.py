@@ -679,7 +679,8 @@ def add_guard_command(sub: argparse._SubParsersAction,
                             "no instance-scoped key")
     guard.add_argument("--remove", action="store_true",
                        help="stop the watchdog and remove its files from the box")
-    guard.add_argument("--poll-seconds", type=float, default=30.0, help=argparse.SUPPRESS)
+    guard.add_argument("--poll-seconds", type=float, default=30.0, metavar="S",
+                       help="how often it looks at the runs (default 30; its heartbeat too)")
     guard.set_defaults(func=cmd_guard)
 
 
