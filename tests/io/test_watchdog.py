@@ -385,3 +385,46 @@ async def test_a_hostile_state_file_marks_only_the_guard_line(
         assert state.guard is None and state.guard_sig is None
     finally:
         await watcher.close()
+
+
+def test_a_dry_run_destroy_says_its_condition_and_an_incomplete_look_only_stops(
+        tmp_path: Path, trainer: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog's own decision, run here on its folder: a run pushed and verified on
+    the loopback Hub is still not destroyed when a runs root could not be looked at."""
+    import huggingface_hub.constants
+
+    from tui.onbox import guard
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    for var in ("HF_ENDPOINT", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_TELEMETRY"):
+        monkeypatch.setenv(var, "1")  # the watchdog sets them; they are put back after
+    run = tmp_path / "runs" / "r1"
+    trainer(run, 2, 0.01).wait(10)
+    done = tmp_path / "done.log"
+    with HubServer([REPO], token=TOKEN) as hub:
+        for dry in (True, False):
+            folder = tmp_path / f"guard-{dry}"
+            folder.mkdir()
+            (folder / "config.json").write_text(json.dumps({
+                "id": "x", "provider": "manual", "dry_run": dry, "hf_repo": REPO,
+                "hf_endpoint": hub.url, "actions": {"timeout": ["push", "destroy"]},
+                "stop_command": f"echo stop >> {done}",
+                "destroy_command": f"echo destroy >> {done}"}))
+            (folder / "secrets.json").write_text(json.dumps({"hf_token": TOKEN}))
+            watchdog = guard.Guard(str(folder))
+            assert not (folder / "secrets.json").exists()
+            watchdog.watch.runs = [(str(run), str(run.parent), "r1")]
+            watchdog.watch.picture = ["runs root /mnt/volume: FileNotFoundError"]
+            watchdog.act("timeout", "the wall-clock limit of 1 h is reached", None)
+            did = [(d["action"], d["outcome"]) for d in watchdog.did]
+            state = json.loads((folder / "state.json").read_text())
+            assert TOKEN not in json.dumps(state)
+            if dry:
+                assert did == [("fired", "dry_run"), ("push", "dry_run"),
+                               ("destroy", "refused"), ("stop", "dry_run")]
+                assert not done.exists() and hub.state.commits == []
+            else:
+                assert did == [("fired", "acting"), ("push", "verified"),
+                               ("destroy", "refused"), ("stop", "done")], watchdog.did
+                assert "the look at the runs is incomplete" in watchdog.did[2]["detail"]
+                assert done.read_text() == "stop\n"
