@@ -551,7 +551,7 @@ def guard_part(req):
         st = os.stat(path)
     except OSError:
         return {"absent": True} if req.get("guard_sig") else None
-    out = {"at": st.st_mtime}
+    out = {"at": round(st.st_mtime, 2)}
     if not stat.S_ISREG(st.st_mode):
         data, problem = b"", "the guard state is not a regular file"
     else:
