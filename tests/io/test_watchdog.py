@@ -428,3 +428,22 @@ def test_a_dry_run_destroy_says_its_condition_and_an_incomplete_look_only_stops(
                                ("destroy", "refused"), ("stop", "done")], watchdog.did
                 assert "the look at the runs is incomplete" in watchdog.did[2]["detail"]
                 assert done.read_text() == "stop\n"
+
+
+def test_an_arming_that_fails_says_why_and_leaves_no_secret_on_the_box(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    server = sshd_factory()
+    (tmp_path / "runs").mkdir()
+    fleet = manual_fleet(tmp_path, server, client_key, push={"hf_repo": REPO},
+                         python="/nonexistent/bin/python3", stop_command="true")
+    assert main(["--config", fleet.source, "guard", "box", "--max-hours", "1"]) == 1
+    out = capsys.readouterr()
+    assert "guard box: cannot start /nonexistent/bin/python3" in out.out
+    assert "keeps your Hugging Face token" in out.err  # said before it was sent
+    assert not (guard_dir(tmp_path) / "secrets.json").exists()
+    assert not any(TOKEN in p.read_text() for p in guard_dir(tmp_path).iterdir())
+    (entry,) = Journal().entries
+    assert entry["outcome"] == "failed" and "cannot start" in entry["error"]
+    assert TOKEN not in json.dumps(entry)

@@ -20,6 +20,7 @@ RUNPOD_API_KEY) or a manual box's own stop_command.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -49,6 +50,7 @@ from tui.providers import ADAPTERS
 from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxError, BoxSession
+from tui.store.journal import Journal
 
 GUARD_DIR = "~/.gpurent-tui/guard"
 SHIPPED = ("guard.py", "probe.py", "push.py")
@@ -147,7 +149,7 @@ def _base_url(fleet: FleetConfig, box: BoxConfig, env: Mapping[str, str]) -> str
 
 
 async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
-                        journal: Any, *, session: BoxSession | None = None,
+                        journal: Journal, *, session: BoxSession | None = None,
                         env: Mapping[str, str] | None = None, say: Say | None = None
                         ) -> Report:
     """Arm the watchdog on `box` (replacing any there); journaled, never with a secret."""
@@ -211,6 +213,8 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
     except BoxError as exc:
         error = exc.message
     finally:
+        if error is not None and secrets:
+            await _drop_secrets(session)
         if own:
             await session.close()
     if error is not None:
@@ -218,6 +222,13 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
     journal.record(box=box.name, action="guard", outcome=outcome,
                    destination=config["hf_repo"], message=words, error=error)
     return report
+
+
+async def _drop_secrets(session: BoxSession) -> None:
+    """An arming that failed stops what it started and leaves no secret on the box (the
+    watchdog removes its secrets file once read; one that never ran did not)."""
+    with contextlib.suppress(BoxError):
+        await guard_control(session, {"mode": "stop", "drop_secrets": True, "dir": GUARD_DIR})
 
 
 async def _wait_armed(session: BoxSession, guard_id: str) -> dict[str, Any] | None:
@@ -234,7 +245,7 @@ async def _wait_armed(session: BoxSession, guard_id: str) -> dict[str, Any] | No
     return None
 
 
-async def remove_guard(fleet: FleetConfig, box: BoxConfig, journal: Any, *,
+async def remove_guard(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                        session: BoxSession | None = None) -> Report:
     """Stop the watchdog and remove its files (secrets included); journaled."""
     report = Report()

@@ -35,7 +35,8 @@ Nothing it writes (state, log) ever holds a secret.
 Two entry points: run as a file (`python3 guard.py`, cwd = its folder) it is
 the watchdog; run by the panel as `python3 -` (the loader sets NONCE, stdin
 carries the JSON parameters) it answers one control request in a frame:
-  {"mode": "stop", "remove": bool} -> {"stopped": bool, "removed": [...], "state": {...}}
+  {"mode": "stop", "remove": bool, "drop_secrets": bool}
+                                   -> {"stopped": bool, "removed": [...], "state": {...}}
   {"mode": "state"}                -> {"state": {...} or null, "pid_alive": bool}
 """
 
@@ -820,6 +821,12 @@ def control(params_text):
         stopped = stop_running(folder)
         state = read_json(os.path.join(folder, STATE), 1 << 16)
         removed = []
+        if params.get("drop_secrets"):
+            try:
+                os.unlink(os.path.join(folder, SECRETS))
+                removed.append(SECRETS)
+            except OSError:
+                pass
         if params.get("remove"):
             names = list(SHIPPED) + [CONFIG, SECRETS, STATE, PIDFILE, LOG, STATE + ".tmp",
                                      PIDFILE + ".tmp", CONFIG + ".tmp"]
