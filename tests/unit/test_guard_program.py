@@ -20,8 +20,11 @@ def seen(w: guard.Watch, path: str, state: str, at: float) -> None:
 def test_triggers_fire_in_their_order() -> None:
     w = watch(no_progress_minutes=10)
     assert w.trigger(1000.0) is None  # nothing seen yet: no run finished, none stalled
+    seen(w, "/r/a", "completed", 1000.0)
+    assert w.trigger(1001.0) is None  # only old finished runs: a new one may be starting
     seen(w, "/r/a", "running", 1000.0)
     seen(w, "/r/b", "running", 1500.0)
+    w.active_seen = True  # what look() notes when it reads a run that is not finished
     assert w.trigger(1000.0 + 1000) is None  # b progressed 500 s ago
     trigger, why = w.trigger(1500.0 + 600)
     assert trigger == "stalled" and "no epoch progress for 10 min while running: a, b" in why

@@ -10,7 +10,8 @@ connection, and dies with the box.
 It watches the box's runs through the files the probe reads (status.json's
 state and epoch, metrics.jsonl's growth) and fires once, on the first of:
   timeout  the wall-clock limit (`max_hours` after it was armed)
-  done     every run finished (LibreYOLO wrote completed or failed)
+  done     every run finished (LibreYOLO wrote completed or failed), once some run
+           was seen unfinished since it was armed
   stalled  a run claims to be running and no running run progressed for M minutes
            (a hung or SIGSTOPped trainer keeps its pid: pids prove nothing)
   idle     every GPU under 5% for M minutes with no run progressing (off without
@@ -249,6 +250,9 @@ class Watch:
         self.idle_since = None
         self.gpu_note = None
         self.picture = []  # why the look at the runs is incomplete (no destroy then)
+        # `done` waits until some run was seen unfinished since it was armed: armed on a
+        # box of old finished runs while a new one starts, it must not stop the box.
+        self.active_seen = False
         self.runs = []     # (path, root, name) found last time
 
     def look(self, probe, now):
@@ -272,6 +276,8 @@ class Watch:
             epoch = status.get("current_epoch")
             epoch = epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
             key = [state, epoch, metrics_size(path)]
+            if state not in FINISHED:
+                self.active_seen = True
             old = self.progress.get(path)
             if old is None:
                 self.progress[path] = {"key": key, "at": now, "state": state, "epoch": epoch,
@@ -307,7 +313,8 @@ class Watch:
         hours = cfg.get("max_hours")
         if hours is not None and now >= self.armed_at + hours * 3600:
             return "timeout", "the wall-clock limit of %s h is reached" % _num(hours)
-        if self.progress and all(p["state"] in FINISHED for p in self.progress.values()):
+        if self.active_seen and self.progress and \
+                all(p["state"] in FINISHED for p in self.progress.values()):
             states = sorted(set(p["state"] for p in self.progress.values()))
             return "done", "every run finished (%s)" % ", ".join(states)
         minutes = cfg.get("no_progress_minutes")
