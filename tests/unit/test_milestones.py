@@ -255,3 +255,17 @@ def test_a_box_listing_thousands_of_epoch_files_gets_them_a_few_at_a_time() -> N
     memory = settle(Milestones(), wish, True, 2.0)
     again = plan(push, box_with(run), [], memory, 3.0)
     assert again is not None and again.epochs == tuple(range(33, 65))
+
+
+def test_unpushed_money_counts_the_unpushed_epochs_own_times() -> None:
+    from tui.model.runs import EpochPoint
+
+    history = tuple(EpochPoint(e, 1.0, seconds=s) for e, s in ((1, 900.0), (2, 900.0),
+                                                               (3, 60.0), (4, 120.0)))
+    run = replace(run_at(4, "last.pt", mean=495.0), history=history)
+    record = last_verified_pushes([pushed(run_at(2, "last.pt"), ())], "b")[PATH]
+    stake = at_stake(run, record, 3.6)
+    assert stake is not None and stake.epochs == 2
+    assert stake.usd == pytest.approx((60 + 120) * 3.6 / 3600)  # not 2 x the 495 s mean
+    partial = replace(run, history=history[:3])  # epoch 4 not loaded yet: the mean stands in
+    assert at_stake(partial, record, 3.6).usd == pytest.approx((60 + 495) * 3.6 / 3600)  # type: ignore[union-attr]

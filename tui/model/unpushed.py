@@ -1,9 +1,10 @@
 """What a crash would cost now: a run's epochs since its last verified push, in GPU money. Pure.
 
 "unpushed: 7 epochs, $1.84 of GPU time" = the epochs finished since the last
-verified push (the journal records the run's epoch with each push) x the mean
-epoch time x the run's share of its box's running rate (the box's rate split
-evenly between its running runs, as the cost per epoch is). Where the last
+verified push (the journal records the run's epoch with each push), their own
+times from metrics.jsonl (the mean epoch for any not loaded), x the run's share
+of its box's running rate (the box's rate split evenly between its running
+runs, as the cost per epoch is). Where the last
 push carried no epoch (a journal line from before this was recorded) the
 count is unknown unless last.pt is the very file pushed (then nothing is at
 stake).
@@ -70,8 +71,25 @@ def at_stake(run: RunState, record: PushRecord | None, share_usd_per_hr: float |
             epochs = max(epoch - record.epoch, 0)
         else:
             epochs = None
-    seconds = run.mean_epoch_seconds or run.epoch_seconds
+    seconds = _seconds(run, epoch, epochs) if epochs is not None else None
     money = None
-    if epochs is not None and share_usd_per_hr is not None and seconds is not None:
-        money = epochs * seconds * share_usd_per_hr / 3600
+    if share_usd_per_hr is not None and seconds is not None:
+        money = seconds * share_usd_per_hr / 3600
     return AtStake(epochs, money, record.at if record is not None else None)
+
+
+def _seconds(run: RunState, last: int, epochs: int) -> float | None:
+    """What the `epochs` epochs up to `last` took: their own times from metrics.jsonl,
+    the run's mean epoch for any not loaded (yet); None when neither is known."""
+    known, counted = 0.0, 0
+    for point in reversed(run.history):
+        if point.epoch <= last - epochs:
+            break
+        if point.epoch <= last and point.seconds is not None:
+            known += point.seconds
+            counted += 1
+    missing = max(epochs - counted, 0)
+    if not missing:
+        return known
+    each = run.mean_epoch_seconds or run.epoch_seconds
+    return known + missing * each if each is not None else None
