@@ -25,7 +25,13 @@ import pytest
 from support.fleets import box_entry, make_fleet
 from support.hub_server import HubServer
 from support.libreyolo_train import wait_for
-from support.provider_servers import RunPodServer, VastServer, runpod_pod, vast_instance
+from support.provider_servers import (
+    RunPodServer,
+    VastServer,
+    runpod_pod,
+    runpod_too_many,
+    vast_instance,
+)
 from support.sshd import KeyPair, Sshd
 from support.stand_in_trainer import EPOCH_TRAINER
 
@@ -256,6 +262,7 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
         monkeypatch.setenv("VAST_API_KEY", account)
     else:
         api = RunPodServer(account, [runpod_pod("pod42"), runpod_pod("pod55")])
+        api.fail(runpod_too_many("0"))  # its first stop is refused: sent again, not lost
         env = {"RUNPOD_API_KEY": scoped, "RUNPOD_POD_ID": "pod42"}
         instance, other = "pod42", "pod55"
         monkeypatch.setenv("RUNPOD_API_KEY", account)
@@ -301,6 +308,8 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
         obj = api.instances[instance]
         assert obj.get("actual_status", obj.get("status")) in ("stopped", "EXITED")
         assert api.count("DELETE") == 0
+        if provider == "runpod":
+            assert api.count("POST") == 2 and "after 2 tries" in done["did"][-1]["detail"]
     assert done["did"][-1]["answer"].startswith("HTTP 20")
     if use_account:
         assert auths == {f"Bearer {account}"}

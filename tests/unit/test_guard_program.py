@@ -69,5 +69,5 @@ def test_without_its_own_key_it_says_it_cannot_stop(monkeypatch: pytest.MonkeyPa
 
 
 def test_plain_http_goes_to_loopback_only() -> None:
-    status, words = guard.http("GET", "http://api.example.com/x", "key")
+    status, words, _ = guard.http("GET", "http://api.example.com/x", "key")
     assert status is None and words.startswith("refused: plain http to api.example.com")

@@ -69,6 +69,8 @@ HTTP_TIMEOUT = 20.0
 READ_BACK_SECONDS = 90.0
 COMMAND_TIMEOUT = 300.0
 PUSH_TIMEOUT = 3600.0
+API_TRIES = 6          # a stop or destroy sent again on 429, 5xx or no answer
+API_BACKOFF = 2.0      # seconds, doubling, when the provider names no Retry-After
 SCOPED_ENV = {"vast": ("CONTAINER_API_KEY", "CONTAINER_ID"),
               "runpod": ("RUNPOD_API_KEY", "RUNPOD_POD_ID")}
 DEFAULT_URLS = {"vast": "https://console.vast.ai", "runpod": "https://api.runpod.io",
@@ -180,14 +182,16 @@ def loopback(host):
 
 
 def http(method, url, key, body=None, timeout=HTTP_TIMEOUT):
-    """(status, text) of one request with a Bearer key; https only, except on loopback."""
+    """(status, text, Retry-After seconds or None) of one request with a Bearer key;
+    https only, except on loopback."""
     from urllib.error import HTTPError, URLError
     from urllib.parse import urlsplit
     from urllib.request import Request, urlopen
     parts = urlsplit(url)
     if parts.scheme != "https" and not (parts.scheme == "http"
                                         and loopback(parts.hostname or "")):
-        return None, "refused: plain http to %s (https only, except loopback)" % parts.hostname
+        return None, "refused: plain http to %s (https only, except loopback)" % \
+            parts.hostname, None
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Authorization": "Bearer " + key, "Accept": "application/json"}
     if data is not None:
@@ -195,15 +199,19 @@ def http(method, url, key, body=None, timeout=HTTP_TIMEOUT):
     request = Request(url, data=data, method=method, headers=headers)
     try:
         with urlopen(request, timeout=timeout) as resp:
-            return resp.status, resp.read(1 << 16).decode("utf-8", "replace")
+            return resp.status, resp.read(1 << 16).decode("utf-8", "replace"), None
     except HTTPError as exc:
         try:
             text = exc.read(1 << 16).decode("utf-8", "replace")
         except Exception:
             text = ""
-        return exc.code, text
+        try:
+            wait = float(exc.headers.get("Retry-After") or "")
+        except (TypeError, ValueError, AttributeError):
+            wait = None
+        return exc.code, text, wait
     except (URLError, OSError, ValueError) as exc:
-        return None, "%s: %s" % (type(exc).__name__, exc)
+        return None, "%s: %s" % (type(exc).__name__, exc), None
 
 
 # -- what the runs are doing ------------------------------------------------------------
@@ -487,7 +495,7 @@ def read_back(config, key, instance, action, deadline):
     last = "no answer"
     while True:
         method, url, _ = api_call(config, key, instance, "get")
-        status, text = http(method, url, key)
+        status, text, _ = http(method, url, key)
         if status == 404 and action == "destroy":
             return True, "the provider no longer has the instance (HTTP 404)"
         state = None
@@ -524,18 +532,33 @@ def provider_act(config, secrets, action, dry_run):
     method, url, body = api_call(config, key, instance, action)
     if dry_run:
         return False, "dry run: would send %s %s with %s" % (method, url, words), None
-    status, text = http(method, url, key, body)
-    answer = scrub("HTTP %s %s" % (status, text), TEXT_CAP)
-    if status is None or status >= 400:
-        return False, "the provider refused or did not answer", answer
-    try:
-        doc = json.loads(text) if text.strip() else {}
-    except ValueError:
-        doc = {}
-    if isinstance(doc, dict) and doc.get("success") is False:
-        return False, "the provider said it failed", answer
+    # A rate limit (Vast's 429 "API requests too frequent" is common), a 5xx or a lost
+    # connection must not leave the box billing: sent again, with a pause. Sending a stop
+    # or a destroy twice is harmless; the read-back below decides what happened.
+    tries = int(config.get("api_tries") or API_TRIES)
+    for attempt in range(1, tries + 1):
+        status, text, retry_after = http(method, url, key, body)
+        answer = scrub("HTTP %s %s" % (status, text), TEXT_CAP)
+        try:
+            doc = json.loads(text) if status is not None and text.strip() else {}
+        except ValueError:
+            doc = {}
+        refused = isinstance(doc, dict) and doc.get("success") is False
+        if status is not None and status < 400 and not refused:
+            break
+        again = status is None or status == 429 or status >= 500 or \
+            (refused and "frequent" in text.lower())
+        if not again or attempt == tries:
+            why = "the provider said it failed" if refused else \
+                "the provider refused or did not answer"
+            if attempt > 1:
+                why += " (%d tries)" % attempt
+            return False, why, answer
+        pause = retry_after if retry_after is not None else API_BACKOFF * 2 ** (attempt - 1)
+        time.sleep(min(max(pause, 0.0), 60.0))
     ok, seen = read_back(config, key, instance, action, time.time() + READ_BACK_SECONDS)
-    return ok, "%s sent with %s; %s" % (action, words, seen), answer
+    tried = " after %d tries" % attempt if attempt > 1 else ""
+    return ok, "%s sent with %s%s; %s" % (action, words, tried, seen), answer
 
 
 def command_act(config, action, dry_run):
