@@ -162,7 +162,7 @@ async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_pan
         done = state_of(tmp_path)
     assert done["fired"]["trigger"] == "stalled", done
     steps = [(d["action"], d["outcome"]) for d in done["did"]]
-    assert steps == [("fired", "acting"), ("push", "verified"), ("stop", "done")], steps
+    assert steps == [("fired", "acting"), ("push", "verified"), ("stop", "ran")], steps
     stored = hub.state.repos[REPO]
     assert stored["shapes/weights/best.pt"].sha256 == hashlib.sha256(paused_at).hexdigest()
     assert stored["shapes/weights/last.pt"].sha256 == sha(run / "weights" / "last.pt")
@@ -208,7 +208,7 @@ def test_max_hours_fires_after_a_dry_run_that_acted_on_nothing(
     done = state_of(tmp_path)
     assert done["fired"]["trigger"] == "timeout" and not done["dry_run"]
     assert [(d["action"], d["outcome"]) for d in done["did"]] == [("fired", "acting"),
-                                                                  ("stop", "done")]
+                                                                  ("stop", "ran")]
     outcomes = [(e["action"], e["outcome"]) for e in Journal().entries]
     assert outcomes == [("guard", "dry_run"), ("guard", "armed")]
     assert main([*base, "--remove"]) == 0
@@ -434,7 +434,7 @@ def test_a_dry_run_destroy_says_its_condition_and_an_incomplete_look_only_stops(
                 assert not done.exists() and hub.state.commits == []
             else:
                 assert did == [("fired", "acting"), ("push", "verified"),
-                               ("destroy", "refused"), ("stop", "done")], watchdog.did
+                               ("destroy", "refused"), ("stop", "ran")], watchdog.did
                 assert "the look at the runs is incomplete" in watchdog.did[2]["detail"]
                 assert done.read_text() == "stop\n"
 

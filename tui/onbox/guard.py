@@ -580,7 +580,8 @@ def command_act(config, action, dry_run):
     answer = "exit %d%s" % (proc.returncode, ": " + output if output else "")
     if proc.returncode != 0:
         return False, "its %s_command failed" % action, answer
-    return True, "its %s_command ran (exit 0)" % action, answer
+    return True, "its %s_command ran (exit 0); its effect is the box going down" % action, \
+        answer
 
 
 # -- the watchdog ---------------------------------------------------------------------
@@ -755,7 +756,10 @@ class Guard:
                                                  self.dry_run)
         except Exception as exc:
             ok, words, answer = False, "%s: %s" % (type(exc).__name__, exc), None
-        outcome = "dry_run" if self.dry_run else "done" if ok else "failed"
+        # A manual box's command exiting 0 is not the effect (the box going down is):
+        # "ran", as the panel says "command ran; effect not observed".
+        outcome = "dry_run" if self.dry_run else "failed" if not ok else \
+            "ran" if provider == "manual" else "done"
         if self.dry_run and action == "destroy":
             words += " (only once every run's push verified; else it would stop)"
         self.record(action, outcome, words, answer)
