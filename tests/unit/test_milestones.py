@@ -269,3 +269,24 @@ def test_unpushed_money_counts_the_unpushed_epochs_own_times() -> None:
     assert stake.usd == pytest.approx((60 + 120) * 3.6 / 3600)  # not 2 x the 495 s mean
     partial = replace(run, history=history[:3])  # epoch 4 not loaded yet: the mean stands in
     assert at_stake(partial, record, 3.6).usd == pytest.approx((60 + 495) * 3.6 / 3600)  # type: ignore[union-attr]
+
+
+def test_the_journal_folded_line_by_line_equals_one_fold() -> None:
+    from tui.model.milestones import pushed_by_box
+
+    a, b = run_at(4, "epoch_2.pt", "epoch_4.pt", "last.pt"), run_at(2, "epoch_2.pt")
+    b = replace(b, path="/root/runs/r2")
+    entries = [pushed(a, ("epoch_2.pt",), at=10.0), pushed(b, ("epoch_2.pt",), at=11.0),
+               {**pushed(a, ("epoch_4.pt", "last.pt"), at=12.0), "box": "other"},
+               pushed(a, ("epoch_4.pt", "last.pt"), at=13.0),
+               pushed(a, ("last.pt",), at=9.0)]  # an older clock's line, appended late
+    whole = pushed_by_box(entries, ["b", "other"])
+    step = pushed_by_box([], ["b", "other"])
+    for entry in entries:
+        before = step
+        step = pushed_by_box([entry], ["b", "other"], step)
+        untouched = "other" if entry["box"] == "b" else "b"
+        assert step[untouched] is before[untouched]  # its plan stays cached
+    assert step == whole
+    assert whole["b"].epochs == {PATH: {2, 4}, "/root/runs/r2": {2}}
+    assert whole["b"].records[PATH].at == 13.0

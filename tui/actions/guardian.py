@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any
 
 from tui.actions.alerts import AlertSender
 from tui.model.alerts import (
@@ -39,7 +40,7 @@ from tui.model.milestones import (
     Pushed,
     Wish,
     plan,
-    pushed_from,
+    pushed_by_box,
     settle,
 )
 from tui.model.policy import Alarms, Decision, judge_costs
@@ -70,6 +71,9 @@ class Guardian:
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
         self._guard_stopped: set[str] = set()  # boxes the watchdog on the box stopped
         self._pushed: dict[str, Pushed] = {}
+        self._folded_list: list[dict[str, Any]] | None = None  # the journal list folded
+        self._folded_count = 0                                # and how much of it
+        self._idle_plan: dict[str, tuple[object, ...]] = {}  # box -> what found nothing due
         self._pushed_version: int | None = None
         self._power: dict[str, str | None] = {}  # box -> its last stop/start/destroy
         self._power_version: int | None = None
@@ -148,13 +152,38 @@ class Guardian:
         box = next((b for b in self.fleet.boxes if b.name == state.name), None)
         if box is None or box.push is None or not box.push.milestones:
             return None
+        pushed = self._fold_pushes()[state.name]
+        # Nothing a plan reads changed since it last found nothing due (the weights tuple
+        # is kept by the fold while the box's listing is unchanged; the box's pushes keep
+        # their object while the journal adds nothing for it): nothing is due now, unless
+        # a failed push's backoff may have run out.
+        seen = (pushed, self.milestones, state.connection, busy,
+                tuple((r.path, r.weights, r.health, r.best_epoch, r.best_metric)
+                      for r in state.runs))
+        if not self.milestones.attempts and self._idle_plan.get(state.name) == seen:
+            return None
+        wish = plan(box.push, state, pushed, self.milestones, self.clock(), busy=busy)
+        if wish is None:
+            self._idle_plan[state.name] = seen
+        else:
+            self._idle_plan.pop(state.name, None)
+        return wish
+
+    def _fold_pushes(self) -> dict[str, Pushed]:
+        """Every box's verified pushes, folded from the journal's new lines only (the
+        whole journal again only when it was replaced or could not be written)."""
         version = self.journal.version
-        if self._pushed_version != version:
-            self._pushed, self._pushed_version = {}, version
-        if state.name not in self._pushed:  # the journal folded once per version and box
-            self._pushed[state.name] = pushed_from(self.journal.entries, state.name)
-        return plan(box.push, state, self._pushed[state.name], self.milestones, self.clock(),
-                    busy=busy)
+        if self._pushed_version == version:
+            return self._pushed
+        entries = self.journal.entries
+        names = [b.name for b in self.fleet.boxes]
+        if entries is self._folded_list and len(entries) >= self._folded_count:
+            self._pushed = pushed_by_box(entries[self._folded_count:], names, self._pushed)
+        else:
+            self._pushed = pushed_by_box(entries, names)
+        self._folded_list, self._folded_count = entries, len(entries)
+        self._pushed_version = version
+        return self._pushed
 
     def push_ended(self, wish: Wish, ok: bool, lines: list[str]) -> list[AlertEvent]:
         """Record how a milestone push ended; a failure backs off and alerts."""

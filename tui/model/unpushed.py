@@ -19,6 +19,8 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
 from tui.model.runs import Health, RunState
 
+SUMMED_EPOCHS = 64
+
 
 @dataclass(frozen=True)
 class AtStake:
@@ -62,7 +64,8 @@ def at_stake(run: RunState, record: PushRecord | None, share_usd_per_hr: float |
         epochs: int | None = epoch - (start - 1) if isinstance(start, int) and \
             not isinstance(start, bool) and 1 <= start <= epoch + 1 else epoch
     else:
-        last = next((w for w in run.weights if w.name == "last.pt"), None)
+        # the probe lists weights by name: last.pt comes after the epoch_<N>.pt files
+        last = next((w for w in reversed(run.weights) if w.name == "last.pt"), None)
         pushed = record.files.get("weights/last.pt")
         if last is not None and pushed is not None and \
                 pushed == (last.size, last.mtime_ns, last.inode):
@@ -79,11 +82,12 @@ def at_stake(run: RunState, record: PushRecord | None, share_usd_per_hr: float |
 
 
 def _seconds(run: RunState, last: int, epochs: int) -> float | None:
-    """What the `epochs` epochs up to `last` took: their own times from metrics.jsonl,
-    the run's mean epoch for any not loaded (yet); None when neither is known."""
+    """What the `epochs` epochs up to `last` took: the latest SUMMED_EPOCHS of them their
+    own times from metrics.jsonl, older ones and any not loaded (yet) the run's mean epoch
+    (a row drawn on each refresh never walks a 2,000-epoch history); None when unknown."""
     known, counted = 0.0, 0
-    for point in reversed(run.history):
-        if point.epoch <= last - epochs:
+    for seen, point in enumerate(reversed(run.history)):
+        if point.epoch <= last - epochs or seen >= SUMMED_EPOCHS:
             break
         if point.epoch <= last and point.seconds is not None:
             known += point.seconds
