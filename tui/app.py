@@ -137,8 +137,8 @@ class GpurentApp(App[None]):
         self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
         self.monitors: dict[tuple[str, str], asyncio.Event] = {}  # (box, run path) -> stop
         # Alarms, alerts, milestone pushes, preemption: the same policies as `watch`.
-        self.guardian = Guardian(fleet, self.journal, clock=clock,
-                                 sender=AlertSender(fleet.alerts) if live else None)
+        self.guardian = Guardian(fleet, self.journal, clock=clock, sender=AlertSender(
+            fleet.alerts, failed=self._alert_failed) if live else None)
         self._said: set[str] = set()  # storage problems already notified
         self._journal_seen = self.journal.version  # the version the push notes came from
         self._crashes: dict[str, int] = {}  # box -> watcher crashes in a row
@@ -282,6 +282,10 @@ class GpurentApp(App[None]):
             self.bell()
             self.notify(item.text, title=item.title.removeprefix("gpurent-tui: "),
                         severity="error", timeout=15, markup=False)
+
+    def _alert_failed(self, line: str) -> None:
+        """An alert that did not go out (the webhook's URL is never in these words)."""
+        self.notify(line, severity="warning", timeout=10, markup=False)
 
     def _milestone(self, state: BoxState) -> None:
         """Push what a milestone calls for (`[box.push] every_epochs`, `on_best`,

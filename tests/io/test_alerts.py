@@ -168,3 +168,18 @@ async def test_a_hung_command_is_killed_with_its_children(tmp_path: Path) -> Non
     else:
         raise AssertionError("the command's child outlived the timeout")
     assert SECRET not in repr(AlertConfig(webhook=f"https://h/{SECRET}"))
+
+
+async def test_the_panel_is_told_only_what_failed(tmp_path: Path) -> None:
+    with WebhookServer(status=500) as hook:
+        logs: list[str] = []
+        failed: list[str] = []
+        sender = AlertSender(AlertConfig(webhook=f"{hook.url}/{SECRET}",
+                                         command="cat >/dev/null"), log=logs.append,
+                             failed=failed.append)
+        sender.send([event(RUN_DIED, "b", "dead", 0.0)])
+        await settle(sender)
+    port = hook.server.server_address[1]
+    assert failed == [f"alert webhook http://127.0.0.1:{port}/…: HTTP 500 (run_died on b not "
+                      "delivered)"]
+    assert logs == failed  # the command succeeded: nothing said

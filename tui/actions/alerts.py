@@ -35,15 +35,23 @@ class AlertSender:
     """Delivers alert events to the configured webhook and command."""
 
     def __init__(self, config: AlertConfig, *, log: Log | None = None,
-                 timeout: float = SEND_TIMEOUT_SECONDS,
+                 failed: Log | None = None, timeout: float = SEND_TIMEOUT_SECONDS,
                  command_timeout: float = COMMAND_TIMEOUT_SECONDS) -> None:
+        """`log`: every outcome (watch's stdout); `failed`: the failures alone (the panel
+        shows those)."""
         self.config = config
         self.log = log or (lambda line: None)
+        self.failed = failed
         self.timeout = timeout
         self.command_timeout = command_timeout
         self._http: httpx2.AsyncClient | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self.where = redact_url(config.webhook) if config.webhook else None
+
+    def _fail(self, line: str) -> None:
+        self.log(line)
+        if self.failed is not None:
+            self.failed(line)
 
     @property
     def active(self) -> bool:
@@ -55,7 +63,7 @@ class AlertSender:
             return
         for item in events:
             if len(self._pending) >= MAX_PENDING:
-                self.log(f"alert {item.kind} on {item.box} not sent: {len(self._pending)} "
+                self._fail(f"alert {item.kind} on {item.box} not sent: {len(self._pending)} "
                          "sends still pending (a dead webhook or a hung command?)")
                 continue
             task = asyncio.get_running_loop().create_task(self.deliver(item))
@@ -81,18 +89,18 @@ class AlertSender:
                 response = await self._http.post(
                     target, content=body, headers={"Content-Type": "application/json"})
         except (TimeoutError, httpx2.TimeoutException):
-            self.log(f"alert webhook {self.where}: no answer within {self.timeout:g} s "
+            self._fail(f"alert webhook {self.where}: no answer within {self.timeout:g} s "
                      f"({item.kind} on {item.box} not delivered)")
             return
         except (httpx2.HTTPError, httpx2.InvalidURL, OSError, ValueError) as exc:
-            self.log(f"alert webhook {self.where}: {type(exc).__name__} ({item.kind} on "
+            self._fail(f"alert webhook {self.where}: {type(exc).__name__} ({item.kind} on "
                      f"{item.box} not delivered)")
             return
         if response.is_success:
             self.log(f"alert webhook {self.where}: {item.kind} on {item.box} delivered "
                      f"(HTTP {response.status_code})")
         else:
-            self.log(f"alert webhook {self.where}: HTTP {response.status_code} ({item.kind} "
+            self._fail(f"alert webhook {self.where}: HTTP {response.status_code} ({item.kind} "
                      f"on {item.box} not delivered)")
 
     async def _run(self, command: str, item: AlertEvent) -> None:
@@ -102,7 +110,7 @@ class AlertSender:
                 command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
-            self.log(f"alert command could not start: {exc.strerror or type(exc).__name__}")
+            self._fail(f"alert command could not start: {exc.strerror or type(exc).__name__}")
             return
         try:
             async with asyncio.timeout(self.command_timeout):
@@ -111,13 +119,13 @@ class AlertSender:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # its own session: the shell and children
             await proc.wait()
-            self.log(f"alert command killed after {self.command_timeout:g} s ({item.kind} on "
+            self._fail(f"alert command killed after {self.command_timeout:g} s ({item.kind} on "
                      f"{item.box})")
             return
         except (BrokenPipeError, ConnectionResetError):
             await proc.wait()  # it did not read the event: its exit code says the rest
         if proc.returncode:
-            self.log(f"alert command exited {proc.returncode} ({item.kind} on {item.box})")
+            self._fail(f"alert command exited {proc.returncode} ({item.kind} on {item.box})")
 
     async def aclose(self, grace: float = 5.0) -> None:
         """Let sends in flight finish for up to `grace` seconds, then cancel them."""
