@@ -290,3 +290,25 @@ def test_the_journal_folded_line_by_line_equals_one_fold() -> None:
     assert step == whole
     assert whole["b"].epochs == {PATH: {2, 4}, "/root/runs/r2": {2}}
     assert whole["b"].records[PATH].at == 13.0
+
+
+def test_a_watchdog_stop_explains_a_stopped_box_until_we_start_it_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tui.actions.guardian import Guardian
+    from tui.model.config import parse_config
+    from tui.model.meter import FleetCost
+    from tui.model.watchdog import GuardStep, GuardView
+    from tui.store.journal import Journal
+
+    fleet = parse_config('[[box]]\nname = "b"\nhost = "h"\nprovider = "vast"\n'
+                         'instance_id = "1"\n', "f.toml")
+    journal = Journal(tmp_path / "j.jsonl")
+    guardian = Guardian(fleet, journal, clock=lambda: 2000.0)
+    armed = replace(box_with(), guard=GuardView(armed=True))
+    guardian.box_updated(armed, replace(armed, guard=GuardView(
+        did=(GuardStep("stop", "done", 1000.0, ""),))))
+    stopped = FleetCost({"b": BoxCost("b", BoxRates("stopped", None, None, 720.0, "vast",
+                                                    None), 0.0, 0.0)}, 0, 0, 0, 0)
+    assert guardian.judge_costs(stopped, {}, set())[1] == []
+    journal.record(box="b", action="start", outcome="done", at=1500.0)
+    (found,) = guardian.judge_costs(stopped, {}, set())[1]  # started since: outbid now
+    assert found.kind == "preempted"

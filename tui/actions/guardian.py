@@ -44,7 +44,7 @@ from tui.model.milestones import (
     settle,
 )
 from tui.model.policy import Alarms, Decision, judge_costs
-from tui.model.preemption import WORDS, last_power_action, preempted
+from tui.model.preemption import POWER_ACTIONS, WORDS, preempted
 from tui.model.watchdog import guard_events
 from tui.store.journal import Journal
 
@@ -69,7 +69,7 @@ class Guardian:
         self.gate = Gate()
         self.preempted: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
-        self._guard_stopped: set[str] = set()  # boxes the watchdog on the box stopped
+        self._guard_stopped: dict[str, float] = {}  # box -> when its watchdog last stopped it
         self._pushed: dict[str, Pushed] = {}
         self._folded_list: list[dict[str, Any]] | None = None  # the journal list folded
         self._folded_count = 0                                # and how much of it
@@ -77,6 +77,7 @@ class Guardian:
         self._pushed_version: int | None = None
         self._power: dict[str, str | None] = {}  # box -> its last stop/start/destroy
         self._power_version: int | None = None
+        self._started: dict[str, float | None] = {}  # box -> its last start journalled
 
     # --- alerts ----------------------------------------------------------------------
 
@@ -103,10 +104,10 @@ class Guardian:
                 found.append(watchdog_acted(after.name, "; ".join(
                     f"{s.action} {s.outcome}" + (f": {s.detail}" if s.detail else "")
                     for s in steps), now))
-        if after.guard is not None and any(
-                s.action in ("stop", "destroy") and s.outcome == "done"
-                for s in after.guard.did):
-            self._guard_stopped.add(after.name)
+        stops = [s.at or 0.0 for s in (after.guard.did if after.guard is not None else ())
+                 if s.action in ("stop", "destroy") and s.outcome == "done"]
+        if stops:
+            self._guard_stopped[after.name] = max(stops)
         if after.connection is Connection.OK:
             self._unreachable.discard(after.name)
         elif after.name not in self._unreachable:
@@ -135,10 +136,24 @@ class Guardian:
         version = self.journal.version
         if self._power_version != version:
             self._power_version = version
-            self._power = {b.name: last_power_action(self.journal.entries, b.name)
-                           for b in self.fleet.boxes}
+            self._power = {b.name: None for b in self.fleet.boxes}
+            self._started = {b.name: None for b in self.fleet.boxes}
+            for entry in self.journal.entries:  # one pass for the fleet
+                name, action = entry.get("box"), entry.get("action")
+                if name in self._power and action in POWER_ACTIONS:
+                    self._power[name] = action
+                    at = entry.get("time")
+                    if action == "start" and isinstance(at, int | float):
+                        self._started[name] = float(at)
+
+        def ours(name: str) -> bool:
+            """The box's watchdog stopped it, and we did not start it since."""
+            stopped_at = self._guard_stopped.get(name)
+            started_at = self._started.get(name)
+            return stopped_at is not None and (started_at is None or started_at < stopped_at)
+
         stopped = frozenset(b.name for b in self.fleet.boxes
-                            if b.name not in self._guard_stopped
+                            if not ours(b.name)
                             and preempted(b, cost.boxes.get(b.name), self._power[b.name]))
         found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
                   for n in sorted(stopped - self.preempted)]
