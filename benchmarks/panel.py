@@ -829,8 +829,8 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     def lat(label: str, d: dict[str, Any]) -> None:
         if d.get("n"):
             value = f"{d['median_ms']:.1f} / {d['p95_ms']:.1f}"
-            row(label, value, f"ms median / p95; max {d['max_ms']:.1f}, n {d['n']}, "
-                f"misses {d['misses']}")
+            row(label, value, f"ms median / p95; max {d['max_ms']:.1f}, n {d['n']:.0f}, "
+                f"misses {d['misses']:.0f}")
 
     idle, load, mem, st, fx = r["idle"], r["load"], r["memory"], r["startup"], r["fixed"]
     print("1. idle, refresh every 5 s, no run changes (% of one core)")
