@@ -115,3 +115,15 @@ def test_a_short_ledger_that_grows_is_read_on_not_again(tmp_path: Path) -> None:
         other.record(Event(i * 60.0, "a", "running", 1.0 + i, "api"))
     assert panel.refresh()
     assert len(panel.events) == 20 and panel.events == other.events
+
+
+def test_a_segment_is_never_dated_after_the_moment_it_was_observed(tmp_path: Path) -> None:
+    """Times are kept to the millisecond; rounding up would date a stop observed a moment
+    ago in the future, and the meter reading 'now' would still see the box running."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.record(Event(1000.0, "a", "running", 1.0, "api"))
+    seen = 1796375185.9738
+    kept = ledger.record(Event(seen, "a", "stopped", 0.03, "computed"))
+    assert kept.t <= seen
+    assert ledger.book.boxes["a"].at(seen + 0.0001).state == "stopped"  # type: ignore[union-attr]
+    assert Ledger(tmp_path / "ledger.jsonl").events == ledger.events

@@ -111,14 +111,14 @@ class Ledger:
 
     def record(self, event: Event) -> Event:
         """Append a segment; returns it as the file holds it (time to the millisecond)."""
-        event = event._replace(t=round(event.t, 3))
+        event = event._replace(t=_to_ms(event.t))
         self._keep(event)
         self.events.append(event)
         self.book.add(event)
         return event
 
     def mark(self, mark: Mark) -> Mark:
-        mark = mark._replace(t=round(mark.t, 3))
+        mark = mark._replace(t=_to_ms(mark.t))
         self._keep(mark)
         self.marks.append(mark)
         self.book.add_mark(mark)
@@ -131,6 +131,13 @@ class Ledger:
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be written ({exc.strerror or exc}); "
                             "costs are kept in memory until the panel quits")
+
+
+def _to_ms(t: float) -> float:
+    """A time kept to the millisecond, never later than it was: a segment rounded up would
+    start after the moment the meter reads it, which would still bill the state before."""
+    kept = round(t, 3)
+    return kept if kept <= t else round(kept - 0.001, 3)
 
 
 def parse_lines(data: bytes) -> tuple[list[dict[str, object]], int]:
