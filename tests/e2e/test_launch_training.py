@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
-from support.libreyolo_train import make_dataset, read_status, wait_for, wait_for_state
+from support.libreyolo_train import make_dataset, read_status, wait_for
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
@@ -127,27 +127,31 @@ def test_script_launch_survives_a_cut_connection_and_completes(
     assert read_status(run_dir)["pid"] == pid
 
 
-def test_cli_launch_prints_the_run_and_bad_launches_fail_with_their_output(
-        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
-    _, fleet, runs, data = training_box(tmp_path, sshd_factory, client_key)
+def test_cli_launch_survives_a_cut_connection_and_bad_launches_fail_with_their_output(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    server, fleet, runs, data = training_box(tmp_path, sshd_factory, client_key)
     missing = tmp_path / "nowhere" / "data.yaml"
     bad_data = ["--", "--data", str(missing), "--epochs", "2", *TRAIN]
-    # All at once (each pays LibreYOLO's imports): a good run, the doctor, and bad launches.
-    procs = {
-        # The doctor looks at the data first, then the run trains and completes.
-        "good": cli(fleet, "launch", "box", "--name", "cli run", "--", "--data", str(data),
-                    "--epochs", "2", *TRAIN),
-        # A bad argument: libreyolo's own complaint, exit 1, no run directory.
-        "bad-arg": cli(fleet, "launch", "box", "--name", "bad-arg", "--no-doctor", "--",
-                       "--data", str(data), "--no-such-option", "3", *TRAIN),
-        # A missing data set: LibreYOLO's doctor says so first, and nothing starts ...
-        "doctor": cli(fleet, "launch", "box", "--name", "no-data", *bad_data),
-        # ... and without the doctor, LibreYOLO's own words when training cannot start.
-        "no-data": cli(fleet, "launch", "box", "--name", "no-data-2", "--no-doctor",
-                       *bad_data),
-    }
+    # The doctor looks at the data first, then `libreyolo train` starts detached ...
+    procs = {"good": cli(fleet, "launch", "box", "--name", "cli run", "--", "--data",
+                         str(data), "--epochs", "2", *TRAIN)}
+    record = runs / "cli run.launch" / "launch.json"
     ended = {}
     try:
+        wait_for(record.exists, timeout=120)
+        assert server.cut_connections() >= 1  # ... and right after its start the link dies.
+        # Then, at once (each pays LibreYOLO's imports), launches that must fail.
+        procs.update({
+            # A bad argument: libreyolo's own complaint, exit 1, no run directory.
+            "bad-arg": cli(fleet, "launch", "box", "--name", "bad-arg", "--no-doctor", "--",
+                           "--data", str(data), "--no-such-option", "3", *TRAIN),
+            # A missing data set: LibreYOLO's doctor says so first, and nothing starts ...
+            "doctor": cli(fleet, "launch", "box", "--name", "no-data", *bad_data),
+            # ... and without the doctor, LibreYOLO's own words when training cannot start.
+            "no-data": cli(fleet, "launch", "box", "--name", "no-data-2", "--no-doctor",
+                           *bad_data),
+        })
         for key, proc in procs.items():
             ended[key] = (*proc.communicate(timeout=300), proc.returncode)
     finally:
@@ -157,7 +161,13 @@ def test_cli_launch_prints_the_run_and_bad_launches_fail_with_their_output(
     out, err, code = ended["good"]
     assert code == 0, err
     assert out.strip() == str(runs / "cli run") and "doctor:" in err
-    assert wait_for_state(runs / "cli run")["state"] == "completed"
+    assert "lost" in err and "training goes on" in err
+    pid = json.loads(record.read_text())["pid"]
+    # The run completes though its launching connection died, and `status` says so.
+    wait_for(lambda: status_of(fleet, "cli run", capsys).get("health") == "completed",
+             timeout=180, interval=0.5)
+    final = read_status(runs / "cli run")
+    assert final and final["state"] == "completed" and final["pid"] == pid
 
     _, err, code = ended["bad-arg"]
     assert code == 1 and "before the run wrote status.json" in err and "no-such-option" in err
