@@ -205,9 +205,12 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     await day.tick(T0 + 6 * H)
     await day.tick(T0 + 7 * H)  # RunPod answers again: the pod reads stopped from now
     # The lab box's stop_command exits 0: that alone proves nothing, it bills on...
+    # (watched for 1 s of real time: the box still answers SSH, so the effect is unseen)
     stopped = await power(day.fleet, day.fleet.box(LAB), "stop", day.journal,
-                          ledger=day.meter.ledger, clock=day.clock)  # type: ignore[union-attr]
-    assert stopped.lines
+                          ledger=day.meter.ledger, clock=day.clock,  # type: ignore[union-attr]
+                          observe_timeout=1.0, poll_interval=0.2)
+    assert stopped.code == 1 and stopped.outcome == "unknown", stopped.lines
+    assert stopped.lines[-1].startswith("stop lab: unknown: may still be billing"), stopped.lines
     lab = day.meter.update([]).boxes[LAB]  # type: ignore[union-attr]
     assert lab.rate_now is not None and lab.rate_now.usd_per_hr == 0.50
     assert lab.doubt is not None and "may still be billing $0.5000/hr" in lab.doubt

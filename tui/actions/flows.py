@@ -60,6 +60,9 @@ class Report:
     code: int = EXIT_OK
     lines: list[str] = field(default_factory=list)
     unpushed: list[Unpushed] = field(default_factory=list)
+    # A power action's outcome ("done", "unknown", "failed", "refused"), None for others:
+    # "unknown" is not a failure, the box may still be billing (the panel says so).
+    outcome: str | None = None
 
     def say(self, line: str) -> Report:
         self.lines.append(clean_block(line))
@@ -174,8 +177,10 @@ def _bill(ledger: Ledger | None, box: BoxConfig, outcome: PowerOutcome, sent_at:
 
 
 def _power_report(outcome: PowerOutcome) -> Report:
-    report = Report().say(f"{outcome.action} {outcome.box}: {outcome.outcome}: "
-                          f"{outcome.message}")
+    said = "unknown: may still be billing." if outcome.outcome == "unknown" \
+        else f"{outcome.outcome}:"
+    report = Report(outcome=outcome.outcome).say(f"{outcome.action} {outcome.box}: {said} "
+                                                 f"{outcome.message}")
     if outcome.outcome != "done":
         report.code = EXIT_FAILED
     return report
@@ -185,8 +190,10 @@ def _power_report(outcome: PowerOutcome) -> Report:
 async def power(fleet: FleetConfig, box: BoxConfig, action: Literal["stop", "start"],
                 journal: Journal, *,
                 session: BoxSession | None = None, ledger: Ledger | None = None,
-                clock: Callable[[], float] = time.time) -> Report:
-    """Stop or start a box through its provider (or its configured command)."""
+                clock: Callable[[], float] = time.time, observe_timeout: float = 180.0,
+                poll_interval: float = 3.0) -> Report:
+    """Stop or start a box through its provider (or its configured command); the effect is
+    watched for up to `observe_timeout` seconds, looking every `poll_interval`."""
     act: Callable[..., Awaitable[PowerOutcome]] = {"stop": stop_box, "start": start_box}[action]
     own = None
     if session is None and box.provider == "manual":
@@ -194,7 +201,8 @@ async def power(fleet: FleetConfig, box: BoxConfig, action: Literal["stop", "sta
         session = own
     sent_at = clock()
     try:
-        outcome = await act(box, fleet, ssh=session)
+        outcome = await act(box, fleet, ssh=session, observe_timeout=observe_timeout,
+                            poll_interval=poll_interval)
     finally:
         if own is not None:
             await own.close()
@@ -234,7 +242,8 @@ def _runs_of(state: BoxState) -> list[dict[str, Any]]:
 async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                   force_unpushed: bool = False, push_first: bool = False,
                   accepted: Sequence[Unpushed] | None = None, ledger: Ledger | None = None,
-                  clock: Callable[[], float] = time.time) -> Report:
+                  clock: Callable[[], float] = time.time, observe_timeout: float = 180.0,
+                  poll_interval: float = 3.0) -> Report:
     """Destroy a box, never losing weights, on a fresh look at it.
 
     Refused while checkpoints are unpushed or the picture of the box is
@@ -270,12 +279,14 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
             report.say(f"run {name} is still training on box {box.name}: destroying stops it "
                        "mid-run")
         sent_at = clock()
-        outcome = await destroy_box(box, fleet, ssh=watcher.session)
+        outcome = await destroy_box(box, fleet, ssh=watcher.session,
+                                    observe_timeout=observe_timeout, poll_interval=poll_interval)
         _journal_power(journal, outcome, files=lost, runs=_runs_of(state))
         _bill(ledger, box, outcome, sent_at, clock())
         done = _power_report(outcome)
         report.lines.extend(done.lines)
         report.code = max(report.code, done.code)
+        report.outcome = done.outcome
         return report
     finally:
         await watcher.close()
