@@ -493,8 +493,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    from tui.model.cost import DEFAULT_HOURS_PER_MONTH, PROVIDER_HOURS_PER_MONTH
-    from tui.model.sizing import GB, model_checkpoint, plan_disk
+    from tui.model.cost import (
+        DEFAULT_HOURS_PER_MONTH,
+        PROVIDER_HOURS_PER_MONTH,
+        RUNPOD_STOPPED_USD_PER_GB_MONTH,
+    )
+    from tui.model.sizing import DEFAULT_SAVE_PERIOD, GB, model_checkpoint, plan_disk
 
     data = _data_bytes(args.data)
     if data is None:
@@ -522,9 +526,11 @@ def cmd_size(args: argparse.Namespace) -> int:
     else:
         print("size: give --model, --checkpoint-mb or --from-run", file=sys.stderr)
         return EXIT_CONFIG
-    plan = plan_disk(data, checkpoint, args.epochs, args.save_period,
+    period = DEFAULT_SAVE_PERIOD if args.save_period is None else args.save_period
+    plan = plan_disk(data, checkpoint, args.epochs, period,
                      system_bytes=int(args.system_gb * GB))
     rate, hours, source = args.usd_per_gb_month, args.hours_per_month, ""
+    provider = args.provider
     if args.box:
         fleet = load_fleet(args.config)
         box = _box(fleet, args.box)
@@ -536,13 +542,19 @@ def cmd_size(args: argparse.Namespace) -> int:
             hours = pricing.hours_per_month
         if hours is None:
             hours = PROVIDER_HOURS_PER_MONTH.get(box.provider)
-    if hours is None and args.provider:
-        hours = PROVIDER_HOURS_PER_MONTH.get(args.provider)
+        provider = provider or box.provider
+    if hours is None and provider:
+        hours = PROVIDER_HOURS_PER_MONTH.get(provider)
+    if rate is None and provider == "runpod":
+        # The rate the meter prices a stopped RunPod box at: its volume's $/GB-month.
+        rate = RUNPOD_STOPPED_USD_PER_GB_MONTH
+        source = "RunPod's volume rate"
     if rate is not None and hours is None:
         hours = DEFAULT_HOURS_PER_MONTH
     if args.json:
         doc = {"schema": "gpurent.size/1", "data_bytes": plan.data_bytes,
                "checkpoint_bytes": plan.checkpoint_bytes, "checkpoints": plan.checkpoints,
+               "save_period": plan.save_period,
                "logs_bytes": plan.logs_bytes, "system_bytes": plan.system_bytes,
                "headroom_bytes": plan.headroom_bytes, "needed_bytes": plan.needed_bytes,
                "fetch_peak_bytes": plan.fetch_peak_bytes, "allocate_gb": plan.allocate_gb,
@@ -638,9 +650,9 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
     which.add_argument("--from-run", metavar="DIR",
                        help="a finished run's folder: its largest weights/*.pt")
     size.add_argument("--epochs", type=int, required=True)
-    size.add_argument("--save-period", type=int, default=0, metavar="K",
+    size.add_argument("--save-period", type=int, default=None, metavar="K",
                       help="an epoch_<N>.pt every K epochs (LibreYOLO's save_period; "
-                           "default 0: none)")
+                           "default LibreYOLO's own, 10; 0: none)")
     size.add_argument("--system-gb", type=float, default=0.0, metavar="GB",
                       help="the image and its Python environment, where the provider counts "
                            "them in the disk")

@@ -74,6 +74,7 @@ class DiskPlan:
     logs_bytes: int
     system_bytes: int = 0  # the image and its Python environment, where the disk holds them
     headroom: float = HEADROOM
+    save_period: int | None = None  # epochs between epoch_<N>.pt (0: none; None: not said)
 
     @property
     def checkpoints_bytes(self) -> int:
@@ -102,12 +103,23 @@ class DiskPlan:
     def stopped_usd_per_hr(self, usd_per_gb_month: float, hours_per_month: float) -> float:
         return stopped_usd_per_hr(self.allocate_gb, usd_per_gb_month, hours_per_month)
 
+    def _checkpoints_why(self) -> str:
+        """Which checkpoints are counted; the save period is named because omitting it
+        means LibreYOLO's default, an epoch file every 10 epochs, not none."""
+        if self.save_period is None:
+            return "best + last + one per save period"
+        if self.save_period <= 0:
+            return "best + last; no epoch files (save period 0)"
+        default = (": LibreYOLO's default save_period"
+                   if self.save_period == DEFAULT_SAVE_PERIOD else "")
+        return f"best + last + one every {self.save_period} epochs{default}"
+
     def lines(self, usd_per_gb_month: float | None = None,
               hours_per_month: float | None = None, rate_source: str = "") -> list[str]:
         out = [f"data (staged tar)        {human_bytes(self.data_bytes):>10}",
                f"checkpoints              {human_bytes(self.checkpoints_bytes):>10}   "
                f"{self.checkpoints} x {human_bytes(self.checkpoint_bytes)} "
-               "(best + last + one per save period)",
+               f"({self._checkpoints_why()})",
                f"logs                     {human_bytes(self.logs_bytes):>10}"]
         if self.system_bytes:
             out.append(f"image and environment    {human_bytes(self.system_bytes):>10}")
@@ -129,13 +141,15 @@ class DiskPlan:
         return out
 
 
-def plan_disk(data_bytes: int, checkpoint_bytes: int, epochs: int, save_period: int = 0, *,
+def plan_disk(data_bytes: int, checkpoint_bytes: int, epochs: int,
+              save_period: int = DEFAULT_SAVE_PERIOD, *,
               system_bytes: int = 0, headroom: float = HEADROOM) -> DiskPlan:
     """The guide's sizing for one run: best.pt, last.pt and `epoch_<N>.pt` every
-    `save_period` epochs (0: none), plus logs and headroom."""
+    `save_period` epochs (LibreYOLO's 10 unless told; 0: none), plus logs and headroom."""
     periodic = epochs // save_period if save_period > 0 else 0
     return DiskPlan(data_bytes, checkpoint_bytes, 2 + periodic,
-                    1_000_000 + epochs * LOG_BYTES_PER_EPOCH, system_bytes, headroom)
+                    1_000_000 + epochs * LOG_BYTES_PER_EPOCH, system_bytes, headroom,
+                    max(save_period, 0))
 
 
 # -- a watched box ----------------------------------------------------------------------
