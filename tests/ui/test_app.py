@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.asyncssh_box import FaultyBox
 from support.fleets import box_entry, make_fleet, runs_root_with
-from support.panel_states import NOW, fleet_config, fleet_states
+from support.panel_states import CONFIG, NOW, fleet_config, fleet_states
 from support.sshd import KeyPair, Sshd
 from textual._xterm_parser import XTermParser
 from textual.binding import Binding
@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from tui.actions.flows import Report
 from tui.app import GpurentApp
-from tui.model.config import KEY_ACTIONS
+from tui.model.config import KEY_ACTIONS, parse_config
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetScreen
@@ -231,6 +231,46 @@ async def test_a_burst_of_keys_acts_on_the_state_each_key_left() -> None:
         burst(app, "jjjjjjj\x1b[A\r")  # to the bottom, one up (an arrow key), open
         await until(pilot, lambda: isinstance(app.screen, RunDetail))
         assert app.screen.run.name == order[4]  # type: ignore[attr-defined]
+
+
+async def test_a_burst_ending_in_d_or_s_asks_about_the_box_the_cursor_reached() -> None:
+    """`D` and `s` typed ahead act on the cursor's box as the keys before left it: the
+    dialog names the box of the row reached, not of the row the screen last showed."""
+    config = parse_config(CONFIG.replace('provider = "vast"\n', 'provider = "vast"\n'
+                                         'instance_id = "12345678"\n')
+                          .replace('provider = "runpod"\n', 'provider = "runpod"\n'
+                                   'instance_id = "x7k2m9q4p1"\n'), "burst.toml")
+    app = GpurentApp(config, states=fleet_states(), live=False, clock=lambda: NOW)
+    order = ["yolo9-t baseline", "yolox-n coco", "lr-sweep 3e-4", "oom-victim",
+             "stuck-dataloader", "ablation-mosaic"]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert shown(app) == order and selected(app) == order[0]  # on vast-4090
+        burst(app, "jjD")
+        await until(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        assert app.screen.box == "runpod-a100"  # type: ignore[attr-defined]
+        assert selected(app) == order[2]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        burst(app, "kk")
+        await pilot.pause()
+        assert selected(app) == order[0]
+        burst(app, "jjs")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.title_text == "Stop runpod-a100?"  # type: ignore[attr-defined]
+        assert selected(app) == order[2]
+        await pilot.press("escape")
+        await pilot.pause()
+        burst(app, "kjs")  # back to vast-4090's row, and down again, in one write
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.title_text == "Stop runpod-a100?"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await pilot.pause()
+        burst(app, "ks")  # and up from runpod-a100 to vast-4090: the other way round
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.title_text == "Stop vast-4090?"  # type: ignore[attr-defined]
+        assert selected(app) == order[1]
 
 
 async def test_a_filter_typed_in_one_burst_keeps_every_key() -> None:
