@@ -126,6 +126,25 @@ async def test_an_endpoint_that_closes_without_output_reads_pty_only(
     assert "use the pod's public IP and TCP port (SSH over exposed TCP)" in (state.error or "")
 
 
+# What RunPod's basic proxy says to a client that asked for no terminal; some endpoints
+# print it on stdout, others on stderr, and then end the session with a failure.
+PTY_COMPLAINT = "Error: Your SSH client doesn't support PTY"
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+async def test_an_endpoint_that_asks_for_a_terminal_reads_pty_only_on_either_stream(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, stream: str) -> None:
+    redirect = " >&2" if stream == "stderr" else ""
+    server = sshd_factory(f"pty-{stream}",
+                          extra_config=f'ForceCommand echo "{PTY_COMPLAINT}"{redirect}; exit 1')
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key)],
+                       known_hosts=[server.known_hosts_line()])
+    (state,) = await snapshot_fleet(fleet)
+    assert state.connection is Connection.PTY_ONLY, state.error
+    assert "asking for a terminal" in (state.error or "")
+    assert PTY_ONLY_FIX in (state.error or "")
+
+
 def box_entry_for(port: int, key: KeyPair) -> dict[str, object]:
     return {"name": "box", "host": "127.0.0.1", "port": port, "user": "root",
             "identity_file": str(key.private_path)}

@@ -4,7 +4,8 @@ Everything read from the box is bounded: frames by `max_frame` and noise by
 `max_noise` (tui.remote.framing), stderr by keeping only its tail. When the
 program ends without a frame, `no_answer` turns what is known (exit status,
 signal, output, whether the connection is gone) into the state and the words
-the box shows.
+the box shows. A bounded tail of stdout is kept too: an endpoint that wants a
+terminal may say so on either stream.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tui.remote.framing import FrameError, FrameReader
 
 CHUNK = 1 << 16
 STDERR_TAIL = 2000
+STDOUT_TAIL = 2000  # what a PTY-only endpoint printed on stdout, matched against its complaint
 MAX_NOISE = 1 << 20
 _ASKS_FOR_A_TERMINAL = re.compile(r"\bpty\b|pseudo-terminal", re.IGNORECASE)
 PTY_ONLY_FIX = ("this endpoint only offers interactive shells (RunPod's basic proxy); use the "
@@ -37,6 +39,7 @@ class Ending:
     stdout_bytes: int
     stderr: str
     connection_lost: bool
+    stdout_tail: str = ""  # the last bytes of stdout, decoded: only ever matched, never shown
 
 
 class OnboxProcess:
@@ -49,6 +52,7 @@ class OnboxProcess:
         self.bytes_out = 0
         self.frames = 0
         self._stderr_tail = b""
+        self._stdout_tail = b""
         self._reader: FrameReader | None = None  # frames of the nonce asked for last
         self._nonce = ""
         self._queued: list[bytes] = []
@@ -103,6 +107,7 @@ class OnboxProcess:
                     raise FrameError("the answer was cut short")
                 return None
             self.stdout_bytes += len(data)
+            self._stdout_tail = (self._stdout_tail + data)[-STDOUT_TAIL:]
             self._queued.extend(self._reader.feed(data))
         self.frames += 1
         return self._queued.pop(0)
@@ -116,7 +121,8 @@ class OnboxProcess:
             await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
         signal = self.proc.exit_signal[0] if self.proc.exit_signal else None
         return Ending(self.proc.exit_status, signal, self.stdout_bytes, self.stderr.strip(),
-                      lost or conn.is_closed())
+                      lost or conn.is_closed(),
+                      self._stdout_tail.decode("utf-8", "replace"))
 
     def close(self) -> None:
         """End the channel (the program gets EOF and SIGPIPE); nothing more is read."""
@@ -124,6 +130,20 @@ class OnboxProcess:
         with contextlib.suppress(Exception):
             self.proc.close()
         self._stderr_task.cancel()
+
+
+def asks_for_a_terminal(*texts: str) -> bool:
+    """True when an endpoint's output complains that no terminal was asked for (RunPod's
+    basic proxy: "Your SSH client doesn't support PTY"), on whichever stream it used."""
+    return any(_ASKS_FOR_A_TERMINAL.search(text) for text in texts)
+
+
+def pty_only(ending: Ending) -> bool:
+    """The endpoint ran no command: it closed a command's session in silence (exit 0 or no
+    status), or said it wants a terminal."""
+    silent = ending.stdout_bytes == 0 and not ending.stderr
+    return (silent and ending.exit_status in (None, 0) and not ending.exit_signal) \
+        or asks_for_a_terminal(ending.stderr, ending.stdout_tail)
 
 
 def no_answer(box: str, what: str, ending: Ending, reason: str | None = None) -> BoxError:
@@ -140,7 +160,7 @@ def no_answer(box: str, what: str, ending: Ending, reason: str | None = None) ->
         return BoxError(Connection.PROBE_FAILED,
                         f"box {box}: {what} killed by signal {ending.exit_signal}")
     silent = ending.stdout_bytes == 0 and not text
-    if (silent and ending.exit_status in (None, 0)) or _ASKS_FOR_A_TERMINAL.search(text):
+    if pty_only(ending):
         return BoxError(Connection.PTY_ONLY,
                         f"box {box}: the SSH server ran no command (the session closed "
                         f"{'with no output' if silent else 'asking for a terminal'}): "
