@@ -203,7 +203,8 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     await day.open_panel(old_rate=0.40)
     day.runpod.fail(*[day.runpod.error_fault(503, "upstream down")] * 5)
     await day.tick(T0 + 6 * H)
-    await day.tick(T0 + 7 * H)  # RunPod answers again: the pod reads stopped from now
+    cost = await day.tick(T0 + 7 * H)  # RunPod answers again: the pod reads stopped from now
+    assert cost.boxes[OLD].accrued_usd == pytest.approx(6 * 0.30 + 1 * 0.40)  # re-rated at 6h
     # The lab box's stop_command exits 0: that alone proves nothing, it bills on...
     # (watched for 1 s of real time: the box still answers SSH, so the effect is unseen)
     stopped = await power(day.fleet, day.fleet.box(LAB), "stop", day.journal,
@@ -220,6 +221,8 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     lab = cost.boxes[LAB]
     assert lab.rate_now is not None and lab.rate_now.usd_per_hr == pytest.approx(LAB_DISK)
     assert lab.doubt is None
+    cost = await day.tick(T0 + 11.75 * H)  # the last look of panel 2
+    assert cost.boxes[OLD].accrued_usd == pytest.approx(6 * 0.30 + 5.75 * 0.40)
 
     # --- panel 3 (the old box removed from the config): 12h .. 24h ---------------
     await day.open_panel(old_rate=None)
@@ -243,7 +246,7 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
                + (4 * H + 60) * 1.50       # through the outage, until read stopped at 7h
                + 17 * H * POD_DISK) / H    # the volume, 7h .. 24h
     lab_usd = 7 * 0.50 + 17 * LAB_DISK     # up until seen down after its stop at 7h
-    old_usd = 6 * 0.30                     # history: 0h .. 6h at 0.30, then its meter left
+    old_usd = 6 * 0.30 + 5.75 * 0.40       # 0.30 to 6h, 0.40 until panel 2 last watched it
     assert set(cost.boxes) == {VAST, POD, LAB}
     assert round(cost.boxes[VAST].accrued_usd, 2) == round(vast_usd, 2) == 62.90
     assert round(cost.boxes[POD].accrued_usd, 2) == round(pod_usd, 2)
@@ -272,9 +275,11 @@ async def test_a_day_of_a_fleet_is_billed_to_the_cent(day: Day) -> None:
     assert bills[LAB].stopped.hours == pytest.approx(17.0) and bills[LAB].unseen.hours == 0
     assert report.usd == pytest.approx(vast_usd + pod_usd + lab_usd, abs=1e-6)
     (old,) = report.removed
-    assert old.box == OLD and old.usd == pytest.approx(old_usd)
+    assert old.box == OLD and old.usd == pytest.approx(old_usd) and round(old_usd, 2) == 4.10
+    assert old.end == T0 + 11.75 * H and old.may_still_bill_usd_per_hr == 0.40
     doc = costs_document(report)
     assert doc["schema"] == "gpurent.costs/1"
     assert doc["fleet"]["total_usd"] == pytest.approx(vast_usd + pod_usd + lab_usd, abs=1e-5)
     assert [b["name"] for b in doc["not_in_config"]] == [OLD]
     assert "old: not in the config" in costs_table(report)
+    assert "may still be billing $0.4000/hr" in costs_table(report)

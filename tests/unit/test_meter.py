@@ -11,9 +11,11 @@ import pytest
 from support.fleets import DATA
 from support.panel_states import NOW, VAST, fleet_states, instance
 
+from tui.model.bill import costs_report
 from tui.model.box import BoxState, Connection, fold_answer, fold_failure
 from tui.model.config import parse_config
 from tui.model.cost import Event
+from tui.model.costs_doc import costs_document, costs_table
 from tui.model.instance import InstanceInfo, PowerAction, PowerOutcome, PowerResult, gone
 from tui.model.meter import meter
 from tui.providers.meter import CostMeter, record_outcome
@@ -293,3 +295,35 @@ def test_a_poweroff_that_cut_its_own_connection_is_seen_when_the_box_stays_down(
     meter_.update([down("lab", T0 + 3610)])
     last = meter_.ledger.last("lab")
     assert last is not None and (last.t, last.state) == (T0 + 3610, "stopped")
+
+
+def test_a_box_removed_from_the_config_is_billed_until_a_meter_last_watched_it(
+        tmp_path: Path) -> None:
+    """Its open segment is not dropped: the meter notes at most every 15 min that it still
+    watches a billing box, the removed box's history ends there, and says it may bill on."""
+    meter_, now = clocked(MANUAL, tmp_path)
+    meter_.update([up("lab", T0)])  # running $1.10/hr from T0, one segment, never re-rated
+    for minutes in (5, 10, 16, 20, 40):
+        now[0] = T0 + minutes * 60
+        meter_.update([up("lab", now[0])])
+    lines = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [r["t"] - T0 for r in lines if r.get("kind") == "seen"] == [16 * 60, 40 * 60]
+    # The config loses the box; hours later `costs` replays the ledger.
+    report = costs_report(Ledger(tmp_path / "ledger.jsonl").book, ["vast"], None, T0 + 5 * 3600)
+    (lab,) = report.removed
+    assert lab.end == T0 + 40 * 60 and lab.usd == pytest.approx(1.10 * 40 / 60)
+    assert lab.may_still_bill_usd_per_hr == pytest.approx(1.10)
+    assert "not watched since" in costs_table(report)
+    assert "may still be billing $1.10/hr" in costs_table(report)
+    (doc,) = costs_document(report)["not_in_config"]
+    assert doc["may_still_bill_usd_per_hr"] == pytest.approx(1.10)
+    # A box destroyed before it left the config bills nothing after, and says nothing more.
+    record_outcome(meter_.ledger, meter_.fleet.box("lab"), said("destroy", "lab", "done",
+                                                                "destroyed"), now[0], now[0])
+    now[0] = T0 + 3 * 3600
+    meter_.update([down("lab", now[0])])
+    gone_report = costs_report(Ledger(tmp_path / "ledger.jsonl").book, ["vast"], None,
+                               T0 + 5 * 3600)
+    (lab,) = gone_report.removed
+    assert lab.usd == pytest.approx(1.10 * 40 / 60) and lab.may_still_bill_usd_per_hr is None
+    assert "may still be billing" not in costs_table(gone_report)

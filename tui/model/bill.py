@@ -11,6 +11,7 @@ search, not a replay, on every refresh; a segment that arrives out of order
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from bisect import bisect_right
@@ -60,6 +61,17 @@ class Mark(NamedTuple):
                 "activity": self.activity}
 
 
+class Seen(NamedTuple):
+    """At `t` a meter still had `box` in its config and counted what it billed: a removed
+    box's history runs to its last one (a billing box gets one at most every 15 minutes)."""
+
+    t: float
+    box: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": 1, "kind": "seen", "t": round(self.t, 3), "box": self.box}
+
+
 def unconfirmed_note(action: str, usd_per_hr_text: str) -> str:
     """The words on a segment an action started without its effect read back."""
     still = "may be billing" if action == "start" else "may still be billing"
@@ -80,8 +92,9 @@ def unconfirmed_action(event: Event | None) -> str | None:
 _INF = math.inf
 
 
-def parse_record(record: Mapping[str, Any]) -> Event | Mark | None:
-    """A ledger line as a segment or a mark; None when it is neither (skipped, counted).
+def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | None:
+    """A ledger line as a segment, a mark or a seen note; None when it is none of them
+    (skipped, counted).
 
     Numbers must be JSON numbers (not booleans or strings) and finite; the
     comparisons `-inf < x < inf` also refuse NaN. Written for speed: a panel's
@@ -91,9 +104,12 @@ def parse_record(record: Mapping[str, Any]) -> Event | Mark | None:
     if type(box) is not str or (type(t) is not float and type(t) is not int) \
             or not -_INF < t < _INF:
         return None
-    if get("kind") == "activity":
+    kind = get("kind")
+    if kind == "activity":
         activity = get("activity")
         return Mark(float(t), box, activity) if activity in ACTIVITIES else None
+    if kind == "seen":
+        return Seen(float(t), box)
     rate, state, note = get("usd_per_hr"), get("state"), get("note", "")
     if (type(rate) is not float and type(rate) is not int) or not 0 <= rate < _INF \
             or type(state) is not str or type(note) is not str:
@@ -111,6 +127,16 @@ class BoxHistory:
     cum: list[float] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     mark_times: list[float] = field(default_factory=list)
+    seen_at: float | None = None  # the newest Seen note
+
+    @property
+    def watched_until(self) -> float | None:
+        """The last moment a meter is known to have counted this box: its newest segment,
+        mark or seen note (each written while a meter had it in its config)."""
+        times = [t for t in (self.times[-1] if self.times else None,
+                             self.mark_times[-1] if self.mark_times else None,
+                             self.seen_at) if t is not None]
+        return max(times) if times else None
 
     def add(self, event: Event) -> None:
         # After any equal time: of two segments at one instant the later word wins.
@@ -163,7 +189,8 @@ class BoxHistory:
 class Book:
     """Every box's history, indexed by name."""
 
-    def __init__(self, events: Iterable[Event] = (), marks: Iterable[Mark] = ()) -> None:
+    def __init__(self, events: Iterable[Event] = (), marks: Iterable[Mark] = (),
+                 seen: Iterable[Seen] = ()) -> None:
         self.boxes: dict[str, BoxHistory] = {}
         by_box: dict[str, list[Event]] = {}
         for event in events:
@@ -186,6 +213,8 @@ class Book:
             history = self.history(box)
             history.marks = box_marks
             history.mark_times = [m.t for m in box_marks]
+        for note in seen:
+            self.add_seen(note)
 
     def history(self, box: str) -> BoxHistory:
         if box not in self.boxes:
@@ -202,6 +231,11 @@ class Book:
             history.mark_times.append(mark.t)
         else:
             history.mark(mark)
+
+    def add_seen(self, seen: Seen) -> None:
+        history = self.history(seen.box)
+        if history.seen_at is None or seen.t > history.seen_at:
+            history.seen_at = seen.t
 
     def last(self, box: str) -> Event | None:
         history = self.boxes.get(box)
@@ -264,6 +298,8 @@ class BoxBill:
     after_last_run: Spend   # everything billed after its last run ended
     last_run_ended_at: float | None
     state: str | None       # the segment in force at `end`
+    # A box out of the config whose last watched segment bills: what it may still bill.
+    may_still_bill_usd_per_hr: float | None = None
 
     @property
     def usd(self) -> float:
@@ -324,7 +360,7 @@ class CostsReport:
     since: float | None
     until: float
     boxes: tuple[BoxBill, ...]
-    removed: tuple[BoxBill, ...]  # in the ledger, not in the config: history up to its last word
+    removed: tuple[BoxBill, ...]  # in the ledger, not in the config: until last watched
 
     def total(self, part: str) -> Spend:
         spends = [getattr(b, part) for b in self.boxes]
@@ -338,7 +374,8 @@ class CostsReport:
 def costs_report(book: Book, configured: Iterable[str], since: float | None,
                  until: float) -> CostsReport:
     """The `costs` command's figures: each configured box billed up to `until`; a box that
-    left the config only up to its last segment (its meter stopped with the config)."""
+    left the config up to when a meter last watched it (its meter stopped with the config),
+    flagged with what it may still bill if it was billing then."""
     names = list(configured)
     bills = []
     for name in names:
@@ -355,7 +392,11 @@ def costs_report(book: Book, configured: Iterable[str], since: float | None,
         if not history.events:
             continue
         start = history.times[0] if since is None else since
-        end = history.times[-1]
+        end = min(history.watched_until or history.times[-1], until)
         if end > start:
-            removed.append(box_bill(history, name, start, end))
+            bill = box_bill(history, name, start, end)
+            last = history.at(end)
+            if last is not None and last.state != "destroyed" and last.usd_per_hr > 0:
+                bill = dataclasses.replace(bill, may_still_bill_usd_per_hr=last.usd_per_hr)
+            removed.append(bill)
     return CostsReport(since, until, tuple(bills), tuple(removed))

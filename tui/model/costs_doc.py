@@ -35,7 +35,9 @@ def costs_document(report: CostsReport) -> dict[str, Any]:
         "until": iso(report.until),
         "boxes": [bill_document(b) for b in report.boxes],
         "fleet": fleet,
-        "not_in_config": [bill_document(b) for b in report.removed],
+        "not_in_config": [{**bill_document(b),
+                           "may_still_bill_usd_per_hr": b.may_still_bill_usd_per_hr}
+                          for b in report.removed],
     }
 
 
@@ -69,7 +71,12 @@ def costs_table(report: CostsReport) -> str:
     notes.append("a box still billing is counted up to now at its last observed rate; "
                  "`gpurent-tui status` looks again")
     for bill in report.removed:
-        notes.append(f"{bill.box}: not in the config; its history until {iso(bill.end)}: "
-                     f"{usd(bill.usd)} (counted in no total)")
+        note = (f"{bill.box}: not in the config; its history until {iso(bill.end)}, when a "
+                f"meter last watched it: {usd(bill.usd)} (counted in no total)")
+        if bill.may_still_bill_usd_per_hr is not None:
+            note += (f"; not watched since, it was billing then: may still be billing "
+                     f"{usd(bill.may_still_bill_usd_per_hr)}/hr (check its provider, or put "
+                     "it back in the config)")
+        notes.append(note)
     out.extend(notes)
     return "\n".join(out)

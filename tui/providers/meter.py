@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from tui.model.bill import RUNNING_STATES, Event, unconfirmed_note
+from tui.model.bill import RUNNING_STATES, Event, Seen, unconfirmed_note
 from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
@@ -25,6 +25,9 @@ from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
 
 PROVIDER_POLL_SECONDS = 60.0
+# A billing box the ledger has said nothing of for this long gets a "seen" note: if the
+# box leaves the config, its history runs to the last one, not to its last rate change.
+SEEN_EVERY_SECONDS = 900.0
 
 
 def local_midnight(now: float) -> float:
@@ -129,6 +132,11 @@ class CostMeter:
             mark = activity_mark(box.name, state, book.boxes.get(box.name), now)
             if mark is not None:
                 self.ledger.mark(mark)
+            history = book.boxes.get(box.name)
+            last = history.last if history is not None else None
+            if history is not None and last is not None and last.state != "destroyed" \
+                    and now - (history.watched_until or now) >= SEEN_EVERY_SECONDS:
+                self.ledger.seen(Seen(now, box.name))
         cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
                      local_midnight(now), self.errors)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}

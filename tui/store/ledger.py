@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from tui.model.bill import Book, Event, Mark, parse_record
+from tui.model.bill import Book, Event, Mark, Seen, parse_record
 from tui.store import paths
 from tui.store.jsonl import append_jsonl, parse_jsonl
 
@@ -15,7 +15,8 @@ HEAD_BYTES = 256
 
 
 class Ledger:
-    """Segments and marks per box, in memory (a Book) and appended to a JSONL file.
+    """Segments, marks and seen notes per box, in memory (a Book) and appended to a JSONL
+    file.
 
     If the file cannot be written the records stay in memory for this session
     and `problem` says so; nothing already on disk is touched. Several
@@ -29,28 +30,28 @@ class Ledger:
         self.skipped = 0
         self.events: list[Event] = []
         self.marks: list[Mark] = []
-        self._mine: set[Event | Mark] = set()  # appended here, not read back yet
+        self._mine: set[Event | Mark | Seen] = set()  # appended here, not read back yet
         self._read_to = 0
         self._stamp: tuple[int, int, int] | None = None
         self._ino: int | None = None  # the file this history was read from,
         self._head = b""               # and how it begins (an inode number can be reused)
         self.book = Book()
-        events, marks = self._read_new()
-        self.book = Book(events, marks)
+        events, marks, seen = self._read_new()
+        self.book = Book(events, marks, seen)
 
-    def _read_new(self) -> tuple[list[Event], list[Mark]]:
+    def _read_new(self) -> tuple[list[Event], list[Mark], list[Seen]]:
         """Records past what was read already (all of them the first time)."""
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
-            return [], []
+            return [], [], []
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be read ({exc.strerror or exc}); "
                             "costs from earlier sessions are missing")
-            return [], []
+            return [], [], []
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if stamp == self._stamp:
-            return [], []
+            return [], [], []
         if self._ino is not None and (stat.st_ino != self._ino or stat.st_size < self._read_to
                                       or self._head_now()[:len(self._head)] != self._head):
             # Replaced or cut (someone started it afresh): what it says now is the
@@ -64,7 +65,7 @@ class Ledger:
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be read ({exc.strerror or exc}); "
                             "costs from earlier sessions are missing")
-            return [], []
+            return [], [], []
         # Appends are single small writes: a line without its newline is a torn write
         # (the next append starts a fresh line), skipped and counted like any bad line.
         if self._read_to == 0:
@@ -75,6 +76,7 @@ class Ledger:
         self.skipped += skipped
         events: list[Event] = []
         marks: list[Mark] = []
+        seen: list[Seen] = []
         for record in records:
             parsed = parse_record(record)
             if parsed is None:
@@ -83,11 +85,13 @@ class Ledger:
                 self._mine.discard(parsed)  # our own append, held already
             elif isinstance(parsed, Mark):
                 marks.append(parsed)
+            elif isinstance(parsed, Seen):
+                seen.append(parsed)
             else:
                 events.append(parsed)
         self.events.extend(events)
         self.marks.extend(marks)
-        return events, marks
+        return events, marks, seen
 
     def _head_now(self) -> bytes:
         try:
@@ -98,12 +102,14 @@ class Ledger:
 
     def refresh(self) -> bool:
         """Take in what other processes appended since the last read; True if anything."""
-        events, marks = self._read_new()
+        events, marks, seen = self._read_new()
         for event in events:
             self.book.add(event)
         for mark in marks:
             self.book.add_mark(mark)
-        return bool(events or marks)
+        for note in seen:
+            self.book.add_seen(note)
+        return bool(events or marks or seen)
 
     def last(self, box: str) -> Event | None:
         """The segment in force last for `box` (the newest in time, not in file order)."""
@@ -124,7 +130,14 @@ class Ledger:
         self.book.add_mark(mark)
         return mark
 
-    def _keep(self, record: Event | Mark) -> None:
+    def seen(self, seen: Seen) -> Seen:
+        """Note that a meter still counts this box (how far a removed box's history runs)."""
+        seen = seen._replace(t=_to_ms(seen.t))
+        self._keep(seen)
+        self.book.add_seen(seen)
+        return seen
+
+    def _keep(self, record: Event | Mark | Seen) -> None:
         self._mine.add(record)
         try:
             append_jsonl(self.path, record.to_json())
