@@ -445,3 +445,84 @@ async def test_a_push_made_by_the_cli_reaches_a_running_panel(
         await pilot.press("D")
         await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
         assert app.screen.unpushed == []
+
+
+LONG_EPOCHS = 2000
+
+
+def box_with_a_long_failed_run(tmp_path: Path, server: Sshd, key: KeyPair, vast: VastServer
+                               ) -> tuple[Path, str]:
+    """A run that failed after 2,000 epochs, its weights unpushed: a metrics.jsonl of
+    about 2.6 MB (more than one of the probe's default 1 MiB reads), and a status.json
+    that, as a failed run's does, no longer says which epoch was best."""
+    root = runs_root_with(tmp_path, "yolox_failed")
+    run = root / "yolox_failed"
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    with (run / "metrics.jsonl").open("w") as out:
+        for epoch in range(1, LONG_EPOCHS + 1):
+            best = epoch - epoch % 7 or 1  # improves every seventh epoch
+            out.write(json.dumps({**last, "epoch": epoch, "best_epoch": best,
+                                  "best_metric": best / 10_000}) + "\n")
+    status = json.loads((run / "status.json").read_text())
+    status.update(current_epoch=LONG_EPOCHS + 1, total_epochs=3000)
+    (run / "status.json").write_text(json.dumps(status))
+    weights = run / "weights"
+    weights.mkdir()
+    (weights / "best.pt").write_bytes(b"b" * 50_000)
+    (weights / "last.pt").write_bytes(b"l" * 60_000)
+    fleet = make_fleet(tmp_path, [box_entry(server, key, "gpu-a", runs_roots=[str(root)],
+                                            provider="vast", instance_id="12345678",
+                                            push={"local_dir": str(tmp_path / "out")})],
+                       known_hosts=[server.known_hosts_line()],
+                       providers={"vast": {"base_url": vast.url}})
+    return root, fleet.source
+
+
+async def test_a_destroys_fresh_look_reads_states_and_weights_not_history(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
+    """The guard decides on weights listings and run states: the fresh look before a
+    destroy asks for no metrics history, so a long run's megabytes are never parsed in one
+    step on the panel's event loop. A push's look (it journals each run's epoch and best)
+    reads the whole history, in the panel watcher's bounded answers."""
+    from tui.actions.flows import look
+    from tui.model.config import parse_config
+    from tui.model.runs import Health
+
+    server = sshd_factory()
+    _, config = box_with_a_long_failed_run(tmp_path, server, client_key, vast)
+    fleet = parse_config(Path(config).read_text(), config)
+    watcher, state = await look(fleet.box("gpu-a"), fleet)
+    await watcher.close()
+    [run] = state.runs
+    assert run.health is Health.FAILED and run.current_epoch == LONG_EPOCHS + 1
+    assert sorted(w.name for w in run.weights) == ["best.pt", "last.pt"]
+    assert run.history == () and run.last_record is None
+    watcher, state = await look(fleet.box("gpu-a"), fleet, history=True)
+    await watcher.close()
+    [run] = state.runs
+    assert [p.epoch for p in run.history] == list(range(1, LONG_EPOCHS + 1))
+    assert run.best_epoch == LONG_EPOCHS - LONG_EPOCHS % 7
+
+
+def test_a_destroy_on_a_long_run_decides_on_its_weights_and_a_push_journals_its_best(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = sshd_factory()
+    root, config = box_with_a_long_failed_run(tmp_path, server, client_key, vast)
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert "refused" in said and "weights/best.pt" in said and "weights/last.pt" in said
+    assert main(["push", "gpu-a", "--config", config]) == 0
+    [pushed] = journal(isolated_dirs)[-1:]
+    assert (pushed["action"], pushed["outcome"]) == ("push", "done")
+    # The run's last epoch, not one a single 1 MiB read of its history reached.
+    best = LONG_EPOCHS - LONG_EPOCHS % 7
+    assert (pushed["epoch"], pushed["best_epoch"], pushed["best_metric"]) == \
+        (LONG_EPOCHS + 1, best, best / 10_000)
+    (root / "yolox_failed" / "weights" / "last.pt").write_bytes(b"L" * 60_001)
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 3
+    assert "last.pt changed since the last verified push" in capsys.readouterr().out
+    assert main(["push", "gpu-a", "--config", config]) == 0
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 0
+    assert "destroy gpu-a: done" in capsys.readouterr().out
+    assert vast.count("DELETE") == 1

@@ -40,7 +40,7 @@ from tui.model.text import clean_block
 from tui.providers.meter import record_outcome
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
-from tui.remote.watch import BoxWatcher
+from tui.remote.watch import STREAM_BUDGET, BoxWatcher
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
 
@@ -96,10 +96,19 @@ def never_raises(what: str) -> Callable[[Flow[P]], Flow[P]]:
     return wrap
 
 
-async def look(box: BoxConfig, fleet: FleetConfig) -> tuple[BoxWatcher, BoxState]:
-    """One fresh probe of the box: its runs and their weights, as the guard needs them."""
+async def look(box: BoxConfig, fleet: FleetConfig, *, history: bool = False
+               ) -> tuple[BoxWatcher, BoxState]:
+    """One fresh probe of the box: its runs and their weights, as the guard needs them.
+
+    The guard reads weights listings and run states, never metrics history, so none is
+    asked for: a long run's megabytes parsed in one step would hold the panel's event loop
+    for a tenth of a second or more. With `history` (a push journals each run's epoch and
+    best, which a failed run's status.json no longer carries) the history streams in the
+    panel watcher's bounded answers, each folded in its own turn of the loop."""
     watcher = BoxWatcher(box, fleet)
-    return watcher, await watcher.refresh()
+    if not history:
+        return watcher, await watcher.refresh(budget=0)
+    return watcher, await watcher.refresh(catch_up=True, budget=STREAM_BUDGET, cap=STREAM_BUDGET)
 
 
 def journal_push(journal: Journal, result: PushResult, run: RunState | None = None,
@@ -133,7 +142,7 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         report.say(notice)
     watcher = None
     if session is None or state is None:
-        watcher, state = await look(box, fleet)
+        watcher, state = await look(box, fleet, history=True)
         session = watcher.session
     try:
         if state.connection is not Connection.OK:
@@ -252,7 +261,7 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
     the user saw and typed the box's name to lose (the panel's override: what
     the fresh look finds beyond it is still refused).
     """
-    watcher, state = await look(box, fleet)
+    watcher, state = await look(box, fleet, history=push_first)  # a push journals the best
     try:
         report = Report()
         judged = verdict(state, last_verified_pushes(journal.entries, box.name))
@@ -261,7 +270,7 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                                      run_names=sorted({u.run for u in judged.unpushed}),
                                      session=watcher.session, state=state)
             report.lines.extend(pushed.lines)
-            state = await watcher.refresh()
+            state = await watcher.refresh(budget=0)  # the guard's second look: no history
             judged = verdict(state, last_verified_pushes(journal.entries, box.name))
         refusal = _refusal(box.name, judged, force_unpushed, accepted, push_first)
         if refusal is not None:
