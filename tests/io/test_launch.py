@@ -145,18 +145,28 @@ def test_a_failed_check_refuses_the_launch_unless_forced(
 
 
 def test_the_journal_gets_the_arguments_but_no_token(
-        box: tuple[Sshd, FleetConfig, Path, Path], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    _, fleet, runs, trainer = box
+        box: tuple[Sshd, FleetConfig, Path, Path], client_key: KeyPair, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    server, fleet, runs, trainer = box
     token = "hf_NotARealTokenButSecret"
     monkeypatch.setenv("HF_TOKEN", token)
+    # Keys of no telling shape, known only by the variables they come from: W&B's, and
+    # the one the box's pushes use (token_env).
+    wandb, scoped = "wandbNotHexButSecret", "scopedNotShapedButSecret"
+    monkeypatch.setenv("WANDB_API_KEY", wandb)
+    monkeypatch.setenv("BOX_HF_TOKEN", scoped)
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, runs_roots=[str(runs)],
+        push={"hf_repo": "me/runs", "token_env": "BOX_HF_TOKEN"})],
+        known_hosts=[server.known_hosts_line()])
     assert main(launch(fleet, trainer, "tok", "--", "ok", "0", "0", "--hf-token", token,
-                       f"--note=uses {token}")) == 0
+                       f"--note=uses {token}", "--w", wandb, f"--s={scoped}")) == 0
     capsys.readouterr()
     line = (Path(os.environ["XDG_STATE_HOME"]) / "gpurent-tui" / "journal.jsonl").read_text()
-    assert token not in line
+    assert token not in line and wandb not in line and scoped not in line
     (entry,) = Journal().entries
-    assert entry["message"] == "python trainer.py ok 0 0 --hf-token '***' '--note=uses ***'"
+    assert entry["message"] == "python trainer.py ok 0 0 --hf-token '***' '--note=uses ***' " \
+                               "--w '***' '--s=***'"
     assert entry["run_path"] == str(runs / "tok") and entry["outcome"] == "started"
     assert entry["files"][0]["name"] == "trainer.py" and entry["destination"]
 

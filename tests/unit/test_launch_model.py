@@ -95,6 +95,21 @@ def test_the_journal_never_gets_a_token() -> None:
         "--password", "--epochs"]
 
 
+def test_secret_looking_options_and_token_shaped_values_never_reach_the_journal() -> None:
+    hf = "hf_" + "Q" * 34
+    wandb = "0123456789abcdef" * 2 + "01234567"  # 40 hex, a W&B API key's shape
+    args = ["--wandb-key", "w123", "--WANDB_KEY=w456", "--auth", hf, "--hub-token=t0k3n",
+            "--my_secret", "s3", "--db-password=pw", "keyfile=/k", "--note", f"see {wandb}!",
+            "--x", f"{hf}-tail", "--data", "d.yaml", "--epochs", "3", "--api-key", "--batch"]
+    assert redact(args) == [
+        "--wandb-key", "***", "--WANDB_KEY=***", "--auth", "***", "--hub-token=***",
+        "--my_secret", "***", "--db-password=***", "keyfile=***", "--note", "see ***!",
+        "--x", "***-tail", "--data", "d.yaml", "--epochs", "3", "--api-key", "--batch"]
+    # Short hex (a commit, a colour) and words that only start like a token stay.
+    assert redact(["--rev", "0123abc", "--name", "hf_run", "--tag", "a" * 39]) == [
+        "--rev", "0123abc", "--name", "hf_run", "--tag", "a" * 39]
+
+
 def test_a_failed_check_refuses_until_a_later_check_passes() -> None:
     entries = [{"box": "b", "action": "check", "outcome": "problems", "time": NOW,
                 "error": "CUDA not available: no GPU visible"},

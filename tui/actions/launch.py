@@ -66,7 +66,7 @@ TAIL_CHARS = 8000  # of a process's output kept for the report (the box sends ~6
 LINE_CHARS = 400
 MESSAGE_CHARS = 2000
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VAST_API_KEY", "RUNPOD_API_KEY",
-              "LAMBDA_API_KEY")
+              "LAMBDA_API_KEY", "WANDB_API_KEY")
 Event = Callable[[str], object]  # told of each step; what it returns is ignored
 
 
@@ -193,14 +193,22 @@ def _who() -> str:
     return "unknown"
 
 
+def secret_env(box: BoxConfig) -> tuple[str, ...]:
+    """The variables whose values never reach the journal: the usual tokens and keys,
+    and the one this box's pushes use (`token_env`)."""
+    own = box.push.token_env if box.push is not None and box.push.token_env else None
+    return (*SECRET_ENV, own) if own else SECRET_ENV
+
+
 def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
-                   script_path: str | None, script_text: str | None) -> None:
+                   script_path: str | None, script_text: str | None,
+                   secret_vars: Sequence[str] = SECRET_ENV) -> None:
     """One line: who launched what, where, with which arguments (secrets blanked).
 
     `message` is the command as typed (`libreyolo train ...`, shell-quoted) so
     the panel's form can start from it; `files` holds the uploaded script.
     """
-    secrets = [os.environ.get(var, "") for var in SECRET_ENV]
+    secrets = [os.environ.get(var, "") for var in secret_vars]
     command = shlex.join(redact(plan.command(), secrets))
     files = []
     if script_path is not None and script_text is not None:
@@ -251,28 +259,30 @@ async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
         if on_event is not None:
             on_event(clean_block(text))
 
+    def journal_it(outcome: LaunchOutcome) -> None:
+        journal_launch(journal, plan, outcome, script_path, script_text, secret_env(box))
+
     if not force and (refusal := check_refusal(journal.entries, box.name)):
         outcome = _outcome(plan, "refused", refusal)
-        journal_launch(journal, plan, outcome, script_path, script_text)
+        journal_it(outcome)
         return outcome
     if outside_roots(plan.project, box.runs_roots):
         say(f"note: {plan.project} is outside box {box.name}'s runs_roots "
             f"({', '.join(box.runs_roots)}): the panel will not show this run")
     if doctor and plan.data and (refusal := await _doctor(session, box, plan.data, say)):
         outcome = _outcome(plan, "refused", refusal)
-        journal_launch(journal, plan, outcome, script_path, script_text)
+        journal_it(outcome)
         return outcome
     started: dict[str, Any] = {}
     try:
         outcome = await _launch(session, box, plan, script_text=script_text, wait=wait,
                                 say=say, seen=started)
     except asyncio.CancelledError:  # Ctrl+C, or the panel quit: the run may be starting
-        journal_launch(journal, plan, _outcome(
-            plan, "unknown", "interrupted while waiting for status.json; the process may "
-                             "be running on the box", pid=started.get("pid")),
-                       script_path, script_text)
+        journal_it(_outcome(plan, "unknown", "interrupted while waiting for status.json; "
+                                             "the process may be running on the box",
+                            pid=started.get("pid")))
         raise
-    journal_launch(journal, plan, outcome, script_path, script_text)
+    journal_it(outcome)
     return outcome
 
 

@@ -21,7 +21,12 @@ LaunchKind = Literal["cli", "script"]
 # "unknown": sent, but whether the run started was not seen (interrupted, box quiet).
 LaunchResult = Literal["started", "failed", "refused", "unknown"]
 
-SECRET_OPTION = re.compile(r"token|secret|password|passwd|api[-_]?key", re.IGNORECASE)
+# Options whose values are secrets by their name (`--wandb-key`, `--hub-token`, `api_key=`).
+SECRET_OPTION = re.compile(r"key|token|secret|password|passwd", re.IGNORECASE)
+# Values that look like a known token wherever they stand: Hugging Face (`hf_` + 34),
+# GitHub, and 40+ hex digits (Weights & Biases API keys are 40, Vast.ai's 64).
+TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{30,}|\b(?:gh[pousr]_|github_pat_)\w{30,}"
+                         r"|(?<![0-9A-Fa-f])[0-9A-Fa-f]{40,}(?![0-9A-Fa-f])")
 REDACTED = "***"
 # Options the launch sets itself: the run's place and "write into exactly that directory".
 PLACE_OPTIONS = ("name", "project", "exist-ok")
@@ -183,8 +188,8 @@ def outside_roots(project: str, runs_roots: Iterable[str]) -> bool:
 
 
 def redact(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
-    """The arguments fit for a journal: values of token/key/password options and any
-    known secret's text become `***`."""
+    """The arguments fit for a journal: values of options named like a key, token,
+    secret or password, token-shaped text, and any known secret's text become `***`."""
     known = [s for s in secrets if s and len(s) >= 4]
     out: list[str] = []
     hide_next = False
@@ -202,7 +207,7 @@ def redact(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
                 hide_next = True
         for secret in known:
             arg = arg.replace(secret, REDACTED)
-        out.append(arg)
+        out.append(TOKEN_SHAPE.sub(REDACTED, arg))
     return out
 
 
