@@ -17,6 +17,7 @@ import asyncssh
 import pytest
 from support.fleets import box_entry, make_fleet
 from support.hub_server import HubServer
+from support.pty_only_box import PtyOnlyBox
 from support.sshd import KeyPair, Sshd
 
 from tui.actions.push import (
@@ -28,6 +29,7 @@ from tui.actions.push import (
     safe_run_path,
 )
 from tui.model.config import FleetConfig
+from tui.remote.channel import PTY_ONLY_FIX
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 
@@ -453,6 +455,45 @@ async def test_without_sftp_the_push_streams_over_exec_resumes_and_verifies(
     for f in result.files:
         assert (dest / f.name).read_bytes() == files[f.name]
     assert counter.moved["weights/best.pt"] == len(best) - 100_000
+
+
+async def test_a_push_to_an_endpoint_that_refuses_commands_says_how_to_reach_the_box(
+        tmp_path: Path, client_key: KeyPair) -> None:
+    """RunPod's basic proxy: logins work, commands are refused. The push says what to do."""
+    proxy = PtyOnlyBox(client_key.public_line)
+    await proxy.start()
+    try:
+        fleet = make_fleet(tmp_path, [{
+            "name": "pod", "host": "127.0.0.1", "port": proxy.port, "user": "root",
+            "identity_file": str(client_key.private_path),
+            "push": {"local_dir": str(tmp_path / "ckpt")}}],
+            known_hosts=[proxy.known_hosts_line()])
+        (result,) = await push(fleet, tmp_path / "runs" / "r1", "r1")
+    finally:
+        await proxy.close()
+    assert result.outcome == "failed" and not result.verified
+    assert "refused to run a command" in result.message, result.message
+    assert PTY_ONLY_FIX in result.message
+    assert proxy.refused
+
+
+@pytest.mark.parametrize("force", [
+    "true",
+    'echo "Error: Your SSH client doesn\'t support PTY"; exit 1',
+    'echo "Error: Your SSH client doesn\'t support PTY" >&2; exit 1',
+], ids=["silent", "complaint-on-stdout", "complaint-on-stderr"])
+async def test_a_push_to_an_endpoint_that_runs_no_command_says_how_to_reach_the_box(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, force: str) -> None:
+    """An endpoint that takes the command and closes without running it: the push names
+    the endpoint's kind and the fix, as a refresh does, not "exited 0 without an answer"."""
+    server = sshd_factory("pty", extra_config=f"ForceCommand {force}")
+    run, _ = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(tmp_path / "ckpt"))
+    (result,) = await push(fleet, run, "r1")
+    assert result.outcome == "failed" and not result.verified
+    assert "the SSH server ran no command" in result.message, result.message
+    assert PTY_ONLY_FIX in result.message
+    assert not (tmp_path / "ckpt").exists()
 
 
 async def test_push_program_noise_around_its_frames_is_ignored(

@@ -21,6 +21,7 @@ from typing import Any
 import asyncssh
 
 from tui.model.text import clean_block
+from tui.remote.channel import PTY_ONLY_FIX, Ending, no_answer, pty_only
 from tui.remote.framing import FrameError, FrameReader, new_nonce
 
 PUSH_COMMAND = "python3 -"
@@ -28,6 +29,7 @@ READ_BYTES = 1 << 16
 MAX_FRAME = 8 << 20      # the largest event or data piece a push program sends (1 MiB + 1)
 MAX_NOISE = 1 << 20      # bytes of banner or chatter tolerated around the frames
 STDERR_KEEP = 4096       # the tail of stderr kept for an error message
+STDOUT_KEEP = 2000       # the tail of stdout kept to recognise a PTY-only endpoint's complaint
 
 
 class PushError(Exception):
@@ -77,9 +79,10 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
     try:
         proc = await conn.create_process(PUSH_COMMAND, encoding=None)
     except asyncssh.ChannelOpenError as exc:
-        raise PushError(f"box {box}: the box refused a session: {exc.reason}") from None
+        raise PushError(refused_session(box, exc)) from None
     except (asyncssh.Error, OSError) as exc:
         raise PushError(f"box {box}: connection lost ({scrub(str(exc), secret)})") from None
+    out, out_bytes = b"", 0
     err = [b""]
     stderr_task = asyncio.ensure_future(_stderr_tail(proc.stderr, err))
     final: dict[str, Any] | None = None
@@ -88,6 +91,7 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
         proc.stdin.write_eof()
         while final is None and (data := await asyncio.wait_for(proc.stdout.read(READ_BYTES),
                                                                  idle_seconds)):
+            out, out_bytes = (out + data)[-STDOUT_KEEP:], out_bytes + len(data)
             for payload in reader.feed(data):
                 final = _take(payload, on_event, on_data) or final
         if final is not None:
@@ -117,9 +121,22 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
     if proc.exit_status == 127 or ("python3" in err_text and "not found" in err_text):
         raise PushError(f"box {box}: python3 not found on the box "
                         f"(install it, e.g. apt-get install python3-minimal)")
+    signal = proc.exit_signal[0] if proc.exit_signal else None
+    ending = Ending(proc.exit_status, signal, out_bytes, err_text, False,
+                    out.decode("utf-8", "replace"))
+    if not reader.in_frame and pty_only(ending):
+        raise PushError(no_answer(box, "push program", ending).message)
     cut = " (the answer was cut short)" if reader.in_frame else ""
     raise PushError(f"box {box}: the push program exited {proc.exit_status} without an "
                     f"answer{cut}: {err_text[-300:] or 'no error output'}")
+
+
+def refused_session(box: str, exc: asyncssh.ChannelOpenError) -> str:
+    """Words for a session the box would not open: an exec request refused is a PTY-only
+    endpoint (RunPod's basic proxy), and the words say how to reach the box instead."""
+    if exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED:
+        return f"box {box}: the SSH server refused to run a command ({exc.reason}): {PTY_ONLY_FIX}"
+    return f"box {box}: the box refused a session: {exc.reason}"
 
 
 def _take(payload: bytes, on_event: Callable[[dict[str, Any]], None] | None,
