@@ -595,13 +595,14 @@ class GpurentApp(App[None]):
         yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
                             "spend over time", self.action_costs)
         fleet = self.screen_stack[0]
-        for name in sorted(self.guardian.preempted):
+        for name in sorted(self.guardian.preempted | self.guardian.unsure):
             if isinstance(fleet, FleetScreen):  # a box with no run shown has no cursor
-                yield SystemCommand(escape(f"Start {name}"), "stopped by the provider (outbid "
-                                    "/ preempted?): start it again (the GPU may be gone)",
+                words = self.guardian.stopped_words(name)
+                yield SystemCommand(escape(f"Start {name}"), f"{words}: start it again (the "
+                                    "GPU may be gone)",
                                     lambda b=name: fleet.confirm_start(b))
-                yield SystemCommand(escape(f"Destroy {name}"), "stopped by the provider: "
-                                    "destroy it (the destroy guard decides)",
+                yield SystemCommand(escape(f"Destroy {name}"), f"{words}: destroy it (the "
+                                    "destroy guard decides)",
                                     lambda b=name: fleet.confirm_destroy(b))
         for name in self.states:
             yield SystemCommand(escape(f"Check {name}"), "torch, CUDA, a real matmul per GPU, "

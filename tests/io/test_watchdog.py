@@ -217,6 +217,39 @@ def test_max_hours_fires_after_a_dry_run_that_acted_on_nothing(
     assert Journal().entries[-1]["action"] == "guard-remove"
 
 
+def test_no_run_found_is_nothing_verified_so_it_stops_and_never_destroys(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty (or wrong) runs root, push,destroy: nothing was pushed, so nothing was
+    verified; the box is stopped, its disk kept. Its stop is saved as being sent before
+    the stop command runs (the panel may see nothing later: the box goes down)."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    done, seen = tmp_path / "done.log", tmp_path / "seen-when-stopping.json"
+    (tmp_path / "runs").mkdir()
+    state = guard_dir(tmp_path) / "state.json"
+    fleet = manual_fleet(tmp_path, server, client_key, push={"hf_repo": REPO},
+                         stop_command=f"cp {state} {seen}; echo stop >> {done}",
+                         destroy_command=f"echo destroy >> {done}")
+    with HubServer([REPO], token=TOKEN) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert main(["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL),
+                     "--max-hours", "0.0005", "--on", "timeout=push,destroy"]) == 0
+        wait_for(done.exists, timeout=15, interval=0.1)
+        final = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
+                         s["did"][-1]["action"] == "stop" and s["did"][-1]["outcome"] == "ran"
+                         and s, timeout=10, interval=0.1)
+        assert hub.state.commits == []
+    assert done.read_text() == "stop\n"
+    steps = [(d["action"], d["outcome"]) for d in final["did"]]
+    assert steps == [("fired", "acting"), ("push", "skipped"), ("destroy", "refused"),
+                     ("stop", "ran")], final["did"]
+    assert "no run found under the runs roots" in final["did"][1]["detail"]
+    sending = json.loads(seen.read_text())["did"][-1]
+    assert (sending["action"], sending["outcome"]) == ("stop", "sending"), sending
+
+
 def fake_nvidia_smi(bindir: Path, util: int) -> None:
     exe = bindir / "nvidia-smi"
     exe.write_text(f"#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, {util}, 10, 81559, 31, 70'\n")
@@ -290,7 +323,8 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
             trainer(tmp_path / "runs" / "r1", 2, 0.5)
         final = "destroy" if case == "vast" else "stop"
         done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
-                        s["did"][-1]["action"] == final and s, timeout=20, interval=0.1)
+                        s["did"][-1]["action"] == final and
+                        s["did"][-1]["outcome"] != "sending" and s, timeout=20, interval=0.1)
         assert api.instances[other] == (vast_instance(5555) if provider == "vast"
                                         else runpod_pod("pod55"))
     steps = [(d["action"], d["outcome"]) for d in done["did"]]

@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from tui.app import GpurentApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
+from tui.store.journal import Journal
 
 
 async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 30.0) -> None:
@@ -46,7 +47,12 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
     (root / "yolox_failed" / "weights" / "last.pt").write_bytes(b"f" * 4096)
     dest = tmp_path / "pushed"
     # Outbid: Vast reads the instance exited, and no stop of ours is in the journal.
+    # A watchdog was armed on "guarded" and the panel never saw it act: its stop, or the
+    # provider's? (the watchdog's own `stop done` is written when the box is already gone)
+    Journal().record(box="guarded", action="guard", outcome="armed")
     with VastServer("vast-key", [vast_instance(7, actual_status="exited",
+                                               cur_state="stopped"),
+                                 vast_instance(8, actual_status="exited",
                                                cur_state="stopped")]) as vast:
         config = make_fleet(tmp_path, [
             box_entry(server, client_key, "alpha", runs_roots=[str(root)],
@@ -54,6 +60,8 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
                       pricing={"running_usd_per_hr": 2.0}),
             {**box_entry(server, client_key, "outbid"), "port": 1, "provider": "vast",
              "instance_id": "7"},
+            {**box_entry(server, client_key, "guarded"), "port": 1, "provider": "vast",
+             "instance_id": "8"},
         ], known_hosts=[server.known_hosts_line()], refresh_seconds=1,
             providers={"vast": {"base_url": vast.url}})
         app = GpurentApp(config)
@@ -72,9 +80,14 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
             await until(pilot, lambda: "stopped by the provider (outbid / preempted?)" in
                         box_text(app, "outbid"))
             assert "S starts it again" in box_text(app, "outbid")
+            await until(pilot, lambda: "stopped by its watchdog or the provider?: S starts "
+                        "it again" in box_text(app, "guarded"))
+            assert "preempted" not in box_text(app, "guarded")
             # No run of it to put the cursor on: the palette offers start and destroy.
             offered = {c.title: c for c in app.get_system_commands(app.screen)}
             assert "Destroy outbid" in offered
+            assert offered["Destroy guarded"].help.startswith(
+                "stopped by its watchdog or the provider?")
             offered["Start outbid"].callback()
             await pilot.pause()
             assert isinstance(app.screen, ConfirmScreen)

@@ -312,3 +312,84 @@ def test_a_watchdog_stop_explains_a_stopped_box_until_we_start_it_again(tmp_path
     journal.record(box="b", action="start", outcome="done", at=1500.0)
     (found,) = guardian.judge_costs(stopped, {}, set())[1]  # started since: outbid now
     assert found.kind == "preempted"
+
+
+STOPPED_VAST = 'name = "b"\nhost = "h"\nprovider = "vast"\ninstance_id = "1"\n'
+
+
+def stopped_fleet_cost() -> object:
+    from tui.model.meter import FleetCost
+
+    return FleetCost({"b": BoxCost("b", BoxRates("stopped", None, None, 720.0, "vast", None),
+                                   0.0, 0.0)}, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("seen", ["fired", "stop sending", "destroy sending", "stop failed"])
+def test_a_watchdog_seen_firing_or_sending_its_stop_explains_a_stopped_box(
+        seen: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The watchdog writes its stop as done only after the provider confirms it, when the
+    box (and SSH) is usually gone: what the panel last saw is its firing or its sending."""
+    from tui.actions.guardian import Guardian
+    from tui.model.config import parse_config
+    from tui.model.watchdog import GuardStep, GuardView
+    from tui.store.journal import Journal
+
+    fleet = parse_config("[[box]]\n" + STOPPED_VAST, "f.toml")
+    guardian = Guardian(fleet, Journal(tmp_path / "j.jsonl"), clock=lambda: 2000.0)
+    armed = replace(box_with(), guard=GuardView(armed=True, armed_at=900.0))
+    fired = GuardStep("stalled", "fired", 1000.0, "no epoch progress")
+    action, _, outcome = seen.partition(" ")
+    did = (GuardStep("fired", "acting", 1000.0, ""), GuardStep("push", "verified", 1001.0, ""))
+    view = GuardView(fired=fired, did=did) if action == "fired" else \
+        GuardView(fired=fired, did=(*did, GuardStep(action, outcome, 1002.0, "")))
+    guardian.box_updated(armed, replace(armed, guard=view))
+    cost = stopped_fleet_cost()
+    assert guardian.judge_costs(cost, {}, set())[1] == []  # type: ignore[arg-type]
+    assert guardian.preempted == frozenset() and guardian.stopped_words("b") is None
+
+
+def test_a_dry_run_watchdog_that_fired_explains_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tui.actions.guardian import Guardian
+    from tui.model.config import parse_config
+    from tui.model.watchdog import GuardStep, GuardView
+    from tui.store.journal import Journal
+
+    fleet = parse_config("[[box]]\n" + STOPPED_VAST, "f.toml")
+    guardian = Guardian(fleet, Journal(tmp_path / "j.jsonl"), clock=lambda: 2000.0)
+    armed = replace(box_with(), guard=GuardView(armed=True, dry_run=True))
+    guardian.box_updated(armed, replace(armed, guard=GuardView(
+        dry_run=True, fired=GuardStep("timeout", "fired", 1000.0, ""),
+        did=(GuardStep("stop", "dry_run", 1001.0, ""),))))
+    (found,) = guardian.judge_costs(stopped_fleet_cost(), {}, set())[1]  # type: ignore[arg-type]
+    assert found.kind == "preempted"
+
+
+def test_an_armed_watchdog_in_the_journal_makes_a_stopped_box_a_question(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The panel was closed while the watchdog stopped the box: only the journal knows a
+    watchdog was armed there. Its stop or the provider's? The panel asks, not accuses."""
+    from tui.actions.guardian import Guardian
+    from tui.model.alerts import BOX_STOPPED, PREEMPTED
+    from tui.model.config import parse_config
+    from tui.store.journal import Journal
+
+    fleet = parse_config("[[box]]\n" + STOPPED_VAST, "f.toml")
+    journal = Journal(tmp_path / "j.jsonl")
+    journal.record(box="b", action="start", outcome="done", at=500.0)
+    journal.record(box="b", action="guard", outcome="armed", at=1000.0)
+    guardian = Guardian(fleet, journal, clock=lambda: 2000.0)
+    cost = stopped_fleet_cost()
+    (found,) = guardian.judge_costs(cost, {}, set())[1]  # type: ignore[arg-type]
+    assert found.kind == BOX_STOPPED and "by its watchdog or the provider?" in found.text
+    assert guardian.preempted == frozenset() and guardian.unsure == frozenset({"b"})
+    assert guardian.stopped_words("b") == "stopped by its watchdog or the provider?"
+    assert guardian.judge_costs(cost, {}, set())[1] == []  # type: ignore[arg-type]
+    for entry in ({"action": "guard", "outcome": "dry_run", "at": 1100.0},  # acts on nothing
+                  {"action": "guard-remove", "outcome": "removed", "at": 1200.0},
+                  {"action": "start", "outcome": "done", "at": 1300.0}):  # it died with a stop
+        fresh = Journal(tmp_path / f"{entry['action']}-{entry['outcome']}.jsonl")
+        fresh.record(box="b", action="guard", outcome="armed", at=1000.0)
+        fresh.record(box="b", **entry)  # type: ignore[arg-type]
+        guardian = Guardian(fleet, fresh, clock=lambda: 2000.0)
+        (found,) = guardian.judge_costs(cost, {}, set())[1]  # type: ignore[arg-type]
+        assert found.kind == PREEMPTED, entry
+        assert guardian.stopped_words("b") == "stopped by the provider (outbid / preempted?)"

@@ -20,6 +20,7 @@ from typing import Any
 from tui.actions.alerts import AlertSender
 from tui.model.alerts import (
     BOX_IDLE,
+    BOX_STOPPED,
     OVER_BUDGET,
     PREEMPTED,
     PUSH_FAILED,
@@ -44,7 +45,7 @@ from tui.model.milestones import (
     settle,
 )
 from tui.model.policy import Alarms, Decision, judge_costs
-from tui.model.preemption import POWER_ACTIONS, WORDS, preempted
+from tui.model.preemption import POWER_ACTIONS, UNSURE_WORDS, WORDS, preempted
 from tui.model.watchdog import guard_events
 from tui.store.journal import Journal
 
@@ -68,6 +69,9 @@ class Guardian:
         self.milestones = Milestones()
         self.gate = Gate()
         self.preempted: frozenset[str] = frozenset()
+        # Stopped while a watchdog was armed on it that the panel never saw act: its stop or
+        # the provider's? (asked, not accused)
+        self.unsure: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
         self._guard_stopped: dict[str, float] = {}  # box -> when its watchdog last stopped it
         self._pushed: dict[str, Pushed] = {}
@@ -78,6 +82,7 @@ class Guardian:
         self._power: dict[str, str | None] = {}  # box -> its last stop/start/destroy
         self._power_version: int | None = None
         self._started: dict[str, float | None] = {}  # box -> its last start journalled
+        self._armed: dict[str, float | None] = {}  # box -> a watchdog armed since its start
 
     # --- alerts ----------------------------------------------------------------------
 
@@ -104,8 +109,7 @@ class Guardian:
                 found.append(watchdog_acted(after.name, "; ".join(
                     f"{s.action} {s.outcome}" + (f": {s.detail}" if s.detail else "")
                     for s in steps), now))
-        stops = [s.at or 0.0 for s in (after.guard.did if after.guard is not None else ())
-                 if s.action in ("stop", "destroy") and s.outcome == "done"]
+        stops = _guard_stops(after)
         if stops:
             self._guard_stopped[after.name] = max(stops)
         if after.connection is Connection.OK:
@@ -138,13 +142,22 @@ class Guardian:
             self._power_version = version
             self._power = {b.name: None for b in self.fleet.boxes}
             self._started = {b.name: None for b in self.fleet.boxes}
+            self._armed = {b.name: None for b in self.fleet.boxes}
             for entry in self.journal.entries:  # one pass for the fleet
                 name, action = entry.get("box"), entry.get("action")
-                if name in self._power and action in POWER_ACTIONS:
+                if name not in self._power:
+                    continue
+                at = entry.get("time")
+                at = float(at) if isinstance(at, int | float) else None
+                if action in POWER_ACTIONS:
                     self._power[name] = action
-                    at = entry.get("time")
-                    if action == "start" and isinstance(at, int | float):
-                        self._started[name] = float(at)
+                    if action == "start":
+                        self._started[name] = at
+                        self._armed[name] = None  # a stop ended the watchdog with the box
+                elif action == "guard":  # armed, or replaced (by a dry run, or a failure)
+                    self._armed[name] = at if entry.get("outcome") == "armed" else None
+                elif action == "guard-remove" and entry.get("outcome") == "removed":
+                    self._armed[name] = None
 
         def ours(name: str) -> bool:
             """The box's watchdog stopped it, and we did not start it since."""
@@ -155,10 +168,20 @@ class Guardian:
         stopped = frozenset(b.name for b in self.fleet.boxes
                             if not ours(b.name)
                             and preempted(b, cost.boxes.get(b.name), self._power[b.name]))
+        unsure = frozenset(n for n in stopped if self._armed.get(n) is not None)
+        stopped -= unsure
         found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
                   for n in sorted(stopped - self.preempted)]
-        self.preempted = stopped
+        found += [event(BOX_STOPPED, n, f"{n} was {UNSURE_WORDS} (a watchdog was armed on "
+                        "it): start it again or destroy it", now)
+                  for n in sorted(unsure - self.unsure)]
+        self.preempted, self.unsure = stopped, unsure
         return decision, self.alert(found)
+
+    def stopped_words(self, name: str) -> str | None:
+        """How a box stopped behind our back is named in its header, or None."""
+        return WORDS if name in self.preempted else UNSURE_WORDS if name in self.unsure \
+            else None
 
     # --- milestone pushes ------------------------------------------------------------
 
@@ -210,3 +233,19 @@ class Guardian:
         return self.alert([event(PUSH_FAILED, wish.box, f"{wish.box}/{wish.run}: milestone "
                                  f"push ({wish.why}) failed: {error}", self.clock(),
                                  wish.run)])
+
+
+def _guard_stops(state: BoxState) -> list[float]:
+    """When the box's watchdog set out to stop or destroy it, as its state showed: a step
+    being sent, done or failed (a stop the provider did not confirm may still have
+    stopped it), or its firing (every rule ends in a stop or a destroy). Its `done` is
+    written only after the provider confirms, when the box is usually gone: the panel
+    rarely sees that one. A dry run acts on nothing."""
+    guard = state.guard
+    if guard is None or guard.dry_run:
+        return []
+    stops = [s.at or 0.0 for s in guard.did
+             if s.action in ("stop", "destroy") and s.outcome in ("sending", "done", "failed")]
+    if guard.fired is not None:
+        stops.append(guard.fired.at or 0.0)
+    return stops

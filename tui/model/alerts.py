@@ -33,12 +33,14 @@ PUSH_FAILED = "push_failed"
 WATCHDOG_ACTED = "watchdog_acted"
 UNREACHABLE = "unreachable"
 PREEMPTED = "preempted"
+BOX_STOPPED = "box_stopped"  # stopped while a watchdog was armed: its stop or the provider's?
 KINDS = (RUN_FAILED, RUN_DIED, RUN_STALLED, BOX_IDLE, OVER_BUDGET, PUSH_FAILED, WATCHDOG_ACTED,
-         UNREACHABLE, PREEMPTED)
+         UNREACHABLE, PREEMPTED, BOX_STOPPED)
 TITLES = {RUN_FAILED: "run failed", RUN_DIED: "run died", RUN_STALLED: "run stalled",
           BOX_IDLE: "box idle", OVER_BUDGET: "box over budget", PUSH_FAILED: "push failed",
           WATCHDOG_ACTED: "watchdog acted", UNREACHABLE: "box unreachable",
-          PREEMPTED: "box stopped by the provider"}
+          PREEMPTED: "box stopped by the provider",
+          BOX_STOPPED: "box stopped (by its watchdog or the provider?)"}
 _RUN_KINDS = {Health.FAILED: RUN_FAILED, Health.DEAD: RUN_DIED, Health.STALLED: RUN_STALLED}
 TEXT_LIMIT = 1000
 DISCORD_LIMIT = 2000
@@ -140,7 +142,8 @@ def gate(memory: Gate, events: Iterable[AlertEvent], now: float, cooldown_minute
 
 NTFY_TAGS = {RUN_FAILED: "x", RUN_DIED: "skull", RUN_STALLED: "hourglass", BOX_IDLE: "zzz",
              OVER_BUDGET: "money_with_wings", PUSH_FAILED: "warning",
-             WATCHDOG_ACTED: "robot", UNREACHABLE: "electric_plug", PREEMPTED: "stop_sign"}
+             WATCHDOG_ACTED: "robot", UNREACHABLE: "electric_plug", PREEMPTED: "stop_sign",
+             BOX_STOPPED: "stop_sign"}
 
 
 def webhook_request(url: str, fmt: str, item: AlertEvent) -> tuple[str, bytes]:

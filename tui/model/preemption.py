@@ -16,6 +16,9 @@ from tui.model.config import BoxConfig
 from tui.model.meter import BoxCost
 
 WORDS = "stopped by the provider (outbid / preempted?)"
+# A watchdog was armed on it (the journal says so) and the panel did not see it act: its
+# own stop is recorded only after the provider confirms it, when the box is usually gone.
+UNSURE_WORDS = "stopped by its watchdog or the provider?"
 OFFER = "S starts it again (the GPU may be gone), D destroys it (guarded); also in ctrl+p"
 POWER_ACTIONS = ("stop", "start", "destroy")
 

@@ -721,6 +721,10 @@ class Guard:
             self.record("push", "dry_run", "would push %d run(s) to %s and verify them "
                         "on the Hub" % (len(self.watch.runs), self.config["hf_repo"]))
             return False
+        if not self.watch.runs:  # a wrong or empty runs root: nothing found is not verified
+            self.record("push", "skipped", "no run found under the runs roots: nothing "
+                                           "pushed, nothing verified")
+            return False
         push = sibling("push")
         push._SECRETS.append(token)
         results = []
@@ -744,10 +748,19 @@ class Guard:
             self.record("push", "failed", "the push did not finish within %s s; going on "
                                           "without it" % _num(limit))
             return False
-        return len(results) == len(self.watch.runs) and all(results)
+        return bool(results) and len(results) == len(self.watch.runs) and all(results)
 
     def power(self, action):
         provider = self.config.get("provider") or "manual"
+        sending = None
+        if not self.dry_run:
+            # Said and saved before the provider is asked: its answer (and the read-back)
+            # comes when the box is going down, SSH with it; a panel that looks now must
+            # know the stop is ours, not the provider's. The final outcome replaces it.
+            self.record(action, "sending", "asking %s to %s the box" % (
+                "its own %s_command" % action if provider == "manual" else provider, action))
+            sending = self.did[-1]
+            self.save(time.time())
         try:
             if provider == "manual":
                 ok, words, answer = command_act(self.config, action, self.dry_run)
@@ -762,6 +775,8 @@ class Guard:
             "ran" if provider == "manual" else "done"
         if self.dry_run and action == "destroy":
             words += " (only once every run's push verified; else it would stop)"
+        if sending is not None and sending in self.did:
+            self.did.remove(sending)
         self.record(action, outcome, words, answer)
 
     def run(self):

@@ -36,7 +36,6 @@ from tui.model.cost import usd
 from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
-from tui.model.preemption import WORDS as PREEMPTED_WORDS
 from tui.model.runs import format_age
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.launch import LaunchScreen
@@ -144,8 +143,9 @@ class FleetScreen(Screen[None]):
         app = self.gpurent
         item = check_item(app.checks.get(name))
         items: tuple[Text, ...] = (item,) if item is not None else ()
-        if name in app.guardian.preempted:
-            items += (Text(f"{PREEMPTED_WORDS}: {PREEMPTED_OFFER}", style="bold red"),)
+        stopped = app.guardian.stopped_words(name)
+        if stopped is not None:
+            items += (Text(f"{stopped}: {PREEMPTED_OFFER}", style="bold red"),)
         return items
 
     def _boxes(self) -> tuple[BoxState, ...]:
