@@ -26,6 +26,7 @@ from tui.actions.push import (
     files_to_push,
     push_run,
     resolve_token,
+    run_folder,
     safe_run_path,
 )
 from tui.model.config import FleetConfig
@@ -125,7 +126,9 @@ async def test_local_push_with_a_hostile_name_arrives_verified(
     (result,) = await push(fleet, run, name, include_epochs=True, progress=counter)
     assert result.outcome == "done", result.message
     assert result.verified
-    dest = dest_root / "gpu-1" / (HOSTILE + "_line two")
+    # Cleaned, the name could be another run's: the run path's hash keeps it apart.
+    dest = dest_root / "gpu-1" / run_folder(name, str(run))
+    assert dest.name.startswith(HOSTILE + "_line two~")
     assert result.destination == f"{dest}/"
     assert str(dest) in result.message
     pushed = [f.name for f in result.files]
@@ -192,6 +195,57 @@ async def test_missing_run_directory_fails_safely(
     assert result.outcome == "failed" and not result.verified
     assert "no run directory" in result.message and "untouched" in result.message
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_two_runs_of_one_name_never_share_a_destination(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """Two runs_roots each holding `exp1`, and `a<newline>b` beside `a_b`: each pair went
+    to one folder, the second push overwrote the first's verified files, and the journal
+    vouched for both, so the destroy guard let a destroy lose the first run."""
+    from tui.__main__ import main
+    from tui.store.jsonl import read_jsonl
+
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})
+    runs = dict([make_run(tmp_path / "a", "exp1"), make_run(tmp_path / "b", "exp1"),
+                 make_run(tmp_path / "a", "a\nb"), make_run(tmp_path / "a", "a_b")])
+    out = tmp_path / "ckpt"
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, name="gpu-1",
+                                            runs_roots=[str(tmp_path / "a"),
+                                                        str(tmp_path / "b")],
+                                            push={"local_dir": str(out)})],
+                       known_hosts=[server.known_hosts_line()])
+    assert main(["push", "gpu-1", "--config", fleet.source]) == 0
+    entries = read_jsonl(tmp_path / "xdg" / "state" / "gpurent-tui" / "journal.jsonl")[0]
+    pushes = {e["run_path"]: e["destination"] for e in entries if e["action"] == "push"}
+    assert set(pushes) == {str(run) for run in runs}
+    assert len(set(pushes.values())) == 4, pushes
+    for run, files in runs.items():
+        dest = Path(pushes[str(run)])
+        assert dest.parent == out / "gpu-1"
+        assert dest.name.startswith(safe_run_path(run.name))
+        for name in ("weights/best.pt", "weights/last.pt", "train.log"):
+            assert (dest / name).read_bytes() == files[name], (run, name)
+
+
+async def test_a_folder_holding_another_runs_push_is_never_overwritten(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """The runs root moved (or a box was pointed elsewhere) and a new `exp1` appeared: its
+    push went into the folder holding the old exp1's verified copy, overwriting it."""
+    server = sshd_factory(env={"PATH": SYSTEM_PATH})
+    first, first_files = make_run(tmp_path / "a", "exp1")
+    second, _ = make_run(tmp_path / "b", "exp1")
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(tmp_path / "ckpt"))
+    (done,) = await push(fleet, first, "exp1")
+    assert done.verified, done.message
+    (refused,) = await push(fleet, second, "exp1")
+    assert refused.outcome == "failed" and not refused.verified
+    assert str(first) in refused.message and "overwrit" in refused.message, refused.message
+    dest = Path(done.destination)
+    for name in ("weights/best.pt", "weights/last.pt", "metrics.jsonl"):
+        assert (dest / name).read_bytes() == first_files[name]
+    assert not list(dest.rglob("*.part"))
+    (again,) = await push(fleet, first, "exp1")  # the run that owns it still pushes there
+    assert again.verified and again.destination == done.destination, again.message
 
 
 def python3_dir(tmp_path: Path) -> Path:

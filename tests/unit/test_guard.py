@@ -94,6 +94,35 @@ def test_only_done_and_verified_pushes_of_that_box_count(tmp_path: Path) -> None
     assert unpushed_weights([run_with()], {}) == []  # no weights: nothing to lose
 
 
+def test_a_push_overwritten_by_another_runs_push_vouches_for_nothing() -> None:
+    """Two runs pushed to one destination (runs of one name, before destinations were
+    unique per run path): the second overwrote the first, both read verified, and the
+    guard let a destroy lose the first run's weights."""
+    def pushed(box: str, path: str, dest: str, at: float, **extra: object) -> dict[str, object]:
+        return {"box": box, "action": "push", "outcome": "done", "verified": True,
+                "run_path": path, "time": at, "destination": dest, "files": push_files(BEST),
+                **extra}
+
+    one, two = "/a/exp1", "/b/exp1"
+    run = run_with(BEST, path=one)
+    shared = [pushed("box", one, "/ckpt/box/exp1/", 700.0),
+              pushed("box", two, "/ckpt/box/exp1/", 800.0)]
+    (stale,) = unpushed_weights([run], last_verified_pushes(shared, "box"))
+    assert stale.files == ("weights/best.pt",)
+    assert "overwritten" in stale.reason and two in stale.reason
+    assert push_note(run, last_verified_pushes(shared, "box"), 900.0) == stale.reason
+    # Another box's run of that name pushed to the same Hub prefix: the same loss.
+    hub = [pushed("box", one, "hf://me/r/exp1/", 700.0),
+           pushed("other", one, "hf://me/r/exp1/", 800.0, outcome="failed", verified=False)]
+    assert unpushed_weights([run], last_verified_pushes(hub, "box"))
+    # Pushed again after it was overwritten: pushed. An older copy elsewhere still holds
+    # it when the newer one was overwritten.
+    again = [*shared, pushed("box", one, "/ckpt/box/exp1/", 900.0)]
+    assert unpushed_weights([run], last_verified_pushes(again, "box")) == []
+    assert unpushed_weights([run], last_verified_pushes(
+        [pushed("box", one, "/elsewhere/exp1/", 650.0), *shared], "box")) == []
+
+
 def test_a_live_training_process_is_said() -> None:
     run = run_with(BEST, health=Health.RUNNING, pid_alive=True)
     (stale,) = unpushed_weights([run], {})

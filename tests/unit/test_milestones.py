@@ -292,6 +292,22 @@ def test_the_journal_folded_line_by_line_equals_one_fold() -> None:
     assert whole["b"].records[PATH].at == 13.0
 
 
+def test_a_push_written_over_by_another_run_is_void_folded_either_way() -> None:
+    """Line by line the fold kept a run's push although a later push of another run of
+    that name went to the same folder: milestones read it as still pushed."""
+    from tui.model.milestones import pushed_by_box
+
+    a, b = run_at(4, "last.pt"), replace(run_at(4, "last.pt"), path="/other/runs/r1")
+    entries = [{**pushed(a, ("last.pt",), at=10.0), "destination": "/w/b/r1/"},
+               {**pushed(b, ("last.pt",), at=11.0), "destination": "/w/b/r1/"}]
+    whole = pushed_by_box(entries, ["b"])
+    step = pushed_by_box(entries[1:], ["b"], pushed_by_box(entries[:1], ["b"]))
+    for fold in (whole, step):
+        assert fold["b"].records[PATH].overwritten == "run /other/runs/r1 of box b"
+        assert fold["b"].records[PATH].files == {}
+        assert not fold["b"].records[b.path].overwritten
+
+
 def test_a_watchdog_stop_explains_a_stopped_box_until_we_start_it_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tui.actions.guardian import Guardian
     from tui.model.config import parse_config

@@ -8,18 +8,23 @@ finished file is renamed into place (a rename replaces a link planted under
 the final name, it never writes through it). So a symbolic link planted in
 the destination, by a box's name or by anyone, cannot redirect a write.
 Folders are made 0700 and files 0600: checkpoints are the user's alone.
-`local_dir` itself is the user's own choice and is used as given.
+`local_dir` itself is the user's own choice and is used as given. A run's
+folder names its run (`.gpurent-run`: box and run path), and a push of any
+other run into it is refused, so one run's verified copy is never overwritten
+by another's (runs of one name, a runs root that moved).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from pathlib import Path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+OWNER = ".gpurent-run"  # which run this folder holds: {"box", "run_path"}
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -137,6 +142,44 @@ class RunFolder:
         part = f".{leaf}.part"
         os.utime(part, ns=(mtime_ns, mtime_ns), dir_fd=folder, follow_symlinks=False)
         os.replace(part, leaf, src_dir_fd=folder, dst_dir_fd=folder)
+
+    def claim(self, box: str, run_path: str) -> None:
+        """Mark the folder as this run's, or refuse it when it holds another run's push."""
+        fd = self._fds[""]
+        owner = {"box": box, "run_path": run_path}
+        try:
+            held = os.open(OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except FileNotFoundError:
+            held = None
+        except OSError as exc:  # a link planted there (ELOOP), a folder, unreadable
+            raise UnsafeDestination(f"{self.path / OWNER} cannot be read "
+                                    f"({exc.strerror or exc}): refused") from None
+        if held is not None:
+            try:
+                text = os.read(held, 1 << 16)
+            finally:
+                os.close(held)
+            try:
+                other = json.loads(text)
+            except ValueError:
+                other = None
+            if other == owner:
+                return
+            who = (f"run {other.get('run_path')!r} of box {other.get('box')!r}"
+                   if isinstance(other, dict) else "another run (its .gpurent-run is unreadable)")
+            raise UnsafeDestination(f"{self.path} holds the push of {who}; this run's push would "
+                                    "overwrite it: refused (move that folder away to push here)")
+        part = f".{OWNER}.part"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part, dir_fd=fd)
+        out = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      FILE_MODE, dir_fd=fd)
+        try:
+            os.write(out, json.dumps(owner).encode())
+            os.fsync(out)
+        finally:
+            os.close(out)
+        os.replace(part, OWNER, src_dir_fd=fd, dst_dir_fd=fd)
 
     def discard_part(self, name: str) -> None:
         folder, leaf = self.folder_of(name)

@@ -8,8 +8,9 @@ summary.json, results.csv, status.json, train_config.yaml, metrics.jsonl,
 train.log), every field of the right type, or nothing is pushed. Then, per
 destination in `[box.push]`:
 
-- `local_dir`: the files come into `<local_dir>/<box>/<run>/` (tui.actions.localdir:
-  never through a link, 0600 files in 0700 folders), each written as
+- `local_dir`: the files come into `<local_dir>/<box>/<run>/` (`<run>` unique per run
+  path, run_folder(); tui.actions.localdir: never through a link, 0600 files in 0700
+  folders, never into a folder holding another run's push), each written as
   `.<name>.part` and renamed only once its sha256 equals the box's; a `.part`
   left by an interrupted push is continued from its size. Over SFTP, or, where
   the box refuses the SFTP subsystem (RunPod's basic proxy), streamed over an
@@ -57,7 +58,7 @@ from tui.remote.session import BoxError, BoxSession
 from tui.store import paths
 
 __all__ = ["PushError", "PushResult", "PushedFile", "box_payload", "files_to_push",
-           "push_run", "resolve_token", "safe_run_path", "token_notice"]
+           "push_run", "resolve_token", "run_folder", "safe_run_path", "token_notice"]
 
 CHUNK = 1 << 20
 MIN_IDLE_SECONDS = 10.0
@@ -131,6 +132,21 @@ def safe_run_path(run_name: str) -> str:
     """A run's name (maybe nested, `exp/run1`) as a relative path safe for a folder or repo."""
     parts = [safe_component(part) for part in run_name.split("/") if part]
     return "/".join(parts) or "_"
+
+
+def run_folder(run_name: str, run_path: str, roots: int = 1) -> str:
+    """Where a run goes below `<local_dir>/<box>/` and in a Hub repo: unique per run path.
+
+    The safe name, plus `~` and a hash of the run path wherever two runs could share
+    it: a box with several runs roots (`/a/exp1` and `/b/exp1`), a name changed by
+    cleaning (`a<newline>b` and `a_b`), a name holding `~` (so no plain name can take
+    the shape of a hashed one). Otherwise one run's push would overwrite another's.
+    """
+    safe = safe_run_path(run_name)
+    if roots > 1 or safe != run_name or "~" in run_name:
+        digest = hashlib.sha256(run_path.encode("utf-8", "surrogateescape")).hexdigest()
+        safe = f"{safe}~{digest[:10]}"
+    return safe
 
 
 def _count(value: object) -> bool:
@@ -381,6 +397,7 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     how = ""
     try:
         with RunFolder(base, parts) as folder:
+            folder.claim(box, run_path)
             source, sftp = await _open_source(conn, box, run_path, idle_seconds)
             how = source.how
             try:
@@ -407,8 +424,8 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
              if p.ok and p.note and p.note != "already there"]
     if present:
         notes.append(f"already there: {', '.join(present)}")
-    renamed = "" if safe_run_path(run_name) == run_name else \
-        " (the run's name made safe for a path)"
+    renamed = "" if "/".join(parts[1:]) == run_name else \
+        " (the run's name made safe and unique for a path)"
     if failed:
         ok = len(pulled) - len(failed)
         return False, (f"pulling run {run_name!r} from box {box} into {destination}{renamed} "
@@ -424,19 +441,19 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
 
 async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                      run_name: str, listing: Listing, local_dir: str,
-                     progress: Progress | None, idle_seconds: float = MIN_IDLE_SECONDS
-                     ) -> PushResult:
-    """The run's files into `<local_dir>/<box>/<run>/`, each verified."""
-    base, parts = _local_parts(local_dir, box, run_name)
+                     progress: Progress | None, idle_seconds: float = MIN_IDLE_SECONDS,
+                     folder: str | None = None) -> PushResult:
+    """The run's files into `<local_dir>/<box>/<run>/`, each verified (`folder`: the run's
+    place there, run_folder())."""
+    base, parts = _local_parts(local_dir, box, folder or safe_run_path(run_name))
     ok, words, how, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
                                           progress, idle_seconds)
     return PushResult(box, run_name, run_path, f"{dest}/", listing.files, ok,
                       "done" if ok else "failed", clean_block(words), how)
 
 
-def _local_parts(local_dir: str, box: str, run_name: str) -> tuple[Path, list[str]]:
-    return Path(local_dir).expanduser(), [safe_component(box),
-                                          *safe_run_path(run_name).split("/")]
+def _local_parts(local_dir: str, box: str, folder: str) -> tuple[Path, list[str]]:
+    return Path(local_dir).expanduser(), [safe_component(box), *folder.split("/")]
 
 
 # -- Hugging Face repo --------------------------------------------------------------------
@@ -481,9 +498,9 @@ async def _verify_at_hub(result: Callable[[bool, str], PushResult], listing: Lis
 async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                    run_name: str, listing: Listing, repo: str, *, token: str | None,
                    endpoint: str | None, progress: Progress | None,
-                   idle_seconds: float) -> PushResult:
+                   idle_seconds: float, folder: str | None = None) -> PushResult:
     """The box uploads the run's files into `<run>/` of the repo; the panel asks the Hub."""
-    prefix = safe_run_path(run_name)
+    prefix = folder or safe_run_path(run_name)
     destination = f"hf://{repo}/{prefix}/"
 
     def result(verified: bool, message: str) -> PushResult:
@@ -524,14 +541,15 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
 async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                               run_name: str, listing: Listing, repo: str, *,
                               local_dir: str | None, token: str | None, endpoint: str | None,
-                              progress: Progress | None, idle_seconds: float) -> PushResult:
+                              progress: Progress | None, idle_seconds: float,
+                              folder: str | None = None) -> PushResult:
     """`upload_from = "panel"`: pull and verify here, upload from here, then ask the Hub.
 
     The token never leaves this machine. The files are staged in the box's
     local_dir folder when it has one (a second copy costs nothing there), else
     in a staging folder that is removed once the Hub holds them.
     """
-    prefix = safe_run_path(run_name)
+    prefix = folder or safe_run_path(run_name)
     destination = f"hf://{repo}/{prefix}/"
 
     def result(verified: bool, message: str) -> PushResult:
@@ -539,7 +557,7 @@ async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_
                           "done" if verified else "failed", scrub(message, token), FROM_PANEL)
 
     if local_dir:
-        base, parts = _local_parts(local_dir, box, run_name)
+        base, parts = _local_parts(local_dir, box, prefix)
         staging = None
     else:
         base, parts = paths.state_dir() / "staging", [safe_component(box),
@@ -610,6 +628,7 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
         raise ValueError(f"box {box.name} has no push destination: set hf_repo or local_dir "
                          f"under [box.push]")
     idle = max(session.timeout, MIN_IDLE_SECONDS)
+    folder = run_folder(run_name, run_path, len(box.runs_roots))
     problem: str | None = None
     hub_token: str | None = None
     try:
@@ -624,7 +643,7 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
             problem = (f"nothing to push: run {run_name!r} on box {box.name} holds none of "
                        f"{', '.join(push_box.FIXED_FILES)}; {UNTOUCHED}")
     if problem is not None:
-        return [PushResult(box.name, run_name, run_path, _destination(box.name, run_name, kind,
+        return [PushResult(box.name, run_name, run_path, _destination(box.name, folder, kind,
                                                                       where),
                            (), False, "failed", clean_block(problem)) for kind, where in targets]
     results = []
@@ -632,20 +651,21 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
     for kind, where in targets:
         if kind == "local":
             results.append(await push_local(conn, box.name, run_path, run_name, listing, where,
-                                            progress, idle))
+                                            progress, idle, folder))
         elif push.upload_from == "panel":
             results.append(await push_hub_from_panel(
                 conn, box.name, run_path, run_name, listing, where, local_dir=push.local_dir,
-                token=hub_token, endpoint=endpoint, progress=progress, idle_seconds=idle))
+                token=hub_token, endpoint=endpoint, progress=progress, idle_seconds=idle,
+                folder=folder))
         else:
             results.append(await push_hub(
                 conn, box.name, run_path, run_name, listing, where, token=hub_token,
-                endpoint=endpoint, progress=progress, idle_seconds=idle))
+                endpoint=endpoint, progress=progress, idle_seconds=idle, folder=folder))
     return results
 
 
-def _destination(box: str, run_name: str, kind: str, where: str) -> str:
+def _destination(box: str, folder: str, kind: str, where: str) -> str:
     if kind == "hf":
-        return f"hf://{where}/{safe_run_path(run_name)}/"
-    base, parts = _local_parts(where, box, run_name)
+        return f"hf://{where}/{folder}/"
+    base, parts = _local_parts(where, box, folder)
     return f"{base.joinpath(*parts)}/"

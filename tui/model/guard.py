@@ -12,12 +12,14 @@ override goes past it, and a forced destroy journals exactly what was lost.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health, RunState, finite, format_age, whole
+from tui.model.text import clean
 
 GUARDED = ("best.pt", "last.pt")
 PICTURE = "picture incomplete"
@@ -52,6 +54,10 @@ class PushRecord:
     epoch: int | None = None
     best_epoch: int | None = None
     best_metric: float | None = None
+    destination: str | None = None
+    # Set when every verified push of the run was written over since by another run's push
+    # to the same destination (runs of one name): who did, and the files vouch for nothing.
+    overwritten: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,41 @@ def _count(value: object) -> int | None:
         else None
 
 
+def _when(entry: Mapping[str, Any]) -> float | None:
+    at = entry.get("time")
+    return None if isinstance(at, bool) or not isinstance(at, int | float) else float(at)
+
+
+def destination_writers(entries: Iterable[Mapping[str, Any]]
+                        ) -> dict[str, list[tuple[float, object, object]]]:
+    """Per destination, every push that may have written there: (time, box, run path).
+
+    Any outcome counts once the box listed files (a failed push may have put some of
+    them in place); a push that listed nothing wrote nothing."""
+    writers: dict[str, list[tuple[float, object, object]]] = {}
+    for entry in entries:
+        dest, at = entry.get("destination"), _when(entry)
+        if entry.get("action") == "push" and isinstance(dest, str) and at is not None \
+                and entry.get("files"):
+            writers.setdefault(dest, []).append((at, entry.get("box"), entry.get("run_path")))
+    return writers
+
+
+def overwriter(writers: Mapping[str, list[tuple[float, object, object]]], dest: object,
+               box: str, run_path: str, at: float) -> str:
+    """Who wrote over this run's push at `dest` since `at` ("" when nobody did)."""
+    for when, other_box, other_path in writers.get(dest, ()) if isinstance(dest, str) else ():
+        if when >= at and (other_box, other_path) != (box, run_path):
+            return f"run {other_path} of box {other_box}"
+    return ""
+
+
 def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str
                          ) -> dict[str, PushRecord]:
-    """Per run path, the latest push of `box` that was done and verified."""
+    """Per run path, the latest push of `box` that was done and verified and that no
+    other run's push has written over since (runs of one name pushed to one place)."""
+    entries = list(entries)
+    writers = destination_writers(entries)
     found: dict[str, PushRecord] = {}
     for entry in entries:
         if (entry.get("box") != box or entry.get("action") != "push"
@@ -105,14 +143,22 @@ def last_verified_pushes(entries: Iterable[Mapping[str, Any]], box: str
             if isinstance(f, Mapping) and isinstance(f.get("name"), str):
                 files[f["name"]] = _identity(f)
         run_path = entry.get("run_path")
-        at = entry.get("time")
-        if isinstance(at, bool) or not isinstance(at, int | float):
+        at = _when(entry)
+        if at is None or not isinstance(run_path, str) or not run_path:
             continue  # a hand-edited or foreign line: not a push we can vouch for
-        if isinstance(run_path, str) and run_path and \
-                (run_path not in found or found[run_path].at <= at):
-            found[run_path] = PushRecord(float(at), files, whole(entry.get("epoch")),
-                                         whole(entry.get("best_epoch")),
-                                         finite(entry.get("best_metric")))
+        dest = entry.get("destination")
+        record = PushRecord(at, files, whole(entry.get("epoch")),
+                            whole(entry.get("best_epoch")), finite(entry.get("best_metric")),
+                            dest if isinstance(dest, str) else None,
+                            overwriter(writers, dest, box, run_path, at))
+        held = found.get(run_path)
+        # A push still in place beats any overwritten one; else the latest wins.
+        if held is None or (not record.overwritten, record.at) >= \
+                (not held.overwritten, held.at):
+            found[run_path] = record
+    for run_path, record in found.items():
+        if record.overwritten:
+            found[run_path] = dataclasses.replace(record, files={})
     return found
 
 
@@ -135,6 +181,13 @@ def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]
             out.append(Unpushed(run.name, run.path,
                                 tuple(f"weights/{w.name}" for w in weights),
                                 f"never pushed{live}"))
+            continue
+        if record.overwritten:
+            out.append(Unpushed(run.name, run.path,
+                                tuple(f"weights/{w.name}" for w in weights),
+                                f"its verified push to {clean(record.destination or '')} "
+                                f"was since overwritten by a push of "
+                                f"{clean(record.overwritten)}: push again{live}"))
             continue
         changed, inexact = [], []
         for weight in weights:

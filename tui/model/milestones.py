@@ -24,7 +24,13 @@ from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.config import PushTarget
-from tui.model.guard import PushRecord, last_verified_pushes, unpushed_weights
+from tui.model.guard import (
+    PushRecord,
+    destination_writers,
+    last_verified_pushes,
+    overwriter,
+    unpushed_weights,
+)
 from tui.model.retry import backoff_delay
 from tui.model.runs import Health, RunState, WeightFile
 
@@ -159,6 +165,12 @@ def pushed_by_box(entries: Iterable[Mapping[str, Any]], boxes: Iterable[str],
         for path, record in new.records.items():
             if path not in records or records[path].at <= record.at:  # as one pass would
                 records[path] = record
+        writers = destination_writers(rows)  # another run's push over a held one voids it
+        for path, record in list(records.items()):
+            who = "" if record.overwritten else \
+                overwriter(writers, record.destination, name, path, record.at)
+            if who:
+                records[path] = replace(record, files={}, overwritten=who)
         epochs = {path: set(nums) for path, nums in old.epochs.items()}
         for path, nums in new.epochs.items():
             epochs.setdefault(path, set()).update(nums)
