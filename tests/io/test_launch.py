@@ -98,6 +98,8 @@ def test_a_crash_before_status_json_shows_its_output_cleaned_and_exits_1(
     assert "stand-in trainer ['crash']" in err
     assert "\x1b" not in err and "\x07" not in err and "\r" not in err
     assert not (runs / "crash").exists()
+    # A script launch has no data set to doctor unless told one: it says so, not silently.
+    assert "doctor: skipped (no --data)" in err
     (entry,) = Journal().entries
     assert entry["action"] == "launch" and entry["outcome"] == "failed"
     assert "exited 3" in entry["error"]
@@ -249,6 +251,7 @@ def test_a_lying_box_cannot_flood_or_steer_the_terminal(
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and "\r" not in err
     assert "exited 2 before the run wrote status.json" in err
+    assert "doctor:" not in err  # --no-doctor: asked for, so not remarked on
     tail = err.split("--- its output (last 40 lines) ---\n", 1)[1].splitlines()
     assert 1 <= len(tail) <= 40 and all(len(line) <= 400 for line in tail)
     assert tail[-1].startswith("\ufffd]52;c;aGk=\ufffdevil AAAA")

@@ -269,6 +269,8 @@ async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
     if outside_roots(plan.project, box.runs_roots):
         say(f"note: {plan.project} is outside box {box.name}'s runs_roots "
             f"({', '.join(box.runs_roots)}): the panel will not show this run")
+    if doctor and not plan.data:  # a script's data set is known only when --data names it
+        say("doctor: skipped (no --data)")
     if doctor and plan.data and (refusal := await _doctor(session, box, plan.data, say)):
         outcome = _outcome(plan, "refused", refusal)
         journal_it(outcome)
