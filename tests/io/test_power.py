@@ -23,11 +23,13 @@ from support.provider_servers import (
     runpod_too_many,
     vast_instance,
 )
+from support.pty_only_box import PtyOnlyBox
 from support.sshd import KeyPair, Sshd
 
 from tui.actions.power import PowerOutcome, destroy_box, in_flight, start_box, stop_box
 from tui.model.config import FleetConfig
 from tui.providers import make_client
+from tui.remote.channel import PTY_ONLY_FIX
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 
@@ -495,6 +497,44 @@ async def test_manual_command_that_drops_the_connection_is_unknown(
     assert out.outcome == "unknown", out.message
     assert "command ran; effect not observed" in out.message
     assert "its command was sent but it ended without an exit status" in out.message
+
+
+async def test_manual_stop_on_an_endpoint_that_refuses_commands_says_how_to_reach_it(
+        tmp_path: Path, client_key: KeyPair) -> None:
+    """RunPod's basic proxy refuses every command: nothing ran, and the words give the fix."""
+    proxy = PtyOnlyBox(client_key.public_line)
+    await proxy.start()
+    try:
+        fleet = make_fleet(tmp_path, [{
+            "name": "pod", "host": "127.0.0.1", "port": proxy.port, "user": "root",
+            "identity_file": str(client_key.private_path), "stop_command": "true"}],
+            known_hosts=[proxy.known_hosts_line()])
+        out = await stop_box(fleet.boxes[0], fleet, observe_timeout=1.0, poll_interval=0.2)
+    finally:
+        await proxy.close()
+    assert out.outcome == "failed", out.message
+    assert "refused to run a command" in out.message and PTY_ONLY_FIX in out.message
+    assert "Nothing was run" in out.message
+    assert proxy.refused == ["true"]
+
+
+@pytest.mark.parametrize("force", [
+    "true",
+    'echo "Error: Your SSH client doesn\'t support PTY"; exit 1',
+    'echo "Error: Your SSH client doesn\'t support PTY" >&2; exit 1',
+], ids=["silent", "complaint-on-stdout", "complaint-on-stderr"])
+async def test_manual_destroy_on_an_endpoint_that_runs_no_command_says_how_to_reach_it(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        force: str) -> None:
+    """An endpoint that closes every command's session without running it: the
+    destroy_command never ran, which the words say with the fix, not "command ran"."""
+    marker = tmp_path / "destroyed"
+    server = sshd_factory("pty", extra_config=f"ForceCommand {force}")
+    fleet = manual_fleet(tmp_path, server, client_key, destroy_command=f"touch '{marker}'")
+    out = await destroy_box(fleet.boxes[0], fleet, observe_timeout=1.0, poll_interval=0.2)
+    assert not marker.exists()
+    assert out.outcome == "failed", out.message
+    assert "the SSH server ran no command" in out.message and PTY_ONLY_FIX in out.message
 
 
 async def test_manual_box_without_commands_or_reach(
