@@ -16,7 +16,9 @@ each the median of `--repeats`:
 3. fold: `meter()` at now for the fleet (spent, today, rates): one refresh;
 4. catch up: `Ledger.refresh()` with nothing new (a stat), and after another
    process appended 10 records;
-5. the command: `gpurent-tui costs --json` in a fresh Python, end to end.
+5. the command: `gpurent-tui costs --json` in a fresh Python, end to end;
+6. one torn line: the same month with a power cut's fragment mid-file (it stays
+   there: the next append starts a fresh line), replayed and through the command.
 
     python benchmarks/ledger.py [--boxes 20] [--days 30] [--minutes 15] [--repeats 5]
 """
@@ -43,7 +45,7 @@ from tui.model.bill import Event, Mark, costs_report
 from tui.model.config import parse_config
 from tui.model.meter import meter
 from tui.store.jsonl import append_jsonl
-from tui.store.ledger import Ledger
+from tui.store.ledger import Ledger, parse_lines
 
 DAY = 86400.0
 
@@ -135,13 +137,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.write_text("".join(f'[[box]]\nname = "{n}"\nhost = "h"\n' for n in names))
         env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state")}
 
-        def command() -> int:
+        def command(env: dict[str, str] = env) -> int:
             done = subprocess.run([sys.executable, "-m", "tui", "costs", "--json", "--config",
                                    str(config)], cwd=REPO, env=env, capture_output=True)
             assert done.returncode == 0, done.stderr.decode()
             return len(done.stdout)
 
         results["costs_command_ms"], _ = median_ms(command, max(3, args.repeats // 2))
+
+        # The same month with one torn line in the middle.
+        torn = tmp / "torn" / "gpurent-tui" / "ledger.jsonl"
+        torn.parent.mkdir(parents=True)
+        half = len(lines) // 2
+        torn.write_text("\n".join([*lines[:half], '{"v":1,"t":17', *lines[half:]]) + "\n")
+        results["replay_torn_ms"], torn_ledger = median_ms(lambda: Ledger(torn), args.repeats,
+                                                           "replay_torn_ms")
+        assert torn_ledger.skipped == 1 and len(torn_ledger.events) == len(ledger.events)
+        results["torn_lines_parsed_alone"] = parse_lines(torn.read_bytes())[2]
+        torn_env = {**os.environ, "XDG_STATE_HOME": str(tmp / "torn")}
+        results["costs_command_torn_ms"], _ = median_ms(lambda: command(torn_env),
+                                                        max(3, args.repeats // 2))
         results["records"] = len(lines)
         results["bytes"] = size
         results["fleet_usd"] = round(report.usd, 2)
@@ -162,7 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("meter fold at now (one refresh's money)", "fold_ms"),
             ("catch up, nothing new (a stat)", "catch_up_idle_ms"),
             ("catch up after 10 records from another process", "catch_up_10_ms"),
-            ("`gpurent-tui costs --json`, fresh Python, end to end", "costs_command_ms")]
+            ("`gpurent-tui costs --json`, fresh Python, end to end", "costs_command_ms"),
+            ("one torn line mid-file: replay the month", "replay_torn_ms"),
+            ("one torn line mid-file: `costs --json` end to end", "costs_command_torn_ms")]
     print(f"  {'':<56} {'wall':>9}    {'CPU':>9}")
     for label, key in rows:
         cpu = f"{CPU[key]:9.2f} ms" if key in CPU else ""

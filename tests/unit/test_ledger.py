@@ -9,7 +9,7 @@ import pytest
 
 from tui.model.cost import Event, accrued
 from tui.store.jsonl import append_jsonl, read_jsonl
-from tui.store.ledger import Ledger
+from tui.store.ledger import Ledger, parse_lines
 
 
 def test_restart_replays_the_same_total(tmp_path: Path) -> None:
@@ -127,3 +127,19 @@ def test_a_segment_is_never_dated_after_the_moment_it_was_observed(tmp_path: Pat
     assert kept.t <= seen
     assert ledger.book.boxes["a"].at(seen + 0.0001).state == "stopped"  # type: ignore[union-attr]
     assert Ledger(tmp_path / "ledger.jsonl").events == ledger.events
+
+
+def test_one_torn_line_is_parsed_alone_and_the_rest_in_bulk() -> None:
+    """A torn write stays mid-file for good (the next append starts a new line): the month
+    around it must still be read in bulk, only the suspect lines one by one."""
+    good = [Event(60.0 * i, "a", "running", 1.0 + i, "api").to_json() for i in range(2000)]
+    lines = [json.dumps(r, separators=(",", ":")) for r in good]
+    lines.insert(700, '{"v":1,"t":36')                       # power cut mid-write
+    lines.insert(1500, '{"v":1,"t":60,"box":"a","state":}')  # whole-looking, but not JSON
+    lines.insert(1800, '{"v":1},{"v":2}')                    # two objects on one line
+    records, skipped, alone = parse_lines(("\n".join(lines) + "\n").encode())
+    assert records == good and skipped == 3
+    assert alone <= 3 * 3  # each bad line, and at most two good neighbours as it is cornered
+    clean, none_skipped, none_alone = parse_lines(("\n".join(
+        json.dumps(r) for r in good) + "\n").encode())
+    assert clean == good and none_skipped == none_alone == 0
