@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,23 @@ from support.webhook_server import WebhookServer
 
 from tui.actions.alerts import AlertSender
 from tui.actions.guardian import Guardian
-from tui.model.alerts import PREEMPTED, RUN_DIED, event
+from tui.model.alerts import (
+    BOX_IDLE,
+    OVER_BUDGET,
+    PREEMPTED,
+    RUN_DIED,
+    RUN_STALLED,
+    UNREACHABLE,
+    WATCHDOG_ACTED,
+    AlertEvent,
+    event,
+)
+from tui.model.box import BoxState, Connection
 from tui.model.config import AlertConfig, parse_config
+from tui.model.cost import BoxRates
+from tui.model.meter import BoxCost, FleetCost
+from tui.model.runs import Health, RunState
+from tui.model.watchdog import GuardStep, GuardView
 from tui.providers.meter import CostMeter
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
@@ -146,6 +162,75 @@ async def test_a_box_its_provider_stopped_without_a_stop_of_ours(
             assert sorted(p["body"]["box"] for p in hook.posts) == ["p1", "v"]
         finally:
             await meter.aclose()
+
+
+def box_at(clock: Clock, kind: str, bad: bool, step: int = 0) -> BoxState:
+    """Box "b" as a look sees it, in the state that makes `kind` (bad) or not."""
+    ok = BoxState(name="b", connection=Connection.OK, last_ok_at=clock.now - 1,
+                  runs=(RunState(path="/r/r1", name="r1", root="/r", health=Health.RUNNING,
+                                 reason="epoch 3"),),
+                  guard=GuardView(armed=True))
+    if not bad:
+        return ok
+    if kind == RUN_STALLED:
+        return replace(ok, runs=(replace(ok.runs[0], health=Health.STALLED,
+                                         reason="no epoch for 31 min"),))
+    if kind == UNREACHABLE:
+        return replace(ok, connection=Connection.TIMEOUT, failed_since=clock.now - 120,
+                       error="timed out")
+    assert kind == WATCHDOG_ACTED  # a new step each time it acts
+    return replace(ok, guard=GuardView(did=(GuardStep("push", "verified", 1000.0 + step,
+                                                      "r1: verified on the Hub"),)))
+
+
+def cost_at(kind: str, bad: bool) -> FleetCost:
+    flags = {"idle_alarm": True} if kind == BOX_IDLE else {"budget_level": "alarm"}
+    box = BoxCost("b", BoxRates("running", None, None, 720.0, "config", None), 0.0, 0.0,
+                  **(flags if bad else {}))  # type: ignore[arg-type]
+    return FleetCost({"b": box}, 0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("kind", [RUN_STALLED, BOX_IDLE, OVER_BUDGET, UNREACHABLE,
+                                  WATCHDOG_ACTED])
+async def test_each_kind_reaches_the_webhook_once_per_cooldown(tmp_path: Path,
+                                                               kind: str) -> None:
+    """Driven through the Guardian as the panel and `watch` drive it: the state entered,
+    seen again, left and entered again within the cool-down is one POST; once the
+    cool-down has passed, entering it again is a second."""
+    with WebhookServer() as hook:
+        fleet = fleet_with(f'webhook = "{hook.url}/x"\ncooldown_minutes = 10\n'
+                           "unreachable_minutes = 1", tmp_path)
+        clock = Clock()
+        sender = AlertSender(fleet.alerts)  # type: ignore[attr-defined]
+        guardian = Guardian(fleet, Journal(tmp_path / "j.jsonl"), sender=sender,  # type: ignore
+                            clock=clock)
+        steps = iter(range(100))
+
+        def look(bad: bool) -> list[AlertEvent]:
+            """One look (a box refresh, or a money picture) entering, keeping or leaving."""
+            if kind in (BOX_IDLE, OVER_BUDGET):
+                return guardian.judge_costs(cost_at(kind, bad), {}, set())[1]
+            now = box_at(clock, kind, bad, next(steps))
+            before, guardian_last[0] = guardian_last[0], now
+            return guardian.box_updated(before, now)
+
+        guardian_last = [box_at(clock, kind, False)]
+        guardian.box_updated(None, guardian_last[0])  # the first look: history
+        look(False)
+        (first,) = look(True)
+        assert first.kind == kind and first.box == "b"
+        assert look(True) == []  # still so: not news
+        look(False)
+        assert look(True) == []  # entered again within the cool-down: not sent again
+        await settle(sender)
+        assert [p["body"]["kind"] for p in hook.posts] == [kind]
+        clock.now += 10 * 60
+        look(False)
+        (again,) = look(True)
+        assert again.kind == kind
+        await settle(sender)
+        assert [p["body"]["kind"] for p in hook.posts] == [kind, kind]
+        assert hook.posts[0]["body"]["box"] == "b"
 
 
 async def test_a_hung_command_is_killed_with_its_children(tmp_path: Path) -> None:
