@@ -80,3 +80,22 @@ def test_doctor_says_what_is_missing(tmp_path: Path, fleet_with: Callable[[str],
     out = capsys.readouterr().out
     assert code == 1
     assert f"LibreYOLO is not installed in {bare}: pip install libreyolo" in out
+
+
+def test_strict_fails_on_warnings_alone(tmp_path: Path, fleet_with: Callable[[str], FleetConfig],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """An orphan label is a LibreYOLO warning, no error: exit 0, and 1 with --strict."""
+    data_yaml = make_dataset(tmp_path / "ds")
+    (data_yaml.parent / "labels" / "train" / "no_such_image.txt").write_text("0 .5 .5 .1 .1\n")
+    fleet = fleet_with(sys.executable)
+    code = main(["--config", fleet.source, "doctor", "box", str(data_yaml), "--fast", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["exit_code"] == 0 and doc["strict"] is False
+    assert doc["summary"]["errors"] == 0 and doc["summary"]["warnings"] == 1
+    assert [f["check_id"] for f in doc["findings"] if f["severity"] == "warning"] == [
+        "files.orphan_label"]
+    code = main(["--config", fleet.source, "doctor", "box", str(data_yaml), "--fast",
+                 "--strict"])
+    text = capsys.readouterr().out
+    assert code == 1, text
+    assert "0 errors, 1 warnings" in text and "--strict: warnings fail" in text

@@ -248,7 +248,8 @@ def test_doctor_findings_are_libreyolos_own() -> None:
     assert [f.check_id for f in report.errors] == ["labels.syntax"]
     assert report.warnings[0].message == "1 pair leaking"
     assert report.lines()[1] == "  1 errors, 1 warnings, 0 infos"
-    clean = {**DOCTOR, "summary": {"errors": 0, "warnings": 0, "infos": 0}, "findings": []}
+    clean = {**DOCTOR, "summary": {"errors": 0, "warnings": 0, "infos": 0}, "findings": [],
+             "exit_code": 0}
     assert judge_doctor({"installed": True, "report": clean}, box="b", data="d",
                         python="p").exit_code == 0
     cli_error = {"schema_version": 1, "error": "data_not_found", "message": "no such yaml",
@@ -257,6 +258,23 @@ def test_doctor_findings_are_libreyolos_own() -> None:
                           python="p")
     assert failed.failure == "libreyolo doctor: data_not_found: no such yaml"
     assert failed.exit_code == 1
+
+
+def test_strict_doctor_fails_on_warnings_alone() -> None:
+    """--strict: LibreYOLO's warnings fail the exit code too, as its own CLI does."""
+    warned = {**DOCTOR, "summary": {"errors": 0, "warnings": 1, "infos": 0},
+              "findings": DOCTOR["findings"][1:], "exit_code": 0}
+    lenient = judge_doctor({"installed": True, "report": warned, "rc": 0}, box="b", data="d",
+                           python="p")
+    assert lenient.exit_code == 0 and lenient.document()["strict"] is False
+    strict = judge_doctor({"installed": True, "report": warned, "rc": 0}, box="b", data="d",
+                          python="p", strict=True)
+    assert strict.exit_code == 1 and strict.document()["strict"] is True
+    assert strict.lines()[1] == "  0 errors, 1 warnings, 0 infos (--strict: warnings fail)"
+    # LibreYOLO's own verdict counts even where its findings were trimmed away.
+    said = {**warned, "findings": [], "summary": {}, "exit_code": 1}
+    assert judge_doctor({"installed": True, "report": said}, box="b", data="d",
+                        python="p").exit_code == 1
 
 
 # -- config and the command line on the box ---------------------------------------------

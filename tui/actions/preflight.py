@@ -104,8 +104,10 @@ async def doctor_box(session: BoxSession, box: BoxConfig, data: str, *, fast: bo
     parts = run.parts()
     if not run.done and "doctor" not in parts:
         return judge_doctor(None, box=box.name, data=data, python=box.python,
-                            failure=_not_run(run, box, "libreyolo doctor", deadline))
-    return judge_doctor(parts.get("doctor"), box=box.name, data=data, python=box.python)
+                            failure=_not_run(run, box, "libreyolo doctor", deadline),
+                            strict=strict)
+    return judge_doctor(parts.get("doctor"), box=box.name, data=data, python=box.python,
+                        strict=strict)
 
 
 def report_lines(report: CheckReport) -> list[str]:

@@ -900,6 +900,8 @@ class DoctorReport:
     failure: str | None = None  # doctor could not run: why, and the fix
     libreyolo_version: str | None = None
     dropped: int = 0
+    strict: bool = False  # --strict: warnings fail too
+    libreyolo_exit: int | None = None  # LibreYOLO's own exit_code (it knows --strict)
 
     @property
     def errors(self) -> list[DoctorFinding]:
@@ -911,11 +913,15 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failure or self.errors or self.summary.get("errors") else 0
+        """1 on errors, on warnings too under --strict, or when LibreYOLO itself said 1
+        (its verdict holds even where findings were trimmed on the box)."""
+        if self.failure or self.errors or self.summary.get("errors") or self.libreyolo_exit:
+            return 1
+        return 1 if self.strict and (self.warnings or self.summary.get("warnings")) else 0
 
     def document(self) -> dict[str, Any]:
         return {"schema": "gpurent.doctor/1", "box": self.box, "data": self.data,
-                "exit_code": self.exit_code, "failure": self.failure,
+                "exit_code": self.exit_code, "strict": self.strict, "failure": self.failure,
                 "libreyolo_version": self.libreyolo_version, "summary": dict(self.summary),
                 "stats": dict(self.stats), "findings_dropped": self.dropped,
                 "findings": [{"severity": f.severity, "check_id": f.check_id,
@@ -928,6 +934,8 @@ class DoctorReport:
             return [head, f"  ✗ {self.failure}"]
         counts = ", ".join(f"{self.summary.get(k, 0)} {k}" for k in ("errors", "warnings",
                                                                       "infos"))
+        if self.strict:
+            counts += " (--strict: warnings fail)"
         out = [head + (f" (LibreYOLO {self.libreyolo_version})" if self.libreyolo_version
                        else ""), f"  {counts}"]
         marks = {ERROR: "✗", WARNING: "!", INFO: "·"}
@@ -943,10 +951,11 @@ class DoctorReport:
 
 
 def judge_doctor(raw: Mapping[str, Any] | None, *, box: str, data: str, python: str,
-                 failure: str | None = None) -> DoctorReport:
-    """Read LibreYOLO's doctor answer (untrusted): its findings as it wrote them."""
+                 failure: str | None = None, strict: bool = False) -> DoctorReport:
+    """Read LibreYOLO's doctor answer (untrusted): its findings as it wrote them; with
+    `strict`, its warnings fail the exit code as they do LibreYOLO's own."""
     if failure is not None:
-        return DoctorReport(box, data, failure=failure)
+        return DoctorReport(box, data, failure=failure, strict=strict)
     if not isinstance(raw, Mapping):
         return DoctorReport(box, data, failure="the box sent no doctor answer")
     if not raw.get("installed"):
@@ -995,7 +1004,8 @@ def judge_doctor(raw: Mapping[str, Any] | None, *, box: str, data: str, python: 
                            if isinstance(counts, Mapping)}
     return DoctorReport(box, data, tuple(findings), summary, stats,
                         libreyolo_version=version,
-                        dropped=whole(report.get("findings_dropped")) or 0)
+                        dropped=whole(report.get("findings_dropped")) or 0, strict=strict,
+                        libreyolo_exit=whole(report.get("exit_code")))
 
 
 # -- the panel's verdict in a box's header ---------------------------------------------------
