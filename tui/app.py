@@ -1,11 +1,12 @@
-"""The Textual app: the fleet's state, the workers that feed it, and the actions on boxes.
+"""The Textual app: the fleet's state, the workers that feed it, and the actions it runs.
 
 One worker per box (its BoxWatcher) and one for the providers post immutable
 snapshots as messages (tui/messages.py); the app folds them into its state
 and publishes it through reactives (`box_state`, `cost`, `notes`, `pushes`)
 that the screens watch. The screens own what is drawn and the keys: the
 fleet screen (`get_default_screen`) holds the cursor, the filter and the
-confirmations; the app runs what they ask for, one action per box at a time.
+confirmations; the app runs what they ask for, one action per box at a time, as
+work that tui/actions/board.py prepares (no Textual there).
 
 `GpurentApp(fleet)` watches live boxes; `GpurentApp(fleet, states=..., live=False)`
 shows fixed snapshots (snapshot tests, screenshots) through the same code.
@@ -14,15 +15,11 @@ shows fixed snapshots (snapshot tests, screenshots) through the same code.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
-import ctypes.util
-import gc
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from rich.text import Text
 from textual.app import App, SystemCommand
@@ -33,8 +30,10 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui.actions.alerts import AlertSender
+from tui.actions.board import Board
 from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
+from tui.memory import HistorySettler, settle_history, thaw
 from tui.messages import ActionEnded, ActionProgress, BoxUpdated, CostsPolled
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState, Connection, fold_failure
@@ -42,8 +41,7 @@ from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
-from tui.model.milestones import Wish
-from tui.model.preflight import CheckVerdict, DoctorReport, last_check_verdicts
+from tui.model.preflight import CheckVerdict
 from tui.model.retry import backoff_delay
 from tui.model.text import clean
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
@@ -55,47 +53,10 @@ from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 from tui.store.journal import Journal
-from tui.store.ledger import Ledger
 from widgets.fleet_text import clock_time
 
-if TYPE_CHECKING:  # imported where used: the panel starts faster
-    from tui.remote.session import BoxSession
-
 COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
-SETTLE_POINTS = 4000  # history points loaded between two settle_history()
 TOAST_SECONDS = 4
-
-
-def settle_history() -> None:
-    """Take the history loaded so far out of the cyclic garbage collector's scans.
-
-    A history is tens of thousands of immutable points that never form cycles, yet every
-    full collection walks them all: 100-300 ms with the event loop held, several times
-    while 20 boxes stream 2,000 epochs each. Cyclic garbage is collected first, so
-    nothing collectable is frozen with the history (cheap: what was frozen before is not
-    walked again); freezing itself is a list splice. Frozen objects are still freed when
-    their last reference goes."""
-    gc.collect()
-    gc.freeze()
-    if _LIBC is not None:
-        # glibc keeps the pages the parse of a history burst freed; give them back.
-        _LIBC.malloc_trim(0)
-
-
-def _libc() -> ctypes.CDLL | None:
-    """The C library when it is glibc (malloc_trim); None elsewhere."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
-
-
-def points(state: BoxState) -> int:
-    return sum(len(run.history) for run in state.runs)
 
 
 class GpurentApp(App[None]):
@@ -134,20 +95,35 @@ class GpurentApp(App[None]):
         self.meter = meter if meter is not None else (CostMeter(fleet, clock=clock) if live
                                                       else None)
         self.journal = journal if journal is not None else Journal()
-        self.busy: dict[str, str] = {}  # box -> the action in flight (one at a time per box)
-        self.monitors: dict[tuple[str, str], asyncio.Event] = {}  # (box, run path) -> stop
         # Alarms, alerts, milestone pushes, preemption: the same policies as `watch`.
         self.guardian = Guardian(fleet, self.journal, clock=clock, sender=AlertSender(
             fleet.alerts, failed=self._alert_failed) if live else None)
+        self.board = Board(fleet, self.journal, self.guardian, watchers=self.watchers,
+                           states=self.states, clock=clock,
+                           ledger=self.meter.ledger if self.meter is not None else None,
+                           progress=lambda box, text: self.post_message(
+                               ActionProgress(box, text)))
         self._said: set[str] = set()  # storage problems already notified
         self._journal_seen = self.journal.version  # the version the push notes came from
         self._crashes: dict[str, int] = {}  # box -> watcher crashes in a row
         self._cost_pending = False
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
-        self._new_points = 0  # history points loaded since the last settle_history()
+        self._settler = HistorySettler()
         self.set_reactive(GpurentApp.pushes, self._all_pushes())
-        self.checks: dict[str, CheckVerdict] = last_check_verdicts(self.journal.entries)
-        self._doctor_paths: dict[str, str] = {}  # box -> the data set last doctored
+
+    @property
+    def busy(self) -> dict[str, str]:
+        """box -> the action in flight (one at a time per box)."""
+        return self.board.busy
+
+    @property
+    def monitors(self) -> dict[tuple[str, str], asyncio.Event]:
+        return self.board.monitors
+
+    @property
+    def checks(self) -> dict[str, CheckVerdict]:
+        """box -> its last check's verdict (the box's header shows it)."""
+        return self.board.checks
 
     def get_default_screen(self) -> Screen[None]:
         return FleetScreen()
@@ -168,9 +144,7 @@ class GpurentApp(App[None]):
                                 exit_on_error=False)
 
     def on_unmount(self) -> None:
-        """What settle_history() froze goes back to the collector: in one process that
-        runs several panels (the tests), a closed panel's objects must be collectable."""
-        gc.unfreeze()
+        thaw()  # a closed panel's objects are collectable (the tests run many in one process)
 
     # --- watchers ----------------------------------------------------------------------
 
@@ -215,10 +189,7 @@ class GpurentApp(App[None]):
             return
         before = self.states[state.name]
         self.states[state.name] = state
-        self._new_points += max(0, points(state) - points(before))
-        if self._new_points >= SETTLE_POINTS or (before.loading and not state.loading):
-            settle_history()
-            self._new_points = 0
+        self._settler.updated(before, state)
         self._seen.add(state.name)
         self.box_state = state
         self._schedule_cost()
@@ -288,26 +259,12 @@ class GpurentApp(App[None]):
         self.notify(line, severity="warning", timeout=10, markup=False)
 
     def _milestone(self, state: BoxState) -> None:
-        """Push what a milestone calls for (`[box.push] every_epochs`, `on_best`,
-        `on_complete`), unasked, one push per box at a time, through the push flow."""
-        wish = self.guardian.milestone(state, busy=state.name in self.busy)
-        if wish is None:
-            return
-        from tui.actions.flows import push_runs
-
-        watcher = self.watchers.get(state.name)
-
-        async def work(wish: Wish = wish) -> Report:
-            report = await push_runs(
-                self.fleet, self.fleet.box(wish.box), self.journal, run_names=[wish.run],
-                include_epochs=list(wish.epochs) if wish.epochs else False,
-                session=watcher.session if watcher else None, state=state, why=wish.why)
-            events = self.guardian.push_ended(wish, report.code == 0, report.lines)
-            if events:
-                self.call_later(self._ring, events)
-            return report
-
-        self.start_action(state.name, f"milestone push ({wish.why})", work)
+        """Push what a milestone calls for, unasked, one push per box at a time."""
+        push = self.board.milestone(state, ring=lambda events: self.call_later(self._ring,
+                                                                              events))
+        if push is not None:
+            wish, work = push
+            self.start_action(state.name, f"milestone push ({wish.why})", work)
 
     def _storage_notices(self) -> None:
         """Say once, per distinct message, that the cost ledger or the action journal cannot
@@ -397,169 +354,66 @@ class GpurentApp(App[None]):
     def _note(self, box: str, text: Text) -> None:
         self.notes = {**self.notes, box: text}
 
-    def _ledger(self) -> Ledger | None:
-        """The meter's own ledger, so an action's outcome is billed at the next refresh."""
-        return self.meter.ledger if self.meter is not None else None
+    # What the screens' keys ask for: the board prepares the work, the app runs it.
 
     def push(self, box: str, runs: list[str] | None, confirmed: bool = False) -> None:
         """Push the named runs (or every run) of a box, with progress on its line."""
-        from tui.actions.flows import push_runs
-        from tui.actions.push import token_notice
-
-        notice = token_notice(self.fleet.box(box), self.journal.entries)
+        notice = self.board.token_notice(box)
         if notice is not None and not confirmed:  # the first push that sends a token to a box
             self.push_screen(ConfirmScreen(f"Send your Hub token to {box}?", notice),
                              lambda yes: self.push(box, runs, True) if yes else None)
             return
-        watcher = self.watchers.get(box)
-
-        def progress(name: str, done: int, total: int) -> None:
-            self.post_message(ActionProgress(
-                box, f"pushing {clean(name)}: {done / 1e6:.1f}/{total / 1e6:.1f} MB"))
-
-        self.start_action(box, "push", lambda: push_runs(
-            self.fleet, self.fleet.box(box), self.journal, run_names=runs, progress=progress,
-            session=watcher.session if watcher else None,
-            state=self.states.get(box) if watcher else None))
+        self.start_action(box, "push", self.board.push(box, runs))
 
     def power(self, box: str, action: Literal["stop", "start"]) -> None:
-        from tui.actions.flows import power
-
-        watcher = self.watchers.get(box)
-        self.start_action(box, action, lambda: power(
-            self.fleet, self.fleet.box(box), action, self.journal,
-            session=watcher.session if watcher else None, ledger=self._ledger()))
+        self.start_action(box, action, self.board.power(box, action))
 
     def push_and_stop(self, box: str) -> None:
         """on_budget = "push-and-stop": never lose weights, then stop paying for the GPU."""
-        from tui.actions.flows import push_and_stop
-
-        watcher = self.watchers.get(box)
-        self.start_action(box, "budget: push and stop", lambda: push_and_stop(
-            self.fleet, self.fleet.box(box), self.journal,
-            session=watcher.session if watcher else None,
-            state=self.states.get(box) if watcher else None, ledger=self._ledger()))
+        self.start_action(box, "budget: push and stop", self.board.push_and_stop(box))
 
     def destroy(self, box: str, answer: str, shown: list[Unpushed]) -> None:
-        """The destroy dialog's answer: the guard decides on a fresh look of the box, and a
-        typed override accepts exactly the refusals the dialog showed."""
-        from tui.actions.flows import destroy_from_dialog
-
-        self.start_action(box, "destroy", lambda: destroy_from_dialog(
-            self.fleet, self.fleet.box(box), self.journal, answer, shown,
-            ledger=self._ledger()))
+        """The destroy dialog's answer (the guard decides on a fresh look of the box)."""
+        self.start_action(box, "destroy", self.board.destroy(box, answer, shown))
 
     def launch_form(self, box: str) -> LaunchForm:
-        """The launch form as the box's last launch left it (its journal line)."""
-        from tui.model.launch import form_from_entry, last_entry
-
-        return form_from_entry(last_entry(self.journal.entries, box, "launch"))
+        return self.board.launch_form(box)
 
     def launch(self, request: LaunchRequest) -> None:
-        """Start a run detached on a box; it shows in its section once it writes status.json
-        (the box is looked at again as soon as the launch ends)."""
-        from tui.actions.launch import launch_from_form
+        self.start_action(request.box, "launch", self.board.launch(request))
 
-        box, watcher = request.box, self.watchers.get(request.box)
-        self.start_action(box, "launch", lambda: launch_from_form(
-            self.fleet, self.fleet.box(box), request, self.journal, now=self.clock(),
-            session=watcher.session if watcher else None,
-            on_event=lambda text: self.post_message(ActionProgress(box, text))))
+    def check(self, box: str) -> None:
+        """`g`: the box's torch, CUDA, GPUs, LibreYOLO and HF_HOME; the verdict in its header."""
+        self.start_action(box, "check", self.board.check(box))
+
+    def open_doctor(self, box: str) -> None:
+        """`G`: LibreYOLO's doctor on a data set on the box, in its own screen."""
+        from tui.screens.doctor import DoctorScreen
+
+        self.push_screen(DoctorScreen(box, self.board.doctor(box),
+                                      self.board.doctor_paths.get(box, "")))
 
     def toggle_monitor(self, box: str, path: str) -> None:
         """`w`: LibreYOLO's monitor of the run, forwarded to 127.0.0.1 here, until `w` again."""
-        from tui.actions.monitor import MonitorError, close_monitor, hold_monitor, open_monitor
-
-        if (box, path) in self.monitors:
-            self.monitors[(box, path)].set()
+        if self.board.close_monitor(box, path):
             return
-        watcher, run = self.watchers.get(box), self.states[box].run(path)
-        if watcher is None or run is None:
+        hold = self.board.monitor(box, path, note=lambda name, words, style: self._note(
+            name, Text(words, style=style)))
+        if hold is None:
             self.notify("no live box to open a monitor on", timeout=TOAST_SECONDS)
             return
-        stop = self.monitors[(box, path)] = asyncio.Event()
-        self._note(box, Text(f"monitor of {run.name}: starting…"))
-
-        async def hold() -> None:
-            handle = None
-            try:
-                handle = await open_monitor(watcher.session, self.fleet.box(box), path)
-                self._note(box, Text(f"monitor of {run.name}: {handle.run_url}  (w closes it)",
-                                     style="bold"))
-                await hold_monitor(watcher.session, handle, stop,
-                                   say=lambda line: self._note(box, Text(line)))
-            except MonitorError as exc:
-                self._note(box, Text(f"monitor of {run.name}: {exc.message}", style="red"))
-            finally:
-                self.monitors.pop((box, path), None)
-                if handle is not None:
-                    self._note(box, Text(f"monitor of {run.name} closed: "
-                                         f"{await close_monitor(watcher.session, handle)}"))
-
-        self.run_worker(hold(), group=f"monitor:{box}", name=f"monitor {box} {run.name}",
+        self.run_worker(hold(), group=f"monitor:{box}", name=f"monitor {box} {path}",
                         exit_on_error=False)
 
     async def action_quit(self) -> None:
         """Close every monitor first: one this panel started must not outlive it on a box."""
-        for stop in list(self.monitors.values()):
-            stop.set()
+        self.board.close_monitors()
         workers = [w for w in self.workers if w.group.startswith("monitor:")]
         if workers:
             await asyncio.wait([asyncio.ensure_future(w.wait()) for w in workers], timeout=15)
         if self.guardian.sender is not None:
             await self.guardian.sender.aclose(grace=2.0)  # alerts on their way get 2 s
         self.exit()
-
-    # --- before the GPU bills: check and doctor ------------------------------------------
-
-    def check(self, box: str) -> None:
-        """`g`: torch, CUDA, one real matmul per GPU, GPU health, LibreYOLO and HF_HOME on
-        the box; the steps on its line, the verdict in its header and the journal."""
-        from tui.actions.preflight import check_box, journal_check, report_lines
-        from tui.model.preflight import verdict_of
-
-        config = self.fleet.box(box)
-
-        def stage(words: str) -> None:
-            self.post_message(ActionProgress(box, f"checking: {words}"))
-
-        async def work() -> Report:
-            async with self._session(box) as session:
-                report = await check_box(session, config, on_stage=stage)
-            journal_check(self.journal, report)
-            self.checks = {**self.checks, box: verdict_of(report)}
-            return Report(report.exit_code, report_lines(report))
-
-        self.start_action(box, "check", work)
-
-    def open_doctor(self, box: str) -> None:
-        """`G`: LibreYOLO's doctor on a data set on the box, in its own screen."""
-        from tui.actions.preflight import doctor_box
-        from tui.screens.doctor import DoctorScreen
-
-        config = self.fleet.box(box)
-
-        async def doctor(data: str) -> DoctorReport:
-            self._doctor_paths[box] = data  # offered again when the screen opens next
-            async with self._session(box) as session:
-                return await doctor_box(session, config, data)
-
-        self.push_screen(DoctorScreen(box, doctor, self._doctor_paths.get(box, "")))
-
-    @contextlib.asynccontextmanager
-    async def _session(self, box: str) -> AsyncIterator[BoxSession]:
-        """The box's watcher session (already logged in); a session of its own otherwise."""
-        from tui.remote.session import BoxSession
-
-        watcher = self.watchers.get(box)
-        if watcher is not None:
-            yield watcher.session
-            return
-        session = BoxSession(self.fleet.box(box), self.fleet, host_key_store(self.fleet))
-        try:
-            yield session
-        finally:
-            await session.close()
 
     # --- screens -----------------------------------------------------------------------
 
@@ -589,12 +443,12 @@ class GpurentApp(App[None]):
         """The palette (ctrl+p) offers the panel's actions and every run by name."""
         yield from super().get_system_commands(screen)
         yield SystemCommand("Refresh now", "Probe every box now", self.action_refresh)
-        if isinstance(self.screen_stack[0], FleetScreen):
+        if isinstance(screen, FleetScreen):
             yield SystemCommand("Filter runs", "Show only runs matching a name or health",
-                                self.screen_stack[0].action_filter)
+                                screen.action_filter)
         yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
                             "spend over time", self.action_costs)
-        fleet = self.screen_stack[0]
+        fleet = screen
         for name in sorted(self.guardian.preempted | self.guardian.unsure):
             if isinstance(fleet, FleetScreen):  # a box with no run shown has no cursor
                 words = self.guardian.stopped_words(name)

@@ -28,6 +28,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tui.app": ("tui", "widgets"),
     "tui.screens": ("tui", "widgets"),
     "tui.messages": ("tui.model",),
+    "tui.memory": ("tui.model",),
     "tui.__main__": ("tui", "widgets"),
     "tui": (),  # tui/__init__.py
 }
