@@ -193,3 +193,40 @@ async def test_keys_only_in_a_forwarded_agent_serve_every_hop(
     assert state.connection is Connection.OK, state.error
     assert [r.name for r in state.runs] == ["yolox_failed"]
     assert logins(bastion) == 1 and logins(box) == 1
+
+
+async def test_a_proxy_command_in_the_ssh_config_is_refused_in_words(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """`ProxyCommand` is not run: the box used to be dialled directly instead, behind the
+    user's back (here that even worked, since the box is on loopback). Now the box reads
+    as not reachable, with what to use instead; `ProxyCommand none` and a fleet `jump`
+    (which replaces the config's proxy, like `ssh -J`) still connect."""
+    jump, box = sshd_factory("jump"), sshd_factory("box")
+    host = (f"  HostName 127.0.0.1\n  Port {box.port}\n  User root\n"
+            f"  IdentityFile {client_key.private_path}\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host behind overridden\n{host}  ProxyCommand ssh -W %h:%p bastion\n\n"
+        f"Host plain\n{host}  ProxyCommand none\n\n"
+        f"Host via-bastion\n  HostName 127.0.0.1\n  Port {jump.port}\n  User root\n"
+        f"  ProxyCommand nc %h %p\n")
+    fleet = make_fleet(tmp_path, [
+        {"name": "behind", "host": "behind"},
+        {"name": "plain", "host": "plain"},
+        {"name": "overridden", "host": "overridden", "jump": f"root@127.0.0.1:{jump.port}",
+         "identity_file": str(client_key.private_path)},
+        {"name": "jump-has-one", "host": "plain", "jump": "via-bastion"}],
+        known_hosts=[jump.known_hosts_line(), box.known_hosts_line()], ssh_config=str(config))
+    states = by_name(await snapshot_fleet(fleet))
+    behind = states["behind"]
+    assert behind.connection is Connection.UNREACHABLE, behind.error
+    assert "ProxyCommand is not supported; use ProxyJump or the box's `jump` key" in (
+        behind.error or "")
+    assert "ssh -W" not in (behind.error or "")  # the user's command line is not echoed
+    assert states["plain"].connection is Connection.OK, states["plain"].error
+    assert states["overridden"].connection is Connection.OK, states["overridden"].error
+    assert logins(jump) == 1
+    hop = states["jump-has-one"]
+    assert hop.connection is Connection.UNREACHABLE and "ProxyCommand" in (hop.error or "")
+    assert "via-bastion" in (hop.error or "")
+    assert logins(box) == 2  # plain, and overridden through the jump: never `behind`

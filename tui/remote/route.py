@@ -9,7 +9,10 @@ us, one by one, so that every hop gets the panel's host-key policy and
 timeouts rather than whatever defaults a library would pick.
 
 Left out on purpose: ForwardAgent (a rented box is a stranger's machine; the
-agent is used locally for every hop, never lent to a box) and ProxyCommand.
+agent is used locally for every hop, never lent to a box). ProxyCommand is not
+run either (a local command per box, outside the panel's host-key policy and
+timeouts); a host the config reaches through one is refused in words rather
+than dialled directly, unless the fleet's `jump` replaces it as `ssh -J` would.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ def ssh_config_paths(fleet: FleetConfig) -> list[Path]:
 
 
 OPTIONS = ("Hostname", "Port", "User", "IdentityFile", "ProxyJump", "IdentitiesOnly",
-           "IdentityAgent", "ServerAliveInterval", "ServerAliveCountMax")
+           "IdentityAgent", "ServerAliveInterval", "ServerAliveCountMax", "ProxyCommand")
+PROXY_COMMAND_FIX = "ProxyCommand is not supported; use ProxyJump or the box's `jump` key"
 
 
 def _lookup(alias: str, paths: list[Path], user: str | None,
@@ -125,8 +129,13 @@ def _port(text: str, spec: str) -> int:
 
 
 def _hop(label: str, alias: str, user: str | None, port: int | None,
-         identity: tuple[str, ...], paths: list[Path], depth: int) -> list[Hop]:
+         identity: tuple[str, ...], paths: list[Path], depth: int,
+         jump_given: bool = False) -> list[Hop]:
     found = _lookup(alias, paths, user, port)
+    if found.get("ProxyCommand") and not jump_given:  # `ProxyCommand none` reads None
+        # Its text is not repeated: a proxy's command line may carry a token.
+        raise RouteError(f"the ssh config reaches {alias} through a ProxyCommand: "
+                         f"{PROXY_COMMAND_FIX}")
     listed = found.get("IdentityFile")
     configured = tuple(os.path.expanduser(str(p)) for p in listed) \
         if isinstance(listed, list | tuple) else ()
@@ -171,7 +180,8 @@ def resolve_route(box: BoxConfig, fleet: FleetConfig) -> list[Hop]:
     """
     paths = ssh_config_paths(fleet)
     identity = (os.path.expanduser(box.identity_file),) if box.identity_file else ()
-    target = _hop(box.host, box.host, box.user, box.port, identity, paths, 0)
+    target = _hop(box.host, box.host, box.user, box.port, identity, paths, 0,
+                  jump_given=box.jump is not None)
     hops = [*_jumps(box.jump, paths, 1), target[-1]] if box.jump is not None else target
     # A jump host with no key of its own (from the ssh config) is tried with
     # the box's key: one key for the whole route is the common setup.
