@@ -12,6 +12,12 @@ LibreYOLO-shaped runs of E epochs of history (metrics.jsonl lines of real
 LibreYOLO shape, every float full precision), every sshd with an empty HOME.
 Then, in this order:
 
+0. parsing and folding alone (no app, no SSH, a few seconds): one box's answers
+   built by the probe from its run files and timed as the loop's step that
+   decodes and folds each (the first look, every answer the history streams in,
+   and, for contrast, one answer of up to 1 MiB a run), so the "loop never held
+   over 20 ms by parsing or folding" target is measured apart from the GC and
+   Textual's work that share the same steps in the live app;
 1. one live app (`GpurentApp(fleet)`, refresh 5 s): start-up to the first
    frame, the first run on screen, every run on screen; RSS before and after
    the whole history is loaded; idle CPU over a window where no run changes;
@@ -32,7 +38,8 @@ Then, in this order:
 
 It ends with the issue's targets in one table: the panel, both floors, the
 ratio to the line-API floor, the target and whether it holds in this run, with
-the load average at start and end. On a shared machine only the side-by-side
+the load average at start and end. Each fleet's loop steps are set beside the
+floors over that same fleet (20 boxes, then 100). On a shared machine only the side-by-side
 figures and the ratios mean much; absolute times move with the load.
 
 Key-to-screen latency is measured from the moment a Key event is handed to
@@ -54,7 +61,8 @@ cores, as does anything else running on the machine ("others", from
     python benchmarks/panel.py [--quick] [--boxes 20] [--runs 2] [--epochs 2000]
                                [--big-boxes 100] [--presses 200] [--profile SECONDS]
 
---quick (about 6 minutes on 2 cores) takes fewer presses, one repeat and shorter
+A full run (the defaults) takes about 10-11 minutes on 2 cores (616 s with
+--profile 10 on 2026-12-03); --quick (about 6 minutes) takes fewer presses, one repeat and shorter
 windows; --profile adds cProfile of idle at 20 boxes and of key presses at 100
 boxes under a 1 s refresh, and every phase names what ran in the event loop's
 longest steps.
@@ -121,10 +129,18 @@ from textual.screen import Screen  # noqa: E402
 import tui  # noqa: E402
 from tui.app import GpurentApp  # noqa: E402
 from tui.messages import BoxUpdated  # noqa: E402
-from tui.model.box import BoxState, Connection  # noqa: E402
+from tui.model.box import (  # noqa: E402
+    BoxState,
+    Connection,
+    fold_answer,
+    needs_more,
+    probe_request,
+)
 from tui.model.config import FleetConfig  # noqa: E402
+from tui.onbox import probe as probe_script  # noqa: E402
 from tui.remote.hostkeys import host_key_store  # noqa: E402
-from tui.remote.watch import BoxWatcher  # noqa: E402
+from tui.remote.session import decode_answer  # noqa: E402
+from tui.remote.watch import STREAM_BUDGET, STREAM_CAP, BoxWatcher  # noqa: E402
 from tui.screens.fleet import FleetScreen  # noqa: E402
 from widgets.fleet_list import RunKey  # noqa: E402
 
@@ -595,6 +611,67 @@ async def traced_memory(args: argparse.Namespace, fleet: FleetConfig,
                  "mib": round(s.size / 2**20, 2)} for s in top]}
 
 
+def parse_fold_step(state: BoxState, request: dict[str, Any], refresh_seconds: float,
+                    repeats: int = 3) -> tuple[BoxState, dict[str, Any], dict[str, Any]]:
+    """One answer's step on the event loop, alone: decode (inflate + JSON) and fold.
+
+    The probe builds the answer from the run files here (the box's work, not timed); the
+    step is timed in this thread's CPU ms, the median of `repeats` (both are pure: the same
+    answer folds into the same state each time)."""
+    request = {**request, "gpu": False}  # no nvidia-smi here: not the step measured
+    payload, _, _ = probe_script.answer_payload(request)
+    decode_ms, fold_ms = [], []
+    answer: dict[str, Any] = {}
+    folded = state
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        answer = decode_answer(payload)
+        t1 = time.thread_time()
+        folded = fold_answer(state, answer, time.time(), refresh_seconds)
+        t2 = time.thread_time()
+        decode_ms.append((t1 - t0) * 1000)
+        fold_ms.append((t2 - t1) * 1000)
+    history = sum(len(str((r.get("metrics") or {}).get("text") or ""))
+                  for r in answer.get("runs") or [] if isinstance(r, dict))
+    step = {"answer_kib": round(len(json.dumps(answer, separators=(",", ":"))) / 1024, 1),
+            "history_kib": round(history / 1024, 1),
+            "compressed_kib": round(len(payload) / 1024, 1),
+            "decode_ms": round(statistics.median(decode_ms), 2),
+            "fold_ms": round(statistics.median(fold_ms), 2)}
+    step["step_ms"] = round(step["decode_ms"] + step["fold_ms"], 2)
+    return folded, answer, step
+
+
+def parse_fold_phase(root: Path, refresh_seconds: float) -> dict[str, Any]:
+    """What parsing and folding alone cost per loop step, on one box's real run files
+    (--runs runs of --epochs epochs), without the app, SSH or the rest of the heap: the
+    answers the panel's watcher asks for (a first look with no history, then the history
+    in answers of STREAM_BUDGET bytes, STREAM_CAP per run), and for contrast the same box
+    in one answer of up to 1 MiB per run (the probe's default read, what a one-shot look
+    parsed in one step). Garbage collection runs as it would, but over this small heap;
+    in the panel a gen2 collection walks every object the panel holds."""
+    roots = (str(root),)
+    state = BoxState(name="parse-fold", refresh_seconds=refresh_seconds)
+    state, _, first = parse_fold_step(state, probe_request(state, roots, metrics_budget=0),
+                                      refresh_seconds)
+    steps = []
+    for _ in range(100_000):  # ends when the history is in (each answer moves the cursors)
+        request = probe_request(state, roots, metrics_cap=STREAM_CAP,
+                                metrics_budget=STREAM_BUDGET)
+        state, answer, step = parse_fold_step(state, request, refresh_seconds)
+        steps.append(step)
+        if not needs_more(answer):
+            break
+    whole = BoxState(name="parse-fold", refresh_seconds=refresh_seconds)
+    _, _, unbounded = parse_fold_step(whole, probe_request(whole, roots), refresh_seconds)
+    worst = max(steps, key=lambda s: s["step_ms"])
+    return {"first_look": first, "streamed_answers": len(steps),
+            "streamed_median_step_ms": round(statistics.median(s["step_ms"] for s in steps), 2),
+            "streamed_worst": worst,
+            "points_held": sum(len(r.history) for r in state.runs),
+            "unbounded": unbounded}
+
+
 async def floor_phase(args: argparse.Namespace, states: list[BoxState]
                       ) -> dict[str, list[dict[str, Any]]]:
     """Textual's floor over the same loaded runs, measured the same way (benchmarks/floor.py):
@@ -782,6 +859,8 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
     print(f"  written in {time.perf_counter() - t0:.1f} s ({metrics_bytes / 2**20:.1f} MiB of "
           f"metrics.jsonl per run); live panel ...", flush=True)
     fleet = fleet_config(tmp, servers, key, roots, "panel")
+    print("  parsing and folding one box's answers alone (no app, no SSH) ...", flush=True)
+    parse_fold = parse_fold_phase(roots[0], fleet.refresh_seconds)
     pids = sshd_pids(servers)
     for pid in pids:
         # On a real fleet the boxes' CPU is theirs: here they share this machine's cores,
@@ -798,6 +877,7 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
             server.stop()
     hundred = await hundred_phase(args, tmp, servers) if args.big_boxes else {}
     return {**live, "fixed": fixed, "traced": traced, "floors": floors, "hundred": hundred,
+            "parse_fold": parse_fold,
             "metrics_line_bytes": round(metrics_bytes / args.epochs, 1),
             "box_python": states[0].python or "?"}
 
@@ -904,6 +984,8 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
             f"longest step {lag['longest_step_cpu_ms']} ms CPU, "
             f"{lag['steps_over_20ms_cpu']} steps over 20 ms")
         print_longest_steps("streaming", lag)
+    if r.get("parse_fold"):
+        print_parse_fold(r["parse_fold"], args)
     cli = r["cli"]
     if r.get("floors"):
         print_floors(r, args)
@@ -914,6 +996,22 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"{cli['import_tui_app_s'] * 1000:.0f} ms",
         "-X importtime self ms: " + ", ".join(
             f"{k} {v:.0f}" for k, v in list(cli["import_tui_app_self_ms_by_package"].items())[:5]))
+
+
+def print_parse_fold(pf: dict[str, Any], args: argparse.Namespace) -> None:
+    """The loop step that decodes and folds one answer, measured alone."""
+    def row(label: str, step: dict[str, Any], note: str = "") -> None:
+        print(f"  {label:<46} {step['step_ms']:>8.2f} ms  decode {step['decode_ms']} + fold "
+              f"{step['fold_ms']} ms CPU; {step['answer_kib']} KiB of JSON ({step['history_kib']} "
+              f"KiB history, {step['compressed_kib']} KiB compressed){note}")
+
+    print(f"  parse + fold of one answer alone, one box of {args.runs} runs x {args.epochs} "
+          "epochs (no app, no SSH; medians of 3):")
+    row("  first look (states, no history)", pf["first_look"])
+    row("  worst streamed answer", pf["streamed_worst"],
+        f"; median step {pf['streamed_median_step_ms']} ms over {pf['streamed_answers']} "
+        f"answers, {pf['points_held']} points held after")
+    row("  unbounded: up to 1 MiB a run (contrast)", pf["unbounded"])
 
 
 def print_floors(r: dict[str, Any], args: argparse.Namespace) -> None:
@@ -1015,10 +1113,14 @@ def print_targets(r: dict[str, Any], args: argparse.Namespace,
             value = value.get(key) if isinstance(value, dict) else None
         return value if isinstance(value, int | float) else None
 
-    steps = [get(r, w, "loop_lag", "longest_step_cpu_ms") for w in ("idle", "load")]
-    steps.append(get(big, "panel_round", "loop_lag", "longest_step_cpu_ms"))
-    steps.append(get(big, "load", "loop_lag", "longest_step_cpu_ms"))
-    longest = max((v for v in steps if v is not None), default=None)
+    def longest(*values: float | None) -> float | None:
+        return max((v for v in values if v is not None), default=None)
+
+    # Each fleet's panel beside the floors over that same fleet.
+    longest_small = longest(*(get(r, w, "loop_lag", "longest_step_cpu_ms")
+                              for w in ("idle", "load")))
+    longest_big = longest(get(big, "panel_round", "loop_lag", "longest_step_cpu_ms"),
+                          get(big, "load", "loop_lag", "longest_step_cpu_ms"))
     n, big_n = args.boxes, big.get("boxes", args.big_boxes)
     mb30 = 30e6 / 2**20  # 30 MB in MiB
     # label, panel, line floor, static floor, limit (panel must be under it), unit
@@ -1066,8 +1168,14 @@ def print_targets(r: dict[str, Any], args: argparse.Namespace,
         ("loop's longest step, histories streaming in", get(r, "startup", "loop_lag",
                                                              "longest_step_cpu_ms"),
          None, None, 20, "ms"),
-        ("loop's longest step, idle and refreshing", longest,
+        (f"loop's longest step, idle and 1 s refresh ({n})", longest_small,
          get(line, "longest_step_cpu_ms"), get(static, "longest_step_cpu_ms"), 20, "ms"),
+        (f"loop's longest step, rounds and 1 s refresh ({big_n})", longest_big,
+         get(bline, "longest_step_cpu_ms"), get(bstatic, "longest_step_cpu_ms"), 20, "ms"),
+        ("parse + fold of one streamed answer, alone, worst", get(
+            r, "parse_fold", "streamed_worst", "step_ms"), None, None, 20, "ms"),
+        ("parse + fold of one 1 MiB-a-run answer, alone", get(
+            r, "parse_fold", "unbounded", "step_ms"), None, None, None, "ms"),
     ]
     print(f"7. the targets beside Textual's floor (same runs, same run of this script; load "
           f"average {machine['loadavg_at_start']} at start, {machine['loadavg']} at the end)")
@@ -1089,8 +1197,8 @@ def print_targets(r: dict[str, Any], args: argparse.Namespace,
     print("  floors: the same rows drawn by one line-API view and by one Static per run, "
           "headless, no SSH (first run: their first frame over the loaded snapshots; memory: "
           "the view over data already held; round: the watch core alone; loop: their longest "
-          "step while every row changes each second; the panel's: idle, 1 s refresh and the "
-          f"{big_n}-box rounds)")
+          "step while every row changes each second, over the same fleet as the panel's row; "
+          "parse + fold: one box's answers decoded and folded outside the app, see 4.)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
