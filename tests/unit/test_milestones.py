@@ -241,9 +241,13 @@ def test_the_guardian_alerts_what_the_watchdog_did_between_two_looks(tmp_path) -
     _, found = guardian.judge_costs(FleetCost({"b": stopped}, 0, 0, 0, 0), {}, set())
     assert found == [] and guardian.preempted == frozenset()
     down = replace(acted, connection=Connection.TIMEOUT, failed_since=0.0, error="timed out")
-    (gone,) = guardian.box_updated(acted, down)
+    assert guardian.box_updated(acted, down) == []  # its watchdog stopped it: no news
+    up = replace(armed, guard=None)
+    fresh = Guardian(fleet, Journal(tmp_path / "k.jsonl"), clock=lambda: 1000.0)
+    (gone,) = fresh.box_updated(up, replace(up, connection=Connection.TIMEOUT,
+                                            failed_since=0.0, error="timed out"))
     assert gone.kind == UNREACHABLE
-    assert guardian.box_updated(down, down) == []  # once per outage
+    assert fresh.box_updated(down, replace(down, guard=None)) == []  # once per outage
 
 
 def test_a_box_listing_thousands_of_epoch_files_gets_them_a_few_at_a_time() -> None:
@@ -409,3 +413,40 @@ def test_an_armed_watchdog_in_the_journal_makes_a_stopped_box_a_question(tmp_pat
         (found,) = guardian.judge_costs(cost, {}, set())[1]  # type: ignore[arg-type]
         assert found.kind == PREEMPTED, entry
         assert guardian.stopped_words("b") == "stopped by the provider (outbid / preempted?)"
+
+
+def test_a_box_we_stopped_is_not_alerted_unreachable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A stopped box does not answer SSH: that is no news when the stop was ours (the
+    journal's, its watchdog's) or the provider reads it stopped; it is once we start it."""
+    from tui.actions.guardian import Guardian
+    from tui.model.alerts import UNREACHABLE
+    from tui.model.config import parse_config
+    from tui.model.meter import FleetCost
+    from tui.model.watchdog import GuardStep, GuardView
+    from tui.store.journal import Journal
+
+    fleet = parse_config("[[box]]\n" + STOPPED_VAST, "f.toml")
+    up = box_with()
+    down = replace(up, connection=Connection.TIMEOUT, failed_since=0.0, error="timed out")
+    journal = Journal(tmp_path / "j.jsonl")
+    guardian = Guardian(fleet, journal, clock=lambda: 2000.0)
+    journal.record(box="b", action="stop", outcome="done", at=1500.0)
+    assert guardian.box_updated(up, down) == []
+    journal.record(box="b", action="start", outcome="done", at=1600.0)
+    (gone,) = guardian.box_updated(up, down)
+    assert gone.kind == UNREACHABLE
+    # Its watchdog fired (every rule ends in a stop), as the panel last saw it.
+    guardian = Guardian(fleet, Journal(tmp_path / "w.jsonl"), clock=lambda: 2000.0)
+    fired = replace(up, guard=GuardView(fired=GuardStep("timeout", "fired", 1900.0, "")))
+    guardian.box_updated(up, fired)
+    assert guardian.box_updated(fired, replace(fired, connection=Connection.TIMEOUT,
+                                               failed_since=0.0)) == []
+    # The provider reads it stopped (whoever stopped it: that has its own alert).
+    guardian = Guardian(fleet, Journal(tmp_path / "p.jsonl"), clock=lambda: 2000.0)
+    stopped = stopped_fleet_cost()
+    guardian.judge_costs(stopped, {}, set())  # type: ignore[arg-type]
+    assert guardian.box_updated(up, down) == []
+    running = FleetCost({"b": replace(stopped.boxes["b"], rates=BoxRates(  # type: ignore[attr-defined]
+        "running", None, None, 720.0, "vast", None))}, 0, 0, 0, 0)
+    guardian.judge_costs(running, {}, set())
+    assert [e.kind for e in guardian.box_updated(up, down)] == [UNREACHABLE]

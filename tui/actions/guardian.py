@@ -83,6 +83,7 @@ class Guardian:
         self._power_version: int | None = None
         self._started: dict[str, float | None] = {}  # box -> its last start journalled
         self._armed: dict[str, float | None] = {}  # box -> a watchdog armed since its start
+        self._provider_stopped: frozenset[str] = frozenset()  # as the last money picture read
 
     # --- alerts ----------------------------------------------------------------------
 
@@ -114,7 +115,7 @@ class Guardian:
             self._guard_stopped[after.name] = max(stops)
         if after.connection is Connection.OK:
             self._unreachable.discard(after.name)
-        elif after.name not in self._unreachable:
+        elif after.name not in self._unreachable and not self._stopped_on_purpose(after.name):
             down = unreachable_event(after, self.fleet.alerts.unreachable_minutes, now)
             if down is not None:
                 self._unreachable.add(after.name)
@@ -137,6 +138,25 @@ class Guardian:
                  for n in sorted(decision.alarms.idle - before.idle)]
         found += [event(OVER_BUDGET, n, f"{n} is over its budget", now)
                   for n in sorted(decision.alarms.over_budget - before.over_budget)]
+        self._provider_stopped = frozenset(
+            n for n, c in cost.boxes.items() if c.rates.state in ("stopped", "destroyed"))
+        self._fold_power()
+        stopped = frozenset(b.name for b in self.fleet.boxes
+                            if not self._watchdog_stopped(b.name)
+                            and preempted(b, cost.boxes.get(b.name), self._power[b.name]))
+        unsure = frozenset(n for n in stopped if self._armed.get(n) is not None)
+        stopped -= unsure
+        found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
+                  for n in sorted(stopped - self.preempted)]
+        found += [event(BOX_STOPPED, n, f"{n} was {UNSURE_WORDS} (a watchdog was armed on "
+                        "it): start it again or destroy it", now)
+                  for n in sorted(unsure - self.unsure)]
+        self.preempted, self.unsure = stopped, unsure
+        return decision, self.alert(found)
+
+    def _fold_power(self) -> None:
+        """Each box's last stop/start/destroy, last start and armed watchdog, folded from
+        the journal once per version (one pass for the fleet)."""
         version = self.journal.version
         if self._power_version != version:
             self._power_version = version
@@ -159,24 +179,19 @@ class Guardian:
                 elif action == "guard-remove" and entry.get("outcome") == "removed":
                     self._armed[name] = None
 
-        def ours(name: str) -> bool:
-            """The box's watchdog stopped it, and we did not start it since."""
-            stopped_at = self._guard_stopped.get(name)
-            started_at = self._started.get(name)
-            return stopped_at is not None and (started_at is None or started_at < stopped_at)
+    def _watchdog_stopped(self, name: str) -> bool:
+        """The box's watchdog set out to stop it, and we did not start it since."""
+        stopped_at = self._guard_stopped.get(name)
+        started_at = self._started.get(name)
+        return stopped_at is not None and (started_at is None or started_at < stopped_at)
 
-        stopped = frozenset(b.name for b in self.fleet.boxes
-                            if not ours(b.name)
-                            and preempted(b, cost.boxes.get(b.name), self._power[b.name]))
-        unsure = frozenset(n for n in stopped if self._armed.get(n) is not None)
-        stopped -= unsure
-        found += [event(PREEMPTED, n, f"{n} was {WORDS}: start it again or destroy it", now)
-                  for n in sorted(stopped - self.preempted)]
-        found += [event(BOX_STOPPED, n, f"{n} was {UNSURE_WORDS} (a watchdog was armed on "
-                        "it): start it again or destroy it", now)
-                  for n in sorted(unsure - self.unsure)]
-        self.preempted, self.unsure = stopped, unsure
-        return decision, self.alert(found)
+    def _stopped_on_purpose(self, name: str) -> bool:
+        """A box not answering because it is stopped is no news: our last power action on
+        it was a stop or destroy, its watchdog stopped it, or the provider reads it
+        stopped (a stop behind our back has its own alert)."""
+        self._fold_power()
+        return self._power.get(name) in ("stop", "destroy") or \
+            self._watchdog_stopped(name) or name in self._provider_stopped
 
     def stopped_words(self, name: str) -> str | None:
         """How a box stopped behind our back is named in its header, or None."""
