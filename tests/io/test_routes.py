@@ -230,3 +230,34 @@ async def test_a_proxy_command_in_the_ssh_config_is_refused_in_words(
     assert hop.connection is Connection.UNREACHABLE and "ProxyCommand" in (hop.error or "")
     assert "via-bastion" in (hop.error or "")
     assert logins(box) == 2  # plain, and overridden through the jump: never `behind`
+
+
+async def test_match_host_and_match_user_in_the_ssh_config(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """`Match host` picks the port by the name the fleet uses; `Match user` the key by the
+    login name, whether the fleet sets it or an earlier `User` line does (as with ssh)."""
+    box = sshd_factory("box")
+    root = runs_root_with(tmp_path, "yolox_completed")
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host gpu-b\n  User root\n\n"
+        f"Match host gpu-*\n  Port {box.port}\n\n"
+        f"Match user root\n  IdentityFile {client_key.private_path}\n\n"
+        f"Host *\n  HostName 127.0.0.1\n  Port 1\n  IdentitiesOnly yes\n"
+        f"  IdentityFile {tmp_path / 'not_root_key'}\n")
+    fleet = make_fleet(tmp_path, [
+        {"name": "a", "host": "gpu-a", "user": "root", "runs_roots": [str(root)]},
+        {"name": "b", "host": "gpu-b", "runs_roots": [str(root)]},
+        {"name": "other-user", "host": "gpu-c", "user": "nobody"},
+        {"name": "other-host", "host": "cpu-a", "user": "root"}],
+        known_hosts=[box.known_hosts_line()], ssh_config=str(config))
+    states = by_name(await snapshot_fleet(fleet))
+    for name in ("a", "b"):
+        assert states[name].connection is Connection.OK, (name, states[name].error)
+        assert [r.name for r in states[name].runs] == ["yolox_completed"]
+    other = states["other-user"]  # the right port, but not root: only the other key
+    assert other.connection is Connection.AUTH_FAILED, other.error
+    assert f"identity file {tmp_path / 'not_root_key'} does not exist" in (other.error or "")
+    assert str(client_key.private_path) not in (other.error or "")  # root's key: not tried
+    assert states["other-host"].connection is Connection.UNREACHABLE  # Port 1: not gpu-*
+    assert logins(box) == 2
