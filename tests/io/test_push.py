@@ -550,6 +550,28 @@ async def test_a_push_to_an_endpoint_that_runs_no_command_says_how_to_reach_the_
     assert not (tmp_path / "ckpt").exists()
 
 
+# A stock Vast image: a banner around every session, SFTP listed. The forced command wraps
+# the SFTP subsystem too, so what answers on it is the banner, not SFTP.
+VAST_BANNER = (
+    "ForceCommand echo 'Welcome to your vast.ai container! This session is tmux-managed.'; "
+    "echo 'have fun (stderr)' >&2; exec sh -c \"$SSH_ORIGINAL_COMMAND\"")
+
+
+async def test_a_banner_box_that_lists_sftp_pushes_and_says_which_way_truthfully(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    server = sshd_factory("vast", sftp=True, extra_config=VAST_BANNER)
+    assert "Subsystem sftp" in server.config_text()
+    run, files = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(tmp_path / "ckpt"))
+    (result,) = await push(fleet, run, "r1")
+    assert result.outcome == "done" and result.verified, result.message
+    for f in result.files:
+        assert (Path(result.destination) / f.name).read_bytes() == files[f.name]
+    assert result.how == ("over an exec channel (the box's SFTP did not answer as SFTP: "
+                          "a login banner or forced command in its way)"), result.how
+    assert result.how in result.message and "offers no SFTP" not in result.message
+
+
 async def test_push_program_noise_around_its_frames_is_ignored(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
     """A box whose shell or libraries print around the program's answer (a login banner,

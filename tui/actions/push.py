@@ -66,6 +66,9 @@ MAX_FILE_BYTES = 1 << 42  # 4 TiB: past this a size is a lie, not a checkpoint
 UNTOUCHED = "the run's files on the box are untouched"
 VIA_SFTP = "over SFTP"
 VIA_EXEC = "over an exec channel (the box offers no SFTP)"
+# SFTP listed but something else answered on it (a forced command's banner, a shell).
+VIA_EXEC_SFTP_UNUSABLE = ("over an exec channel (the box's SFTP did not answer as SFTP: "
+                          "a login banner or forced command in its way)")
 FROM_BOX = "uploaded from the box"
 FROM_PANEL = "pulled to this machine and uploaded from here"
 
@@ -264,7 +267,8 @@ class _Exec(_Source):
     how = VIA_EXEC
 
     def __init__(self, conn: asyncssh.SSHClientConnection, box: str, run_path: str,
-                 idle_seconds: float) -> None:
+                 idle_seconds: float, how: str = VIA_EXEC) -> None:
+        self.how = how  # why not SFTP: none offered, or one that did not answer as SFTP
         self.conn = conn
         self.box = box
         self.run_path = run_path
@@ -381,8 +385,8 @@ async def _open_source(conn: asyncssh.SSHClientConnection, box: str, run_path: s
         sftp = await asyncio.wait_for(conn.start_sftp_client(), idle_seconds)
     except asyncssh.ChannelOpenError:
         return _Exec(conn, box, run_path, idle_seconds), None  # no SFTP subsystem here
-    except (asyncssh.SFTPError, TimeoutError):
-        return _Exec(conn, box, run_path, idle_seconds), None  # something else answered
+    except (asyncssh.SFTPError, TimeoutError):  # something else answered
+        return _Exec(conn, box, run_path, idle_seconds, VIA_EXEC_SFTP_UNUSABLE), None
     return _Sftp(sftp, run_path), sftp
 
 
