@@ -226,3 +226,23 @@ def test_gpu_rows_absent_failing_and_present(tmp_path: Path) -> None:
         'echo "0, NVIDIA H200, 88, 70000, 143771, 55, 410.20";; *) exit 3;; esac\n'))
     box = fold_answer(BoxState(name="b"), probe({"roots": [], "runs": {}}, env=env), 0)
     assert box.gpus[0].util_pct == 88.0 and box.gpus[0].mem_total_mib == 143771.0
+
+
+def test_one_answer_carries_at_most_its_budgets_of_history_and_logs(tmp_path: Path) -> None:
+    """A first look at a box of many runs with long logs and histories: the probe sent
+    every run's 16 KiB log tail and 8 MiB of metrics in one answer, so a legitimate
+    answer could reach the client's cap; the rest now waits for the next round."""
+    root = tmp_path / "runs"
+    for n in range(100):
+        run = root / f"r{n:03d}"
+        run.mkdir(parents=True)
+        (run / "status.json").write_text('{"schema_version": 1, "state": "running"}')
+        (run / "train.log").write_bytes(b"loss went down again, nicely\n" * 1000)
+        (run / "metrics.jsonl").write_bytes(b'{"epoch": 1, "loss": 0.5}\n' * 2000)
+    request = {"roots": [str(root)], "max_runs": 1000, "metrics_cap": 1 << 20, "runs": {}}
+    answer = probe(request)
+    logs = sum(len(r.get("log", {}).get("text", "")) for r in answer["runs"])
+    metrics = sum(len(r.get("metrics", {}).get("text", "")) for r in answer["runs"])
+    assert logs <= probe_script.LOG_BUDGET and metrics <= probe_script.METRICS_BUDGET
+    waiting = [r for r in answer["runs"] if r["log"].get("more") and not r["log"]["text"]]
+    assert waiting and all("off" not in r["log"] for r in waiting)  # read next round

@@ -72,6 +72,12 @@ for line in sys.stdin.buffer:
 if {mode!r} == "bomb":  # 200 MiB of JSON-ish spaces in ~200 KB of zlib
     payload = zlib.compress(b" " * (200 << 20), 9)
     header = b"%d" % len(payload)
+elif {mode!r} == "objects":  # 20 MiB of empty objects: ~500 MiB once parsed
+    payload = zlib.compress(b'{{"runs":[' + b"{{}}," * (7 << 20) + b'{{}}]}}', 9)
+    header = b"%d" % len(payload)
+elif {mode!r} == "many":  # 6 MiB, well-formed, but 2 million arrays to build
+    payload = zlib.compress(b'{{"v":1,"pad":[' + b"[]," * (2 << 20) + b'[]]}}', 9)
+    header = b"%d" % len(payload)
 else:  # claims a gigabyte
     payload, header = b"x" * 100, b"1000000000"
 if nonce is None:
@@ -85,9 +91,11 @@ sys.stdin.buffer.read()
     return {"PATH": f"{directory}:/usr/bin:/bin"}
 
 
-@pytest.mark.parametrize("mode", ["bomb", "huge"])
+@pytest.mark.parametrize("mode", ["bomb", "huge", "objects", "many"])
 async def test_a_hostile_answer_is_capped_and_costs_only_its_box(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, mode: str) -> None:
+    """`objects` and `many` passed the old 64 MiB cap: a few KB of zlib became hundreds
+    of MiB of Python objects and seconds of a frozen panel, every box's refresh with it."""
     good = sshd_factory("good")
     evil = sshd_factory("evil", env=hostile_python(tmp_path / "bin", mode))
     root = runs_root_with(tmp_path, "yolox_completed")
@@ -95,10 +103,12 @@ async def test_a_hostile_answer_is_capped_and_costs_only_its_box(
         box_entry(good, client_key, "good", runs_roots=[str(root)]),
         box_entry(evil, client_key, "evil", runs_roots=[str(root)]),
     ], known_hosts=[good.known_hosts_line(), evil.known_hosts_line()])
-    states = by_name(await snapshot_fleet(fleet))
-    assert states["good"].connection is Connection.OK, states["good"].error
-    assert states["evil"].connection is Connection.PROBE_FAILED
-    assert "over the cap" in (states["evil"].error or ""), states["evil"].error
+    for _ in range(2):  # the good box keeps refreshing beside it, round after round
+        states = by_name(await snapshot_fleet(fleet))
+        assert states["good"].connection is Connection.OK, states["good"].error
+        assert [r.name for r in states["good"].runs] == ["yolox_completed"]
+        assert states["evil"].connection is Connection.PROBE_FAILED
+        assert "over the cap" in (states["evil"].error or ""), states["evil"].error
 
 
 async def test_an_endpoint_that_refuses_commands_reads_pty_only_with_the_fix(

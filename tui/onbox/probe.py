@@ -45,7 +45,10 @@ SKIP_DIRS = ("weights", "val", "__pycache__", ".git")
 HEAD_BYTES = 256
 MAX_STATUS_DEPTH = 32
 PID_START_SLACK = 120  # seconds a run's process may start before its started_at says
-METRICS_BUDGET = 8 << 20  # metrics bytes per answer; the rest waits for the next round
+# What one answer may carry, so it stays well under the client's cap (16 MiB): metrics
+# history and log tails, shared by all runs; the rest waits for the next round.
+METRICS_BUDGET = 2 << 20
+LOG_BUDGET = 1 << 20
 FRAME_PREFIX = b"--gpurent-"
 # The on-box watchdog's state (tui/onbox/guard.py): its mtime is the heartbeat.
 GUARD_STATE = os.path.join("~", ".gpurent-tui", "guard", "state.json")
@@ -291,9 +294,10 @@ def pid_alive(pid, started_at, boot_time):
     return started_proc <= started + PID_START_SLACK
 
 
-def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None):
+def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None, log_budget=None):
     """One run's part of the answer. `budget` is a one-item list: the metrics bytes
-    this answer may still carry (shared by all runs, so one answer stays bounded)."""
+    this answer may still carry (shared by all runs, so one answer stays bounded);
+    `log_budget` the same for log tails."""
     out = {"path": run_dir}
     if not cursor:
         out["root"] = root
@@ -313,8 +317,14 @@ def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None):
                 out["metrics"] = metrics
                 if budget is not None:
                     budget[0] -= len(metrics.get("text", ""))
-        log = read_increment(os.path.join(run_dir, "train.log"), cursor, "l_",
-                             req.get("log_cap", 16384), True)
+        log_path = os.path.join(run_dir, "train.log")
+        log_cap = req.get("log_cap", 16384)
+        if log_budget is not None and log_budget[0] < log_cap:
+            log = deferred(cursor, "l_") if os.path.exists(log_path) else None
+        else:
+            log = read_increment(log_path, cursor, "l_", log_cap, True)
+            if log and log_budget is not None:
+                log_budget[0] -= len(log.get("text", ""))
         if log:
             out["log"] = log
         list_weights(run_dir, cursor, out)
@@ -590,8 +600,9 @@ def build_answer(req, boot=None):
     found, root_rows, truncated, hidden = find_runs(req.get("roots") or [],
                                                     req.get("max_runs", 1000))
     budget = [req.get("metrics_budget", METRICS_BUDGET)]
-    runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot, budget)
-            for path, root, name in found]
+    log_budget = [LOG_BUDGET]
+    runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot, budget,
+                      log_budget) for path, root, name in found]
     present = set(path for path, _, _ in found)
     answer = {
         "v": PROBE_VERSION,

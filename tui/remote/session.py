@@ -65,8 +65,14 @@ from tui.remote.route import RouteError, resolve_route, ssh_destination
 __all__ = ["BoxError", "BoxSession", "ProgramResult", "describe_os_error"]
 
 PROBE_COMMAND = ONE_SHOT_COMMAND
-MAX_ANSWER_FRAME = 32 << 20  # compressed bytes of one probe answer
-MAX_ANSWER = 64 << 20        # the same answer decompressed
+# One probe answer. The probe bounds what it sends (metrics history 2 MiB and log tails
+# 1 MiB per answer, at most 1000 runs), so a legitimate answer stays under ~8 MiB even at
+# a first look at a box of 1000 runs: 16 MiB is twice that. Past it, or past MAX_ITEMS
+# JSON values to build (each costs ~70 bytes of Python objects: 16 MiB of `{},` would
+# be ~400 MiB and seconds of a frozen event loop), the box reads probe_failed.
+MAX_ANSWER_FRAME = 16 << 20  # compressed bytes of one probe answer
+MAX_ANSWER = 16 << 20        # the same answer decompressed
+MAX_ITEMS = 1 << 20          # objects, arrays and comma-separated values in one answer
 MAX_PROGRAM_FRAME = 1 << 20
 _ONE_SHOT_ENTRY = "\nsys.exit(main(sys.stdin.read(), NONCE))\n"
 _SERVE_ENTRY = "\nsys.exit(serve())\n"
@@ -99,6 +105,12 @@ def kept_probe_loader() -> bytes:
 def decode_answer(payload: bytes, limit: int = MAX_ANSWER) -> dict[str, Any]:
     """A frame's payload (zlib JSON) as a dict; FrameError or ValueError if it is not one."""
     data = inflate(payload, limit)
+    # Counted before anything is built (a C-speed scan; commas and brackets inside
+    # strings count too, which only errs on the side of refusing).
+    items = data.count(b"{") + data.count(b"[") + data.count(b",")
+    if items > MAX_ITEMS:
+        raise FrameError(f"the answer holds over {MAX_ITEMS} JSON values ({items} "
+                         "separators and brackets), over the cap")
     try:
         answer = json.loads(data)
     except RecursionError:  # the probe refuses deep documents; an older probe might not
