@@ -278,14 +278,17 @@ def test_idle_gpus_with_no_run_progressing_fire_and_remove_takes_it_away(
     assert "no watchdog there; nothing to remove" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case", ["vast", "runpod", "vast-account-key"])
+@pytest.mark.parametrize("case", ["vast", "runpod", "vast-account-key", "vast-stop",
+                                  "runpod-destroy"])
 async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_unverified(
         case: str, tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
         trainer: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
-    """vast: every run done, pushed and verified, destroyed with the instance's own key.
-    runpod: push,destroy with nowhere to push: never a destroy, a stop instead.
-    vast-account-key: no key of its own on the box, so only --use-account-key stops it."""
+    """vast, runpod-destroy: every run done, pushed and verified, destroyed with the
+    instance's own key. runpod: push,destroy with nowhere to push: never a destroy, a stop
+    instead. vast-account-key: no key of its own on the box, so only --use-account-key
+    stops it. vast-stop: a plain stop with the instance's own key."""
     provider = case.split("-")[0]
+    destroys = case in ("vast", "runpod-destroy")
     account, scoped = f"{provider}-ACCOUNT-key-0123456789", f"{provider}-instance-key-42"
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     if provider == "vast":
@@ -295,7 +298,8 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
         monkeypatch.setenv("VAST_API_KEY", account)
     else:
         api = RunPodServer(account, [runpod_pod("pod42"), runpod_pod("pod55")])
-        api.fail(runpod_too_many("0"))  # its first stop is refused: sent again, not lost
+        if case == "runpod":
+            api.fail(runpod_too_many("0"))  # its first stop is refused: sent again, not lost
         env = {"RUNPOD_API_KEY": scoped, "RUNPOD_POD_ID": "pod42"}
         instance, other = "pod42", "pod55"
         monkeypatch.setenv("RUNPOD_API_KEY", account)
@@ -304,24 +308,25 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
     server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
                                "HF_HUB_DISABLE_XET": "1", **({} if use_account else env)})
     (tmp_path / "runs").mkdir()
-    push = {"push": {"hf_repo": REPO}} if case == "vast" else {}
-    rules = ["done=push,destroy"] if case == "vast" else ["timeout=push,destroy"]
+    push = {"push": {"hf_repo": REPO}} if destroys else {}
+    rules = ["done=push,destroy"] if destroys else ["timeout=stop"] if case == "vast-stop" \
+        else ["timeout=push,destroy"]
     with api, HubServer([REPO], token=TOKEN) as hub:
         fleet = make_fleet(tmp_path, [box_entry(server, client_key, provider=provider,
                                                 instance_id=instance, **push,
                                                 runs_roots=[str(tmp_path / "runs")])],
                            known_hosts=[server.known_hosts_line()],
                            providers={provider: {"base_url": api.url}})
-        request = GuardRequest(max_hours=1.0 if case == "vast" else 0.0005,
+        request = GuardRequest(max_hours=1.0 if destroys else 0.0005,
                                actions=parse_on(rules), poll_seconds=POLL,
                                hf_endpoint=hub.url, use_account_key=use_account)
         said: list[str] = []
         report = await install_guard(fleet, fleet.boxes[0], request, Journal(),
                                      say=said.append)
         assert report.code == 0, report.lines
-        if case == "vast":  # a run the watchdog sees running, then finishing
+        if destroys:  # a run the watchdog sees running, then finishing
             trainer(tmp_path / "runs" / "r1", 2, 0.5)
-        final = "destroy" if case == "vast" else "stop"
+        final = "destroy" if destroys else "stop"
         done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
                         s["did"][-1]["action"] == final and
                         s["did"][-1]["outcome"] != "sending" and s, timeout=20, interval=0.1)
@@ -329,12 +334,21 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
                                         else runpod_pod("pod55"))
     steps = [(d["action"], d["outcome"]) for d in done["did"]]
     auths = {r.headers.get("authorization") for r in api.requests}
-    if case == "vast":
+    if destroys:
         assert steps == [("fired", "acting"), ("push", "verified"), ("destroy", "done")]
-        assert instance not in api.instances  # gone: read back as HTTP 404
-        assert "HTTP 404" in done["did"][-1]["detail"]
+        if provider == "vast":
+            assert instance not in api.instances  # gone: read back as HTTP 404
+            assert "HTTP 404" in done["did"][-1]["detail"]
+        else:  # RunPod keeps a terminated pod a while
+            assert api.instances[instance]["status"] == "TERMINATED"
+            assert "the provider reads terminated" in done["did"][-1]["detail"]
+            assert api.count("DELETE") == 1 and api.count("POST") == 0
         assert hub.state.repos[REPO]["r1/weights/best.pt"].sha256 == \
             sha(tmp_path / "runs" / "r1" / "weights" / "best.pt")
+    elif case == "vast-stop":
+        assert steps == [("fired", "acting"), ("stop", "done")], done["did"]
+        assert api.instances[instance]["actual_status"] == "stopped"
+        assert api.count("PUT") == 1 and api.count("DELETE") == 0
     else:
         assert steps == [("fired", "acting"), ("push", "skipped"), ("destroy", "refused"),
                          ("stop", "done")], done["did"]
