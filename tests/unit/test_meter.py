@@ -327,3 +327,37 @@ def test_a_box_removed_from_the_config_is_billed_until_a_meter_last_watched_it(
     (lab,) = gone_report.removed
     assert lab.usd == pytest.approx(1.10 * 40 / 60) and lab.may_still_bill_usd_per_hr is None
     assert "may still be billing" not in costs_table(gone_report)
+
+
+def finished(name: str, started: float, ended: float) -> dict[str, Any]:
+    status = {**RUNNING_STATUS, "state": "completed", "started_at": iso(started),
+              "updated_at": iso(ended)}
+    return {"path": f"/r/{name}", "root": "/r", "name": name, "s_sig": "s", "status": status,
+            "pid_alive": False}
+
+
+def test_a_run_that_ended_before_anyone_looked_still_marks_the_forgot_to_stop_it_money(
+        tmp_path: Path) -> None:
+    """A box first seen after its run finished: the run's own times mark it training, then
+    idle from its end, so `costs` counts what was billed after it (the guide's case)."""
+    H = 3600.0
+    meter_, now = clocked(MANUAL, tmp_path)
+    meter_.ledger.record(Event(T0 - 6 * H, "lab", "running", 1.10, "config"))
+    meter_.update([up("lab", T0, [finished("a", T0 - 5 * H, T0 - 3 * H)])])
+    assert [(m.t - T0, m.activity) for m in meter_.ledger.marks] == [
+        (-5 * H, "training"), (-3 * H, "idle")]
+    report = costs_report(meter_.ledger.book, ["lab"], None, T0 + H)
+    (lab,) = report.boxes
+    assert lab.last_run_ended_at == T0 - 3 * H
+    assert lab.after_last_run.usd == pytest.approx(4 * 1.10)
+    assert lab.idle.hours == pytest.approx(4.0)
+    # A second run started and ended while no panel was open: idle before, idle after,
+    # yet it trained in between, and the money after it counts from its end.
+    now[0] = T0 + 5 * H
+    meter_.update([up("lab", now[0], [finished("a", T0 - 5 * H, T0 - 3 * H),
+                                      finished("b", T0 + H, T0 + 3 * H)])])
+    assert [(m.t - T0, m.activity) for m in meter_.ledger.marks][2:] == [
+        (1 * H, "training"), (3 * H, "idle")]
+    (lab,) = costs_report(meter_.ledger.book, ["lab"], None, T0 + 5 * H).boxes
+    assert lab.last_run_ended_at == T0 + 3 * H
+    assert lab.after_last_run.usd == pytest.approx(2 * 1.10)

@@ -131,16 +131,21 @@ def observe(box: BoxConfig, facts: InstanceInfo | None, read_at: float | None,
     return Event(t, box.name, "running", rate.usd_per_hr, rate.source)
 
 
-def activity_mark(name: str, state: BoxState | None, history: BoxHistory | None,
-                  now: float) -> Mark | None:
-    """The activity mark to add when what the box's runs do changed (billed boxes only).
+def activity_marks(name: str, state: BoxState | None, history: BoxHistory | None,
+                   now: float) -> list[Mark]:
+    """The activity marks to add when what the box's runs do changed (billed boxes only).
 
     Training is dated from the earliest start of the runs that progress, idle
     from the last update of any run (when the last one stopped progressing),
-    both on the panel's clock; never before the previous mark.
+    both on the panel's clock; never before the previous mark. A run that
+    started and finished while nobody looked (before the box was first seen,
+    or between two looks) still trained: its own start marks training and the
+    last update idle, so what was billed after it counts as after its last run
+    (the "forgot to stop it" money), not as nothing.
     """
     if history is None or not history.events or state is None:
-        return None
+        return []
+    last = history.last_mark
     if state.connection is Connection.OK and state.last_ok_at is not None:
         offset = state.last_ok_at - state.box_time if state.box_time is not None else 0.0
         progressing = [r for r in state.runs if r.health is Health.RUNNING]
@@ -155,18 +160,26 @@ def activity_mark(name: str, state: BoxState | None, history: BoxHistory | None,
             ends = [parse_time(r.updated_at) for r in state.runs]
             known = [e + offset for e in ends if e is not None]
             t = max(known) if known else state.last_ok_at
+            if last is None or last.activity != "training":
+                floor = last.t if last is not None else -math.inf
+                starts = [parse_time(r.status.get("started_at")) if r.status else None
+                          for r in state.runs]
+                unseen = [s + offset for s in starts if s is not None and s + offset > floor]
+                if unseen:  # trained while nobody looked, and finished
+                    trained = min(min(unseen), state.last_ok_at)
+                    return [Mark(trained, name, "training"),
+                            Mark(max(min(t, state.last_ok_at), trained), name, "idle")]
         t = min(t, state.last_ok_at)
     elif state.connection in FAILED:
         activity = "unseen"
         t = state.failed_since if state.failed_since is not None else now
     else:
-        return None
-    last = history.last_mark
+        return []
     if last is not None:
         if last.activity == activity:
-            return None
+            return []
         t = max(t, last.t)
-    return Mark(t, name, activity)
+    return [Mark(t, name, activity)]
 
 
 @dataclass(frozen=True)

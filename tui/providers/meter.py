@@ -20,7 +20,7 @@ from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.model.instance import InstanceInfo, PowerOutcome, gone
-from tui.model.meter import FAILED, FleetCost, activity_mark, meter, observe
+from tui.model.meter import FAILED, FleetCost, activity_marks, meter, observe
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
 
@@ -129,8 +129,7 @@ class CostMeter:
                             self.down_at.get(box.name), known)
             if event is not None:
                 self.ledger.record(event)
-            mark = activity_mark(box.name, state, book.boxes.get(box.name), now)
-            if mark is not None:
+            for mark in activity_marks(box.name, state, book.boxes.get(box.name), now):
                 self.ledger.mark(mark)
             history = book.boxes.get(box.name)
             last = history.last if history is not None else None
