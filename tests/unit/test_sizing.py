@@ -15,6 +15,7 @@ from tui.model.sizing import (
     plan_disk,
     project_disk,
     project_run,
+    projection_document,
     save_period_of,
 )
 from tui.model.staging import repo_problem, tar_name
@@ -93,6 +94,26 @@ def test_a_box_whose_disk_will_fill() -> None:
     assert warning.severity == "warning"
     assert warning.message.startswith("/ (overlay) will fill before the runs finish: a, c will "
                                       "still write about 38.0 GB, 25.0 GB is free")
+    (fs,) = projection.filesystems
+    assert fs.where == "/ (overlay)" and fs.fills
+    assert fs.need == 2 * (19 * 10**9 + 94 * 16 * 1024)  # epochs 10, 15, ..., 100 each
+    assert fs.end_pct == 114  # (70 + 38) GB of the 95 GB df counts (used + free): past full
+    doc = projection_document(projection)
+    assert doc["filesystems"] == [{"where": "/ (overlay)", "need_bytes": fs.need,
+                                   "free_bytes": 25 * GB, "used_at_end_pct": 114,
+                                   "fills": True}]
+
+
+def test_a_disk_that_holds_its_runs_says_where_it_ends() -> None:
+    small = weights(("last.pt", 10**9), ("best.pt", 10**9), ("epoch_5.pt", 10**9))
+    box = BoxState(name="b", runs=(running("a", 6, 20, small),),
+                   disks=(DiskRow("/root/runs", 100 * GB, 40 * GB, 60 * GB, mount="/"),))
+    projection = project_disk(box)
+    assert projection.warnings == ()
+    (fs,) = projection.filesystems
+    assert not fs.fills and fs.need == 3 * 10**9 + 14 * 16 * 1024
+    assert fs.end_pct == 44  # (40 + 3) of 100 GB, rounded up as df does
+    assert project_disk(BoxState(name="idle", disks=box.disks)).filesystems == ()
 
 
 def test_an_oversized_disk_says_what_its_unused_part_costs() -> None:

@@ -26,6 +26,7 @@ from tui.model.alerts import (
     PUSH_FAILED,
     AlertEvent,
     Gate,
+    disk_fill_event,
     event,
     gate,
     run_events,
@@ -73,6 +74,7 @@ class Guardian:
         # the provider's? (asked, not accused)
         self.unsure: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
+        self._disk_filling: set[str] = set()  # boxes whose disk-fill was alerted (once each)
         self._guard_stopped: dict[str, float] = {}  # box -> when its watchdog last stopped it
         self._pushed: dict[str, Pushed] = {}
         self._folded_list: list[dict[str, Any]] | None = None  # the journal list folded
@@ -101,7 +103,8 @@ class Guardian:
         return self.alert([watchdog_acted(box, what, self.clock())])
 
     def box_updated(self, before: BoxState | None, after: BoxState) -> list[AlertEvent]:
-        """Runs that just failed, died or stalled; a box unreachable past its minutes."""
+        """Runs that just failed, died or stalled; a box unreachable past its minutes; a
+        runs root that will fill before its running runs finish."""
         now = self.clock()
         found = run_events(before, after, now)
         if before is not None and before.last_ok_at is not None:  # not history at a first look
@@ -120,6 +123,13 @@ class Guardian:
             if down is not None:
                 self._unreachable.add(after.name)
                 found.append(down)
+        if after.connection is Connection.OK:  # once per box while its disk stays short
+            fill = disk_fill_event(after, now)
+            if fill is None:
+                self._disk_filling.discard(after.name)
+            elif after.name not in self._disk_filling:
+                self._disk_filling.add(after.name)
+                found.append(fill)
         return self.alert(found)
 
     # --- money -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health, format_age
+from tui.model.sizing import project_disk
 from tui.model.text import clean
 
 RUN_FAILED = "run_failed"
@@ -34,13 +35,15 @@ WATCHDOG_ACTED = "watchdog_acted"
 UNREACHABLE = "unreachable"
 PREEMPTED = "preempted"
 BOX_STOPPED = "box_stopped"  # stopped while a watchdog was armed: its stop or the provider's?
+DISK_FILL = "disk_fill"  # a runs root will fill before its running runs finish
 KINDS = (RUN_FAILED, RUN_DIED, RUN_STALLED, BOX_IDLE, OVER_BUDGET, PUSH_FAILED, WATCHDOG_ACTED,
-         UNREACHABLE, PREEMPTED, BOX_STOPPED)
+         UNREACHABLE, PREEMPTED, BOX_STOPPED, DISK_FILL)
 TITLES = {RUN_FAILED: "run failed", RUN_DIED: "run died", RUN_STALLED: "run stalled",
           BOX_IDLE: "box idle", OVER_BUDGET: "box over budget", PUSH_FAILED: "push failed",
           WATCHDOG_ACTED: "watchdog acted", UNREACHABLE: "box unreachable",
           PREEMPTED: "box stopped by the provider",
-          BOX_STOPPED: "box stopped (by its watchdog or the provider?)"}
+          BOX_STOPPED: "box stopped (by its watchdog or the provider?)",
+          DISK_FILL: "disk will fill"}
 _RUN_KINDS = {Health.FAILED: RUN_FAILED, Health.DEAD: RUN_DIED, Health.STALLED: RUN_STALLED}
 TEXT_LIMIT = 1000
 DISCORD_LIMIT = 2000
@@ -117,6 +120,17 @@ def unreachable_event(state: BoxState, minutes: float, now: float) -> AlertEvent
                  f"{state.error or 'no answer'})", now)
 
 
+def disk_fill_event(state: BoxState, now: float) -> AlertEvent | None:
+    """A runs root that will fill before the running runs on it finish (sizing's
+    projection: checkpoints still to come and logs against what is free)."""
+    if state.connection is not Connection.OK:
+        return None
+    fills = [w.message for w in project_disk(state).warnings if w.severity == "warning"]
+    if not fills:
+        return None
+    return event(DISK_FILL, state.name, f"{state.name}: " + "; ".join(fills), now)
+
+
 @dataclass(frozen=True)
 class Gate:
     """When each event key was last sent."""
@@ -143,7 +157,7 @@ def gate(memory: Gate, events: Iterable[AlertEvent], now: float, cooldown_minute
 NTFY_TAGS = {RUN_FAILED: "x", RUN_DIED: "skull", RUN_STALLED: "hourglass", BOX_IDLE: "zzz",
              OVER_BUDGET: "money_with_wings", PUSH_FAILED: "warning",
              WATCHDOG_ACTED: "robot", UNREACHABLE: "electric_plug", PREEMPTED: "stop_sign",
-             BOX_STOPPED: "stop_sign"}
+             BOX_STOPPED: "stop_sign", DISK_FILL: "floppy_disk"}
 
 
 def webhook_request(url: str, fmt: str, item: AlertEvent) -> tuple[str, bytes]:

@@ -212,6 +212,27 @@ class DiskWarning:
 
 
 @dataclass(frozen=True)
+class FsProjection:
+    """One runs-root filesystem at the end of the running runs on it."""
+
+    where: str  # `/workspace (/dev/sda1, ext4)`, as DiskRow.where says it
+    used: int
+    free: int
+    need: int  # what the runs on it will still write
+
+    @property
+    def fills(self) -> bool:
+        return self.need > self.free
+
+    @property
+    def end_pct(self) -> int:
+        """df's Use% once the runs are done (rounded up as df does; over 100 when the
+        runs want more than is free)."""
+        room = self.used + self.free
+        return math.ceil(100.0 * (self.used + self.need) / room) if room > 0 else 0
+
+
+@dataclass(frozen=True)
 class DiskProjection:
     """Per runs-root filesystem: free now, what the running runs will still write."""
 
@@ -219,6 +240,12 @@ class DiskProjection:
     warnings: tuple[DiskWarning, ...]
     need_bytes: int  # what the runs will still write, all filesystems together
     used_at_end_bytes: int | None  # the box's disk use when they are done (where known)
+    filesystems: tuple[FsProjection, ...] = ()  # each filesystem a running run writes to
+
+    @property
+    def fills(self) -> tuple[FsProjection, ...]:
+        """The filesystems that fill before their runs finish."""
+        return tuple(fs for fs in self.filesystems if fs.fills)
 
 
 def _disk_for(root: str, disks: Sequence[DiskRow]) -> DiskRow | None:
@@ -248,8 +275,10 @@ def project_disk(box: BoxState, *, stopped_usd_per_hr: float | None = None
             continue
         key = disk.mount or disk.root
         by_fs.setdefault(key, (disk, []))[1].append(projection)
+    filesystems = []
     for disk, projections in by_fs.values():
         need = sum(p.more_bytes for p in projections)
+        filesystems.append(FsProjection(disk.where, disk.used, disk.free, need))
         if need > disk.free:
             names = ", ".join(p.run for p in projections)
             warnings.append(DiskWarning("warning", (
@@ -269,7 +298,8 @@ def project_disk(box: BoxState, *, stopped_usd_per_hr: float | None = None
                 f"{math.ceil(wanted_gb)} GB with 30% headroom): the unused "
                 f"{unused_gb:.0f} GB costs ${rate:.4f}/hr while stopped; a disk cannot "
                 f"shrink, so size the next box with `gpurent-tui size`")))
-    return DiskProjection(tuple(runs), tuple(warnings), need_all, used_end)
+    return DiskProjection(tuple(runs), tuple(warnings), need_all, used_end,
+                          tuple(filesystems))
 
 
 def projection_document(projection: DiskProjection) -> dict[str, object]:
@@ -279,6 +309,9 @@ def projection_document(projection: DiskProjection) -> dict[str, object]:
         "used_at_end_bytes": projection.used_at_end_bytes,
         "warnings": [{"severity": w.severity, "message": w.message}
                      for w in projection.warnings],
+        "filesystems": [{"where": fs.where, "need_bytes": fs.need, "free_bytes": fs.free,
+                         "used_at_end_pct": fs.end_pct, "fills": fs.fills}
+                        for fs in projection.filesystems],
         "runs": [{"run": p.run, "checkpoint_bytes": p.checkpoint_bytes,
                   "save_period": p.save_period, "save_points_left": p.save_points_left,
                   "more_bytes": p.more_bytes, "assumed": p.guess or None}

@@ -243,7 +243,10 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
         if box.guard is not None:
             words, level = guard_summary(box.guard, box.box_time)
             out.append(f"  {'!' if level in ('bad', 'acted') else '·'} {words}")
-        for warning in disk_projection(box, box_cost).warnings:
+        projection = disk_projection(box, box_cost)
+        out.extend(f"  · disk at the runs' end: {fs.where} {fs.end_pct}%"
+                   for fs in projection.filesystems if not fs.fills)  # a fill is warned below
+        for warning in projection.warnings:
             out.append(f"  {'!' if warning.severity == 'warning' else '·'} {warning.message}")
         if not box.runs and box.connection is Connection.OK:
             out.append("  no runs found under the runs roots")
