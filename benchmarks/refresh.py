@@ -86,6 +86,10 @@ TARGET_BYTES_PER_RUN = 2048
 MODES = ("kept", "one-shot")
 TARGET_IDLE_BYTES_UP = 300      # per box, kept probe
 TARGET_IDLE_PROBE_CPU_S = 0.002  # per box, kept probe
+# Bytes down unchanged: both probes answer the same view, so the kept probe's idle answer
+# may differ from the one-shot's only by a few compressed bytes (clock, ordering), as in
+# tests/io/test_kept_probe.py.
+IDLE_BYTES_DOWN_SLACK = 32      # per box
 
 
 # --- measuring -----------------------------------------------------------------
@@ -330,6 +334,25 @@ async def benchmark(args: argparse.Namespace, tmp: Path, servers: list[Sshd]) ->
             "info": info}
 
 
+def idle_verdict(idle: dict[str, dict[str, Any]]) -> tuple[bool, str]:
+    """The kept probe against the one-shot on an idle refresh, per box: bytes up and probe
+    CPU under their targets, and bytes down unchanged (what the view is built from)."""
+    kept, once = idle["kept"], idle["one-shot"]
+    up, cpu, down = (kept["bytes_out_per_box"], kept["probe_cpu_s_per_box"],
+                     kept["bytes_in_per_box"])
+    missed = [name for name, ok in (
+        ("bytes up", up < TARGET_IDLE_BYTES_UP),
+        ("probe CPU", cpu < TARGET_IDLE_PROBE_CPU_S),
+        ("bytes down", abs(down - once["bytes_in_per_box"]) <= IDLE_BYTES_DOWN_SLACK)) if not ok]
+    line = (f"idle refresh, kept probe vs one-shot, per box: bytes up {up:.0f} B vs "
+            f"{once['bytes_out_per_box']:.0f} B (target < {TARGET_IDLE_BYTES_UP} B), "
+            f"probe CPU {cpu * 1000:.2f} ms vs {once['probe_cpu_s_per_box'] * 1000:.1f} ms "
+            f"(target < {TARGET_IDLE_PROBE_CPU_S * 1000:g} ms), bytes down {down:.0f} B vs "
+            f"{once['bytes_in_per_box']:.0f} B (target: within {IDLE_BYTES_DOWN_SLACK} B): "
+            + (f"OVER TARGET ({', '.join(missed)})" if missed else "OK"))
+    return not missed, line
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--boxes", type=int, default=20)
@@ -369,17 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"advancing one epoch costs {big:.0f} B per run at E={args.epochs} and {small:.0f} B "
           f"at E={args.small_epochs} (ratio {big / small:.2f}); target < "
           f"{TARGET_BYTES_PER_RUN} B: {verdict}")
-    idle = {m: summaries[f"idle E={args.epochs} {m}"] for m in MODES}
-    up, cpu = idle["kept"]["bytes_out_per_box"], idle["kept"]["probe_cpu_s_per_box"]
-    kept_ok = up < TARGET_IDLE_BYTES_UP and cpu < TARGET_IDLE_PROBE_CPU_S
-    print(f"idle refresh, kept probe vs one-shot, per box: bytes up {up:.0f} B vs "
-          f"{idle['one-shot']['bytes_out_per_box']:.0f} B (target < {TARGET_IDLE_BYTES_UP} B), "
-          f"probe CPU {cpu * 1000:.2f} ms vs "
-          f"{idle['one-shot']['probe_cpu_s_per_box'] * 1000:.1f} ms (target < "
-          f"{TARGET_IDLE_PROBE_CPU_S * 1000:g} ms), bytes down "
-          f"{idle['kept']['bytes_in_per_box']:.0f}"
-          f" B vs {idle['one-shot']['bytes_in_per_box']:.0f} B: "
-          f"{'OK' if kept_ok else 'OVER TARGET'}")
+    kept_ok, line = idle_verdict({m: summaries[f"idle E={args.epochs} {m}"] for m in MODES})
+    print(line)
     if not kept_ok:
         verdict = "OVER TARGET"
     bd = result["breakdown"]
