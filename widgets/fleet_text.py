@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from tui.model.box import BoxState, Connection
+from tui.model.box import BoxState, Connection, DiskRow
 from tui.model.cost import RunCost
 from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
@@ -217,7 +217,8 @@ def matches(run: RunState, text: str) -> bool:
 
 def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = None,
                   items: tuple[Text, ...] = ()) -> Text:
-    """`■ name (provider) ● ok  GPU0 ██▌ 97% 20/24G  disk 41%`, then any extra `items`
+    """`■ name (provider) ● ok  GPU0 ██▌ 97% 20/24G  disk 41% of / (overlay)`, then any
+    extra `items`
     (a verdict, a badge) the screen adds for this box."""
     due = due or Due(now)
     text = Text(f"■ {box.name} ", style="bold")
@@ -242,12 +243,28 @@ def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = No
     if not box.gpus and box.gpu_note and box.connection is Connection.OK:
         text.append(f"  ({clean(box.gpu_note)})", style="dim")
     for disk in box.disks:
-        text.append(f"  disk {disk.percent}%",
+        text.append(f"  disk {disk_words(disk)}",
                     style="bold red" if disk.percent >= 90 else "")
     for item in items:
         text.append("  ")
         text.append_text(item)
     return text
+
+
+DISK_PLACE_CELLS = 24
+
+
+def disk_words(disk: DiskRow) -> str:
+    """`28% of / (overlay)`: `df`'s Use% and the filesystem it is of (its mount point, cut
+    to fit, and type; the device is in `status`); a probe that named no mount: the runs
+    root it measured. Box-sourced names were made printable when the answer was folded."""
+    def cut(place: str) -> str:
+        return place if cell_len(place) <= DISK_PLACE_CELLS else fit(place, DISK_PLACE_CELLS)
+
+    if disk.mount is None:
+        return f"{disk.percent}% at {cut(disk.root)}"
+    kind = f" ({disk.fstype})" if disk.fstype else ""
+    return f"{disk.percent}% of {cut(disk.mount)}{kind}"
 
 
 def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 
-from tui.model.box import BoxState, Connection
+from tui.model.box import BoxState, Connection, DiskRow
 from tui.model.runs import Health, RunState
 from widgets.fleet_text import (
     Due,
@@ -98,3 +98,24 @@ def test_a_runs_status_age_moves_by_the_minute() -> None:
     """Seconds would redraw every row at every refresh and say nothing the health does not."""
     assert coarse_age(5) == coarse_age(59) == "<1m ago"
     assert coarse_age(61) == "1m ago" and coarse_age(3700) == "1h01m ago"
+
+
+def test_the_disk_figure_says_which_filesystem_it_is() -> None:
+    """`df`'s Use% of the filesystem holding the runs: a box's / (overlay) may be nearly
+    full while /workspace is empty, so the figure alone says nothing (issue 11)."""
+    gb = 10**9
+    box = BoxState(name="b", connection=Connection.OK, last_ok_at=1000.0, disks=(
+        DiskRow("/root/runs", 20 * gb, 5 * gb, 13 * gb, "/", "overlay", "overlay"),
+        DiskRow("/workspace/runs", 100 * gb, 95 * gb, 5 * gb, "/workspace", "/dev/sda1",
+                "ext4"),
+        DiskRow("/old/runs", 10 * gb, 1 * gb, 9 * gb),  # an older probe names no mount
+        DiskRow("/x", gb, 0, gb, "/mnt/" + "deep/" * 20 + "end", None, "nfs4")))
+    head = box_head_line(box, "vast", 1000.0)
+    assert "disk 28% of / (overlay)" in head.plain  # 5 / (5 + 13), rounded up as df does
+    assert "disk 95% of /workspace (ext4)" in head.plain
+    assert "disk 10% at /old/runs" in head.plain
+    deep = head.plain[head.plain.index("disk 0%"):]
+    assert deep.endswith("(nfs4)") and "…" in deep and cell_len(deep) <= 11 + 24 + 7
+    full = next(span for span in head.spans if head.plain[span.start:span.end].startswith(
+        "  disk 95%"))
+    assert "red" in str(full.style)
