@@ -279,17 +279,33 @@ async def _monitor(fleet: FleetConfig, box: BoxConfig, run: str, port: int | Non
     from tui.remote.session import BoxSession
 
     session = BoxSession(box, fleet, host_key_store(fleet))
+    # Ctrl+C (or a hangup) from the first moment on: during the start it cancels the
+    # start, which stops a monitor it started; once open, it ends the look.
+    done = asyncio.Event()
+    said: list[str] = []
+    start = asyncio.ensure_future(open_monitor(session, box, run, local_port=port,
+                                               on_cancel=said.append))
+
+    def stop() -> None:
+        done.set()
+        start.cancel()  # nothing once the start is over
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop)
     try:
         try:
-            handle = await open_monitor(session, box, run, local_port=port)
+            handle = await start
         except MonitorError as exc:
             print(exc.message, file=sys.stderr)
             return EXIT_BOX_FAILED
-        done = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, done.set)
+        except asyncio.CancelledError:
+            if not done.is_set():
+                raise
+            print(f"interrupted while the monitor started on box {box.name}: "
+                  f"{'; '.join(said) or 'nothing started'}", file=sys.stderr)
+            return EXIT_OK
         how = "started" if handle.started else "already serving"
         print(handle.url, flush=True)
         print(f"libreyolo monitor ({how}) on box {box.name} port {handle.remote_port}, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,8 +75,44 @@ def run_candidates(box: BoxConfig, run: str) -> list[str]:
 
 
 async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
-                       local_port: int | None = None) -> MonitorHandle:
-    """Serve `run` with libreyolo monitor on the box and forward a local port to it."""
+                       local_port: int | None = None,
+                       on_cancel: Callable[[str], None] = lambda _: None) -> MonitorHandle:
+    """Serve `run` with libreyolo monitor on the box and forward a local port to it.
+
+    Cancelled before it returns (Ctrl+C, `w` again, the panel quitting), it
+    stops the monitor it started and tells `on_cancel` how that went; one the
+    box had not named yet is stopped by the box itself, its client gone.
+    """
+    begun: dict[str, Any] = {}  # the monitor this call started: pid, ticks, log
+    try:
+        return await _open_monitor(session, box, run, local_port, begun)
+    except asyncio.CancelledError:
+        said = "no monitor was started yet (the box stops one it starts for nobody)"
+        if begun:
+            handle = MonitorHandle(box=box.name, run_dir="", run_id="", remote_port=0,
+                                   local_port=0, started=True, pid=begun.get("pid"),
+                                   ticks=begun.get("ticks"), log=begun.get("log"),
+                                   listener=begun.get("listener"))
+            # Shielded: a second cancel (Ctrl+C again) must not cut the stop short.
+            said = f"could not stop the monitor (pid {handle.pid}) on box {box.name}"
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                said = await asyncio.shield(close_monitor(session, handle))
+        on_cancel(said)
+        raise
+
+
+def _note_started(begun: dict[str, Any], frame: dict[str, Any]) -> None:
+    """Keep the pid of a monitor the box started, from its first word of it on."""
+    for key in ("starting", "monitor"):
+        found = frame.get(key)
+        if isinstance(found, dict) and isinstance(found.get("pid"), int) and (
+                key == "starting" or found.get("started")):
+            begun.update(pid=found["pid"], ticks=found.get("ticks"),
+                         log=found.get("log") if isinstance(found.get("log"), str) else None)
+
+
+async def _open_monitor(session: BoxSession, box: BoxConfig, run: str,
+                        local_port: int | None, begun: dict[str, Any]) -> MonitorHandle:
     answer: dict[str, Any] | None = None
     errors: list[str] = []
     for candidate in run_candidates(box, run):
@@ -83,7 +120,8 @@ async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
                                               "python": box_python(box),
                                               "ports": list(MONITOR_PORTS),
                                               "wait": START_DEADLINE - 10},
-                                    deadline=START_DEADLINE)
+                                    deadline=START_DEADLINE,
+                                    on_frame=functools.partial(_note_started, begun))
         monitor = result.first("monitor")
         if isinstance(monitor, dict) and isinstance(monitor.get("port"), int):
             answer = {**monitor, "run_dir": candidate}
@@ -108,6 +146,7 @@ async def open_monitor(session: BoxSession, box: BoxConfig, run: str, *,
     try:
         conn = await session.connection()
         listener = await _forward(conn, local_port, remote_port)
+        begun["listener"] = listener
     except (BoxError, asyncssh.Error, OSError) as exc:
         handle = MonitorHandle(local_port=0, listener=None, **handle_args)
         await _stop_started(session, handle)

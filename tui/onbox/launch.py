@@ -20,7 +20,9 @@ Modes (`PARAMS["mode"]`):
   wait     {id, project, name, wait} -> the same watch as launch, for a launch already
            started (the client lost its connection while waiting)
   detach   {argv, log, cwd?, env?, files?} -> {"started": {pid, ticks, log}}
-  monitor_start {python, run_dir, ports, wait} -> {"monitor": {port, run_id, started, ...}}
+  monitor_start {python, run_dir, ports, wait} -> {"starting": {pid, ticks, log}} once it
+           started one, beats, then {"monitor": {port, run_id, started, ...}}; a client gone
+           before the answer gets the monitor it started stopped (nobody else would)
   monitor_stop  {pid, ticks} -> {"stopped": bool, "reason"}
 Anything unexpected: {"error": words}.
 """
@@ -432,12 +434,24 @@ def monitor_start(params):
         return emit({"error": "cannot start %s: %s" % (argv[0], _errstr(exc))})
     ticks = start_ticks(proc.pid)[1]
     deadline = time.time() + float(params.get("wait") or 60)
+    beat_at = time.time() + BEAT_SECONDS
+    # The client learns what to stop before the (slow) wait for the URL; if it is gone
+    # already, or goes meanwhile (Ctrl+C, a cut link), this monitor is nobody's.
+    alive_client = emit({"starting": {"pid": proc.pid, "ticks": ticks, "log": log}})
     while True:
+        if not alive_client:
+            _stop(proc.pid, ticks)
+            proc.poll()
+            _remove(log)
+            return False
         port = _monitor_url_port(read_tail(log, 0, 1 << 16))
         if port is not None:
-            return emit({"monitor": {"port": port, "run_id": os.path.basename(run_dir),
-                                     "started": True, "pid": proc.pid, "ticks": ticks,
-                                     "log": log}})
+            alive_client = emit({"monitor": {"port": port, "run_id": os.path.basename(run_dir),
+                                             "started": True, "pid": proc.pid, "ticks": ticks,
+                                             "log": log}})
+            if alive_client:
+                return True
+            continue  # the answer found nobody: stopped above
         if proc.poll() is not None:
             tail = read_tail(log)
             _remove(log)
@@ -447,6 +461,9 @@ def monitor_start(params):
             _remove(log)
             return emit({"error": "libreyolo monitor did not start serving within %gs"
                                   % float(params.get("wait") or 60)})
+        if time.time() >= beat_at:
+            beat_at = time.time() + BEAT_SECONDS
+            alive_client = emit({"beat": True})
         time.sleep(POLL_SECONDS)
 
 
