@@ -6,36 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.fleets import box_entry, make_fleet, runs_root_with
+from support.disk_runs import HUGE, running_root
+from support.fleets import box_entry, make_fleet
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
 from tui.model.config import FleetConfig
 from tui.model.sizing import LOG_BYTES_PER_EPOCH
-
-HUGE = 9 * 10**11  # one checkpoint of 900 GB (under the probe's 1e12 sanity bound): four more
-#                    of them, 3.6 TB, fill any test machine's disk
-
-
-def running_root(tmp_path: Path, checkpoint: int) -> Path:
-    """yolox_running (epoch 7 of 30, no epoch file yet) training under this test's pid, its
-    last.pt `checkpoint` bytes long (sparse)."""
-    root = runs_root_with(tmp_path, "yolox_running")
-    run = root / "yolox_running"
-    status = json.loads((run / "status.json").read_text())
-    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    status.update(pid=os.getpid(), started_at=now, updated_at=now)
-    (run / "status.json").write_text(json.dumps(status))
-    (run / "weights").mkdir()
-    with open(run / "weights" / "last.pt", "wb") as f:
-        f.truncate(checkpoint)
-    return root
 
 
 def fleet_of(tmp_path: Path, server: Sshd, key: KeyPair, root: Path) -> FleetConfig:

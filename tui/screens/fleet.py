@@ -37,8 +37,10 @@ from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import format_age
+from tui.model.sizing import project_disk
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.launch import LaunchScreen
+from widgets.disk_text import projection_items
 from widgets.fleet_head import FleetHead
 from widgets.fleet_list import FleetList, RunKey
 from widgets.fleet_text import BoxView
@@ -139,10 +141,12 @@ class FleetScreen(Screen[None]):
         return self.query_one(FleetList)
 
     def head_items(self, name: str) -> tuple[Text, ...]:
-        """Extra items for a box's head line, after its GPUs and disks: its last check."""
+        """Extra items for a box's head line, after its GPUs and disks: where its disk
+        ends once the running runs are done (or that it fills first), its last check."""
         app = self.gpurent
+        items = projection_items(project_disk(app.states[name]))
         item = check_item(app.checks.get(name))
-        items: tuple[Text, ...] = (item,) if item is not None else ()
+        items += (item,) if item is not None else ()
         stopped = app.guardian.stopped_words(name)
         if stopped is not None:
             items += (Text(f"{stopped}: {PREEMPTED_OFFER}", style="bold red"),)
@@ -155,10 +159,10 @@ class FleetScreen(Screen[None]):
         app = self.gpurent
         cost = app.cost.boxes.get(name) if app.cost is not None else None
         config = app.fleet.box(name)
-        pushes_somewhere = config.push is not None and bool(config.push.hf_repo or
-                                                            config.push.local_dir)
+        # Every run says what a crash would cost now; a box that pushes nowhere has the
+        # most at stake, so it says so too.
         return BoxView(app.states[name], config.provider, cost, app.pushes.get(name, {}),
-                       app.notes.get(name), self.head_items(name), at_stake=pushes_somewhere)
+                       app.notes.get(name), self.head_items(name), at_stake=True)
 
     def refresh_box(self, name: str) -> None:
         """Redraw one box from the app's state (only what changed is repainted)."""
