@@ -309,7 +309,7 @@ class BoxView:
     pushes: Mapping[str, PushRecord] = field(default_factory=dict)
     activity: Text | None = None  # an action in flight, or how the last one ended
     items: tuple[Text, ...] = ()  # extra head items (a verdict, a badge)
-    at_stake: bool = False  # each run says what a crash would cost (the box pushes somewhere)
+    at_stake: bool = False  # each run says what a crash would cost (the panel's fleet list)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from support.sshd import KeyPair, Sshd
 from textual.pilot import Pilot
 
 from tui.app import GpurentApp
+from tui.model.cost import usd
+from tui.model.unpushed import at_stake
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
@@ -46,6 +48,7 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
     (root / "yolox_failed" / "weights").mkdir()
     (root / "yolox_failed" / "weights" / "last.pt").write_bytes(b"f" * 4096)
     dest = tmp_path / "pushed"
+    bare = runs_root_with(tmp_path, "yolox_failed", name="bare")  # pushed nowhere at all
     # Outbid: Vast reads the instance exited, and no stop of ours is in the journal.
     # A watchdog was armed on "guarded" and the panel never saw it act: its stop, or the
     # provider's? (the watchdog's own `stop done` is written when the box is already gone)
@@ -57,6 +60,8 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
         config = make_fleet(tmp_path, [
             box_entry(server, client_key, "alpha", runs_roots=[str(root)],
                       push={"local_dir": str(dest), "on_complete": True},
+                      pricing={"running_usd_per_hr": 2.0}),
+            box_entry(server, client_key, "nowhere", runs_roots=[str(bare)],
                       pricing={"running_usd_per_hr": 2.0}),
             {**box_entry(server, client_key, "outbid"), "port": 1, "provider": "vast",
              "instance_id": "7"},
@@ -77,6 +82,15 @@ async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_bo
             # The failed run was never pushed: what a crash of the box would cost is shown.
             assert "unpushed: 2 epochs" in text, text
             assert text.count("unpushed:") == 1, text
+            # The money a crash would cost now, and on a box with no push destination too
+            # (the one with the most at stake): its epochs' own times x its rate.
+            for name in ("alpha", "nowhere"):
+                failed = next(r for r in app.states[name].runs if r.name == "yolox_failed")
+                stake = at_stake(failed, None, 2.0)
+                assert stake is not None and stake.usd is not None and stake.usd > 0
+                await until(pilot, lambda n=name: "unpushed: 2 epochs, " in box_text(app, n))
+                assert f"unpushed: 2 epochs, {usd(stake.usd)} of GPU time" in \
+                    box_text(app, name), box_text(app, name)
             await until(pilot, lambda: "stopped by the provider (outbid / preempted?)" in
                         box_text(app, "outbid"))
             assert "S starts it again" in box_text(app, "outbid")
