@@ -509,12 +509,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    from tui.model.cost import (
-        DEFAULT_HOURS_PER_MONTH,
-        PROVIDER_HOURS_PER_MONTH,
-        RUNPOD_STOPPED_USD_PER_GB_MONTH,
-    )
-    from tui.model.sizing import DEFAULT_SAVE_PERIOD, GB, model_checkpoint, plan_disk
+    from tui.model.sizing import DEFAULT_SAVE_PERIOD, GB, disk_rate, model_checkpoint, plan_disk
 
     data = _data_bytes(args.data)
     if data is None:
@@ -545,28 +540,13 @@ def cmd_size(args: argparse.Namespace) -> int:
     period = DEFAULT_SAVE_PERIOD if args.save_period is None else args.save_period
     plan = plan_disk(data, checkpoint, args.epochs, period,
                      system_bytes=int(args.system_gb * GB))
-    rate, hours, source = args.usd_per_gb_month, args.hours_per_month, ""
-    provider = args.provider
+    provider, pricing, name = args.provider, None, None
     if args.box:
-        fleet = load_fleet(args.config)
-        box = _box(fleet, args.box)
-        pricing = box.pricing
-        if rate is None and pricing is not None:
-            rate = pricing.storage_usd_per_gb_month
-            source = f"box {box.name}'s [box.pricing]"
-        if hours is None and pricing is not None and pricing.hours_per_month:
-            hours = pricing.hours_per_month
-        if hours is None:
-            hours = PROVIDER_HOURS_PER_MONTH.get(box.provider)
-        provider = provider or box.provider
-    if hours is None and provider:
-        hours = PROVIDER_HOURS_PER_MONTH.get(provider)
-    if rate is None and provider == "runpod":
-        # The rate the meter prices a stopped RunPod box at: its volume's $/GB-month.
-        rate = RUNPOD_STOPPED_USD_PER_GB_MONTH
-        source = "RunPod's volume rate"
-    if rate is not None and hours is None:
-        hours = DEFAULT_HOURS_PER_MONTH
+        box = _box(load_fleet(args.config), args.box)
+        provider, pricing, name = provider or box.provider, box.pricing, box.name
+    rate, hours, source = disk_rate(provider, pricing, box=name,
+                                    usd_per_gb_month=args.usd_per_gb_month,
+                                    hours_per_month=args.hours_per_month)
     if args.json:
         doc = {"schema": "gpurent.size/1", "data_bytes": plan.data_bytes,
                "checkpoint_bytes": plan.checkpoint_bytes, "checkpoints": plan.checkpoints,

@@ -14,7 +14,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tui.model.box import BoxState, DiskRow
-from tui.model.cost import stopped_usd_per_hr
+from tui.model.config import Pricing
+from tui.model.cost import (
+    DEFAULT_HOURS_PER_MONTH,
+    PROVIDER_HOURS_PER_MONTH,
+    RUNPOD_STOPPED_USD_PER_GB_MONTH,
+    stopped_usd_per_hr,
+)
 from tui.model.runs import Health, RunState
 
 HEADROOM = 0.30
@@ -150,6 +156,28 @@ def plan_disk(data_bytes: int, checkpoint_bytes: int, epochs: int,
     return DiskPlan(data_bytes, checkpoint_bytes, 2 + periodic,
                     1_000_000 + epochs * LOG_BYTES_PER_EPOCH, system_bytes, headroom,
                     max(save_period, 0))
+
+
+def disk_rate(provider: str | None, pricing: Pricing | None = None, *, box: str | None = None,
+              usd_per_gb_month: float | None = None, hours_per_month: float | None = None
+              ) -> tuple[float | None, float | None, str]:
+    """The stopped disk's $/GB-month, the hours its month bills, and where the rate came
+    from: as given, the box's [box.pricing], or RunPod's volume rate (the meter's own);
+    hours as given, from [box.pricing], the provider's convention, else 730. No rate: None
+    (Vast and Lambda set theirs per offer; `size` then asks for one)."""
+    rate, hours, source = usd_per_gb_month, hours_per_month, ""
+    if rate is None and pricing is not None and pricing.storage_usd_per_gb_month is not None:
+        rate = pricing.storage_usd_per_gb_month
+        source = f"box {box}'s [box.pricing]" if box else "[box.pricing]"
+    if hours is None and pricing is not None and pricing.hours_per_month:
+        hours = pricing.hours_per_month
+    if hours is None and provider:
+        hours = PROVIDER_HOURS_PER_MONTH.get(provider)
+    if rate is None and provider == "runpod":
+        rate, source = RUNPOD_STOPPED_USD_PER_GB_MONTH, "RunPod's volume rate"
+    if rate is not None and hours is None:
+        hours = DEFAULT_HOURS_PER_MONTH
+    return rate, hours, source
 
 
 # -- a watched box ----------------------------------------------------------------------
