@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -619,6 +620,62 @@ def hub_push(params):
     assert result.outcome == "failed" and not result.verified, result.message
     assert "not verified" in result.message and "the Hub does not list" in result.message
     assert TOKEN not in result.message
+
+
+async def test_a_box_that_beats_forever_cannot_hold_a_hub_push(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only silence ended a push: a box that kept beating (and naming commits, each one
+    kept in a list without end) held the push, and the box's action lock, forever."""
+    import tui.actions.push as push_module
+
+    endless = """
+def hub_push(params):
+    n = 0
+    while True:
+        emit({"beat": n, "committed": "%040x" % n})
+        emit({"committed": "not-a-commit-id " * 1000})
+        n += 1
+        threading.Event().wait(0.01)
+"""
+    # Not hours in a test (raising=False: without the limit, the push never ended).
+    monkeypatch.setattr(push_module, "DEADLINE_BASE_SECONDS", 3.0, raising=False)
+    bindir = hostile_python(tmp_path, endless)
+    server = sshd_factory(env={"PATH": f"{bindir}:{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run, _ = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO)
+    with HubServer([REPO], token=TOKEN) as hub:
+        (result,) = await asyncio.wait_for(
+            push(fleet, run, "r1", token=TOKEN, hub_endpoint=hub.url), 120)
+    assert result.outcome == "failed" and not result.verified
+    assert "ran past its limit" in result.message, result.message
+    assert "not-a-commit-id" not in result.message and TOKEN not in result.message
+    assert re.search(r"commit [0-9a-f]{12} was made but not verified", result.message)
+
+
+async def test_a_push_program_frame_over_the_cap_is_refused_whole(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """A box that announces a frame of a gigabyte, or floods events before its answer:
+    the push is refused with why, nothing is written, and the next push still works."""
+    huge = """
+def list_files(params):
+    for n in range(20000):
+        emit({"beat": n})
+    send(b"J" + b" " * 64)  # a small frame, then one that claims a gigabyte
+    with _LOCK:
+        _OUT.write(b"\\n--gpurent-" + _NONCE[0].encode() + b" 1000000000\\n")
+        _OUT.flush()
+"""
+    server = sshd_factory(env={"PATH": f"{hostile_python(tmp_path, huge)}:{SYSTEM_PATH}"})
+    run, _ = make_run(tmp_path / "runs", "r1")
+    root = tmp_path / "ckpt"
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(root))
+    (result,) = await asyncio.wait_for(push(fleet, run, "r1"), 120)
+    assert result.outcome == "failed" and not result.verified
+    assert "cannot be read" in result.message and "over the cap" in result.message, \
+        result.message
+    assert not root.exists() or not [p for p in root.rglob("*") if p.is_file()]
 
 
 async def test_upload_from_the_panel_keeps_the_token_off_the_box(

@@ -67,12 +67,21 @@ async def _stderr_tail(stream: asyncssh.SSHReader[bytes], keep: list[bytes]) -> 
 async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, Any], *,
                           box: str, idle_seconds: float, secret: str | None = None,
                           on_event: Callable[[dict[str, Any]], None] | None = None,
-                          on_data: Callable[[bytes], None] | None = None) -> dict[str, Any]:
+                          on_data: Callable[[bytes], None] | None = None,
+                          deadline_seconds: float | None = None) -> dict[str, Any]:
     """Run the on-box push program and return its last word (`done` or `error`).
 
-    Timed by silence, not by length: the program beats every few seconds, so a
-    long hash or upload is fine and a hung box is caught after `idle_seconds`.
+    Timed by silence: the program beats every few seconds, so a long hash or
+    upload is fine and a hung box is caught after `idle_seconds`. And bounded
+    in all by `deadline_seconds` (the caller sizes it to the work), so a box
+    that beats forever cannot hold the push, and its box's action lock, forever.
     """
+    loop = asyncio.get_running_loop()
+    end = None if deadline_seconds is None else loop.time() + deadline_seconds
+
+    def wait() -> float:
+        return idle_seconds if end is None else max(0.0, min(idle_seconds, end - loop.time()))
+
     nonce = new_nonce()
     params = {**params, "nonce": nonce}
     reader = FrameReader(nonce, max_frame=MAX_FRAME, max_noise=MAX_NOISE)
@@ -90,17 +99,21 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
         proc.stdin.write(box_payload(params))
         proc.stdin.write_eof()
         while final is None and (data := await asyncio.wait_for(proc.stdout.read(READ_BYTES),
-                                                                 idle_seconds)):
+                                                                 wait())):
             out, out_bytes = (out + data)[-STDOUT_KEEP:], out_bytes + len(data)
             for payload in reader.feed(data):
                 final = _take(payload, on_event, on_data) or final
         if final is not None:
             proc.stdin.close()
         else:
-            await asyncio.wait_for(proc.wait(), idle_seconds)
+            await asyncio.wait_for(proc.wait(), wait())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stderr_task, 2)
     except TimeoutError:
+        if final is None and end is not None and loop.time() >= end - 0.01:
+            raise PushError(f"box {box}: the push program ran past its limit of "
+                            f"{deadline_seconds:g} s (it kept talking but never finished); "
+                            "it was stopped") from None
         if final is None:
             raise PushError(f"box {box}: the push program went silent for {idle_seconds:g} s")\
                 from None

@@ -62,6 +62,11 @@ __all__ = ["PushError", "PushResult", "PushedFile", "box_payload", "files_to_pus
 
 CHUNK = 1 << 20
 MIN_IDLE_SECONDS = 10.0
+# A push program may run at most this long plus its bytes at MIN_RATE (a 1 GB upload:
+# about 75 min): generous for any real box, and a box that beats without end is stopped.
+DEADLINE_BASE_SECONDS = 600.0
+MIN_RATE = 256 << 10  # bytes per second
+LIST_DEADLINE_SECONDS = 4 * 3600.0  # hashing a run of unknown size (1 TB at 70 MB/s)
 MAX_FILE_BYTES = 1 << 42  # 4 TiB: past this a size is a lie, not a checkpoint
 UNTOUCHED = "the run's files on the box are untouched"
 VIA_SFTP = "over SFTP"
@@ -119,6 +124,12 @@ def files_to_push(run_dir_listing: Iterable[str], include_epochs: Epochs) -> lis
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _RESERVED = frozenset({".", "..", ".git", ".cache"})
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def deadline(size: int) -> float:
+    """How long a push program moving `size` bytes may run in all."""
+    return DEADLINE_BASE_SECONDS + size / MIN_RATE
 
 
 def safe_component(name: str) -> str:
@@ -204,7 +215,7 @@ async def list_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     """One round trip: the files to push, with size, mtime and sha256 taken on the box."""
     answer = await run_box_program(
         conn, {"mode": "list", "run_path": run_path, "include_epochs": include_epochs},
-        box=box, idle_seconds=idle_seconds)
+        box=box, idle_seconds=idle_seconds, deadline_seconds=LIST_DEADLINE_SECONDS)
     if "error" in answer:
         if answer.get("kind") == "no_run":
             raise PushError(f"box {box} has no run directory {run_path!r} (moved or deleted?)")
@@ -287,7 +298,8 @@ class _Exec(_Source):
         answer = await run_box_program(
             self.conn, {"mode": "read", "run_path": self.run_path, "name": file.name,
                         "offset": start, "size": file.size},
-            box=self.box, idle_seconds=self.idle, on_data=on_data)
+            box=self.box, idle_seconds=self.idle, on_data=on_data,
+            deadline_seconds=deadline(file.size - start))
         if "error" in answer:
             raise PushError(f"box {self.box}: reading {file.name} failed: "
                             f"{scrub(str(answer['error']), None)}")
@@ -514,11 +526,12 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     if not listing.hub:
         return result(False, _not_installed(box))
     sizes = {f.name: f.size for f in listing.files}
-    commits: list[str] = []
+    commits: list[str] = []  # the last commit id the box named, nothing more
 
     def on_event(event: dict[str, Any]) -> None:
-        if isinstance(event.get("committed"), str):
-            commits.append(event["committed"])
+        oid = event.get("committed")
+        if isinstance(oid, str) and _COMMIT.fullmatch(oid):
+            commits[:] = [oid]
         name = event.get("sending") or event.get("sent")
         if progress is not None and isinstance(name, str) and name in sizes:
             progress(name, sizes[name] if "sent" in event else 0, sizes[name])
@@ -530,7 +543,8 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                         for f in listing.files]}
     try:
         answer = await run_box_program(conn, params, box=box, idle_seconds=idle_seconds,
-                                       secret=token, on_event=on_event)
+                                       secret=token, on_event=on_event,
+                                       deadline_seconds=deadline(sum(sizes.values())))
     except PushError as exc:
         return result(False, f"{exc.message}; {_commit_note(commits)}; {UNTOUCHED}")
     if "error" in answer:
