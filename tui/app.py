@@ -53,6 +53,7 @@ from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
 from tui.screens.run_detail import RunDetail
 from tui.store.journal import Journal
+from widgets.action_text import ended_text, ended_toast
 from widgets.fleet_text import clock_time
 
 COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
@@ -309,14 +310,15 @@ class GpurentApp(App[None]):
         async def runner() -> None:
             lines: list[str] = []
             code = 1
+            outcome = None
             try:
                 report = await work()
-                lines, code = report.lines, report.code
+                lines, code, outcome = report.lines, report.code, report.outcome
             except Exception as exc:  # a bug in a flow: say so, never leave the box locked
                 lines = [f"{what} on {box} crashed: {type(exc).__name__}: {exc}"]
             finally:
                 self.busy.pop(box, None)
-            self.post_message(ActionEnded(box, what, lines, code))
+            self.post_message(ActionEnded(box, what, lines, code, outcome))
 
         self.run_worker(runner(), group=f"action:{box}", name=f"{what} {box}",
                         exit_on_error=False)
@@ -327,26 +329,22 @@ class GpurentApp(App[None]):
             self._note(message.box, Text(message.text))
 
     def on_action_ended(self, message: ActionEnded) -> None:
-        """The outcome stays on the box's line (and in the journal); the toast is short."""
+        """The outcome stays on the box's line (and in the journal); the toast is short. A
+        stop or destroy not read back reads "unknown: may still be billing", not failed."""
         box, ok = message.box, message.code == 0
         stamp = clock_time(self.clock()) or ""
-        head = f"{'✔' if ok else '✖'} {message.what} {'done' if ok else 'failed'} {stamp}"
-        words = Text(head, style="bold green" if ok else "bold red")
-        for line in message.lines[:4]:
-            words.append("\n" + clean(line), style="" if ok else "red")
-        if len(message.lines) > 4:
-            words.append(f"\n… {len(message.lines) - 4} more line(s): J shows the journal",
-                         style="dim")
-        self._note(box, words)
-        if not ok and message.what in ("push", "budget: push and stop") and self.live:
+        self._note(box, ended_text(message.what, message.code, message.outcome, message.lines,
+                                   stamp))
+        if not ok and message.outcome != "unknown" \
+                and message.what in ("push", "budget: push and stop") and self.live:
             self._ring(self.guardian.alert([event(
                 PUSH_FAILED, box, f"{box}: {message.what} failed: "
                 f"{'; '.join(message.lines[-2:])}", self.clock())]))
         self._journal_seen = self.journal.version
         self.pushes = self._all_pushes()
         self._storage_notices()
-        self.notify(f"{box}: {message.what} {'done' if ok else 'failed'}",
-                    severity="information" if ok else "error", timeout=TOAST_SECONDS)
+        toast, severity = ended_toast(box, message.what, message.code, message.outcome)
+        self.notify(toast, severity=severity, timeout=TOAST_SECONDS)
         watcher = self.watchers.get(box)
         if watcher is not None:
             watcher.poke()

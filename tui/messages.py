@@ -53,9 +53,11 @@ class ActionProgress(Message):
 
 @dataclass
 class ActionEnded(Message):
-    """An action on a box finished (or failed): its words and exit code."""
+    """An action on a box finished (or failed): its words and exit code, and for a stop,
+    start or destroy its outcome ("unknown": the effect was not seen, not a failure)."""
 
     box: str
     what: str
     lines: list[str]
     code: int
+    outcome: str | None = None

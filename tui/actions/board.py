@@ -56,6 +56,9 @@ class Board:
         self.monitors: dict[tuple[str, str], asyncio.Event] = {}  # (box, run path) -> stop
         self.checks: dict[str, CheckVerdict] = last_check_verdicts(journal.entries)
         self.doctor_paths: dict[str, str] = {}  # box -> the data set last doctored
+        # How long a stop or start watches for its effect, looking every poll_interval.
+        self.observe_timeout = 180.0
+        self.poll_interval = 3.0
 
     def _watched(self, box: str) -> BoxSession | None:
         watcher = self.watchers.get(box)
@@ -86,7 +89,9 @@ class Board:
         from tui.actions.flows import power
 
         return lambda: power(self.fleet, self.fleet.box(box), action, self.journal,
-                             session=self._watched(box), ledger=self.ledger)
+                             session=self._watched(box), ledger=self.ledger,
+                             observe_timeout=self.observe_timeout,
+                             poll_interval=self.poll_interval)
 
     def push_and_stop(self, box: str) -> Work:
         """on_budget = "push-and-stop": never lose weights, then stop paying for the GPU."""

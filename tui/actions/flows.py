@@ -354,6 +354,7 @@ async def push_and_stop(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         stopped = await power(fleet, box, "stop", journal, session=session, ledger=ledger)
         report.lines += stopped.lines
         report.code = stopped.code
+        report.outcome = stopped.outcome
     else:
         report.lines.append(f"{box.name} not stopped: the push did not verify, and stopping "
                             "might strand the weights")
