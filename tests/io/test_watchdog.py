@@ -159,7 +159,9 @@ async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_pan
         wait_for(stopped.exists, timeout=20, interval=0.1)
         assert stopped.read_text() == "stopped\n"
         assert alive(proc.pid)  # it was never about the pid
-        done = state_of(tmp_path)
+        # the command ran; its outcome is saved when it has ended ("stop sending" till then)
+        done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
+                        s["did"][-1]["outcome"] == "ran" and s, timeout=10, interval=0.05)
     assert done["fired"]["trigger"] == "stalled", done
     steps = [(d["action"], d["outcome"]) for d in done["did"]]
     assert steps == [("fired", "acting"), ("push", "verified"), ("stop", "ran")], steps
