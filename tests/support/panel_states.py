@@ -67,7 +67,8 @@ def fleet_states() -> list[BoxState]:
         "gpus": {"rows": ["0, NVIDIA GeForce RTX 4090, 97, 20480, 24564, 66, 412.5",
                           "1, NVIDIA GeForce RTX 4090, 95, 20210, 24564, 64, 398.0"]},
         "disks": [{"root": "/root/runs", "fs": "1", "total": 250 * 10**9,
-                   "used": 102 * 10**9, "free": 148 * 10**9}],
+                   "used": 102 * 10**9, "free": 148 * 10**9, "mount": "/",
+                   "device": "overlay", "fstype": "overlay"}],
     }, NOW)
     stale = dict(updated_at="2026-12-02T09:20:00+00:00")
     runpod_answer = {
@@ -79,7 +80,8 @@ def fleet_states() -> list[BoxState]:
         ],
         "gpus": {"rows": ["0, NVIDIA A100-SXM4-80GB, 3, 1024, 81920, 41, 61.0"]},
         "disks": [{"root": "/root/runs", "fs": "1", "total": 100 * 10**9,
-                   "used": 93 * 10**9, "free": 7 * 10**9}],
+                   "used": 93 * 10**9, "free": 7 * 10**9, "mount": "/",
+                   "device": "overlay", "fstype": "overlay"}],
     }
     runpod = fold_answer(BoxState(name="runpod-a100"), runpod_answer, NOW)
     lab = fold_answer(BoxState(name="lab-3090"), {

@@ -153,7 +153,8 @@ def box_answer(box: BoxSpec, now: float = NOW) -> dict[str, Any]:
         "runs": [run_answer(lane, now) for lane in LANES if lane.box == box.name],
         "gpus": {"rows": gpu_lines(box, gpu_busy(box, now), now)},
         "disks": [{"root": RUNS_ROOT, "fs": "1", "total": total, "used": used,
-                   "free": total - used}],
+                   "free": total - used, "mount": "/", "device": "overlay",
+                   "fstype": "overlay"}],
     }
 
 
