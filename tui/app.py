@@ -51,7 +51,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.cost import CostScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.journal import JournalScreen
-from tui.screens.run_detail import RunDetail
+from tui.screens.run_detail import RunDetail, run_stake
 from tui.store.journal import Journal
 from widgets.action_text import ended_text, ended_toast
 from widgets.fleet_text import clock_time
@@ -418,7 +418,9 @@ class GpurentApp(App[None]):
     def open_run(self, box_name: str, path: str) -> None:
         run = self.states[box_name].run(path)
         if run is not None:
-            self.push_screen(RunDetail(box_name, run))
+            self.push_screen(RunDetail(box_name, run, stake=lambda run: run_stake(
+                run, self.states.get(box_name), self.pushes.get(box_name, {}),
+                self.cost.boxes.get(box_name) if self.cost is not None else None)))
 
     def action_journal(self) -> None:
         if not isinstance(self.screen, JournalScreen):
@@ -429,7 +431,7 @@ class GpurentApp(App[None]):
             self.notify("no cost figures in this view", timeout=3)
             return
         if not isinstance(self.screen, CostScreen):
-            self.push_screen(CostScreen(self.cost, self.meter.fleet_events(), self.clock))
+            self.push_screen(CostScreen(self.cost, self.meter.fleet_events, self.clock))
 
     def action_toggle_help(self) -> None:
         if self.screen.query("HelpPanel"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,21 @@ def test_spend_axis_uses_minutes_under_two_hours() -> None:
     assert label == "minutes before now" and offsets == [-30.0, -1.0, 0.0]
     assert time_axis([now - 7200, now], now)[1] == "hours before now"
     assert time_axis([now - 3 * 86400, now], now) == ([-3.0, 0.0], "days before now")
+
+
+async def test_the_open_cost_screen_draws_each_new_money_picture(tmp_path: Path) -> None:
+    """The screen's `cost` follows the app's: a new picture redraws the table in place."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("c")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CostScreen) and app.cost is not None
+        app.cost = replace(app.cost, accrued_usd=4321.5)
+        await pilot.pause()
+        assert screen.cost is app.cost
+        table = screen.query_one("#table", Static)
+        console = Console(width=table.content_region.width, record=True)
+        console.print(table.content)
+        assert "$4,321.50" in console.export_text()

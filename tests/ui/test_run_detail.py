@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from tui.model.box import BoxState, fold_answer
 from tui.model.runs import RunState
+from tui.model.unpushed import AtStake
 from tui.screens.run_detail import RunDetail, fields_table, weight_order
 
 
@@ -90,3 +91,46 @@ async def test_the_title_keeps_a_gap_between_health_and_reason() -> None:
         words = "".join(span.lstrip() for span in spans)
         run = app.run_state
         assert f"▶ running  {run.reason}" in words, spans
+
+
+class Stakes(App[None]):
+    """Passes the screen what a crash would cost, as the panel does from its own state."""
+
+    def __init__(self, run: RunState, stake: AtStake) -> None:
+        super().__init__()
+        self.run_state, self.stake = run, stake
+
+    def compose(self) -> ComposeResult:
+        yield Static("fleet")
+
+    def on_mount(self) -> None:
+        self.push_screen(RunDetail("box", self.run_state, stake=lambda run: self.stake))
+
+
+def field_text(app: App[None]) -> str:
+    table = app.screen.query_one("#field-table", Static)
+    return "".join(segment.text for y in range(table.size.height)
+                   for segment in table.render_line(y))
+
+
+async def test_the_unpushed_row_comes_from_what_the_screen_is_given() -> None:
+    app = Stakes(run_with("yolox_running"), AtStake(epochs=3, usd=1.25, pushed_at=None))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert "3 epochs, $1.25 of GPU time" in field_text(app)
+
+
+async def test_a_new_run_snapshot_redraws_the_screen() -> None:
+    """`run` is reactive: assigning a newer snapshot of the run redraws the title and
+    fields, with no separate show() to call."""
+    app = Holder(run_with("yolox_running"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, RunDetail)
+        finished = run_with("yolox_completed")
+        screen.run = finished
+        await pilot.pause()
+        title = "".join(s.text for s in screen.query_one("#title", Static).render_line(0))
+        assert "done" in title or "completed" in title, title
+        assert "(while it ran)" in field_text(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar, cast
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -13,16 +13,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from tui.model.cost import Event, percent_words, spend_series, usd
 from tui.model.meter import FleetCost
-
-if TYPE_CHECKING:
-    from tui.app import GpurentApp
-
 
 COLUMNS = ("box", "state", "$/hr now", "from", "spent", "today", "stopped $/hr", "saving",
            "break-even", "budget")
@@ -119,7 +116,10 @@ def notes(cost: FleetCost) -> str:
 
 
 class CostScreen(Screen[None]):
-    """The whole money picture; escape goes back."""
+    """The whole money picture; escape goes back.
+
+    `cost` is reactive: each new picture assigned to it is drawn, with the ledger's events
+    read from `events` then. The screen follows the app's `cost` where the app has one."""
 
     DEFAULT_CSS = """
     CostScreen #page { height: 1fr; }
@@ -131,11 +131,13 @@ class CostScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back", id="back"),
     ]
 
-    def __init__(self, cost: FleetCost, events: Sequence[Event],
+    cost: var[FleetCost] = var(cast(FleetCost, None), always_update=True, init=False)
+
+    def __init__(self, cost: FleetCost, events: Callable[[], Sequence[Event]],
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__()
-        self.cost = cost
-        self.events = list(events)
+        self.set_reactive(CostScreen.cost, cost)  # drawn on mount
+        self._events = events
         self._clock = clock
 
     def compose(self) -> ComposeResult:
@@ -148,14 +150,12 @@ class CostScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#page", VerticalScroll).focus()
-        self.show(self.cost, self.events)
+        self.watch_cost(self.cost)
         self.watch(self.app, "cost", self._cost_changed, init=False)
 
     def _cost_changed(self, cost: FleetCost | None) -> None:
-        """A new money picture from the app; the ledger's events come with the meter."""
-        meter = cast("GpurentApp", self.app).meter
-        if cost is not None and meter is not None:
-            self.show(cost, meter.fleet_events())
+        if cost is not None:
+            self.cost = cost
 
     def on_resize(self) -> None:
         self.query_one("#table", Static).update(cost_table(self.cost, self._table_width()))
@@ -164,9 +164,7 @@ class CostScreen(Screen[None]):
         return self.query_one("#page", VerticalScroll).scrollable_content_region.width \
             or self.size.width
 
-    def show(self, cost: FleetCost, events: Sequence[Event]) -> None:
-        self.cost = cost
-        self.events = list(events)
+    def watch_cost(self, cost: FleetCost) -> None:
         self.query_one("#table", Static).update(cost_table(cost, self._table_width()))
         self.query_one("#notes", Static).update(Text(notes(cost)))
         plot = self.query_one(PlotextPlot)
@@ -174,7 +172,7 @@ class CostScreen(Screen[None]):
         plt.clear_data()
         plt.clear_figure()
         now = self._clock()
-        series = spend_series(self.events, now)
+        series = spend_series(self._events(), now)
         if series:
             offsets, label = time_axis([t for t, _ in series], now)
             plt.plot(offsets, [v for _, v in series], marker="braille", label="fleet spend $")

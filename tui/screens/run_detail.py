@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from typing import ClassVar, cast
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 from textual_plotext import PlotextPlot
 
 from tui.model.box import BoxState
+from tui.model.guard import PushRecord
+from tui.model.meter import BoxCost
 from tui.model.runs import Health, RunState, format_age, short_metric_name
 from tui.model.sizing import human_bytes
 from tui.model.unpushed import AtStake, at_stake, rate_share
@@ -98,8 +102,20 @@ def fields_table(run: RunState, stake: AtStake | None = None) -> Table:
     return table
 
 
+def run_stake(run: RunState, box: BoxState | None, pushes: Mapping[str, PushRecord],
+              cost: BoxCost | None) -> AtStake | None:
+    """What a crash would cost now: from the box's last verified pushes and its share of
+    the box's running rate (no money without a cost picture)."""
+    running = sum(r.health is Health.RUNNING for r in box.runs) if box else 1
+    return at_stake(run, pushes.get(run.path), rate_share(run, cost, running))
+
+
 class RunDetail(Screen[None]):
-    """Enter on a run opens this; escape goes back to the fleet."""
+    """Enter on a run opens this; escape goes back to the fleet.
+
+    `run` is reactive: each newer snapshot of the run assigned to it is drawn. The screen
+    follows the app's `box_state` where the app has one (the panel publishes every box's
+    snapshot there); `stake` says what a crash would cost (the panel's pushes and money)."""
 
     DEFAULT_CSS = """
     RunDetail #title { height: auto; background: $panel; }
@@ -113,11 +129,15 @@ class RunDetail(Screen[None]):
         Binding("m", "cycle_series", "Chart: loss/metric", id="series"),
     ]
 
-    def __init__(self, box_name: str, run: RunState) -> None:
+    run: var[RunState] = var(cast(RunState, None), always_update=True, init=False)
+    series: var[str] = var(SERIES[0], init=False)
+
+    def __init__(self, box_name: str, run: RunState, *,
+                 stake: Callable[[RunState], AtStake | None] | None = None) -> None:
         super().__init__()
         self.box_name = box_name
-        self.run = run
-        self.series = SERIES[0]
+        self.set_reactive(RunDetail.run, run)  # drawn on mount
+        self._stake = stake or (lambda run: run_stake(run, None, {}, None))
         self._drawn: tuple[int, str] | None = None
         self._log_cursor: object = None
 
@@ -133,7 +153,7 @@ class RunDetail(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.show(self.run)
+        self.watch_run(self.run)
         self.query_one("#fields", VerticalScroll).focus()
         # Follow the run as its box's snapshots arrive (the app publishes each one).
         self.watch(self.app, "box_state", self._box_changed, init=False)
@@ -142,21 +162,10 @@ class RunDetail(Screen[None]):
         if state is not None and state.name == self.box_name:
             run = state.run(self.run.path)
             if run is not None:
-                self.show(run)
+                self.run = run
 
-    def _stake(self, run: RunState) -> AtStake | None:
-        """From the app's journal-fed pushes and money picture (none in a bare app)."""
-        pushes = getattr(self.app, "pushes", {}).get(self.box_name, {})
-        cost = getattr(self.app, "cost", None)
-        box_cost = cost.boxes.get(self.box_name) if cost is not None else None
-        states = getattr(self.app, "states", {})
-        box = states.get(self.box_name)
-        running = sum(r.health is Health.RUNNING for r in box.runs) if box else 1
-        return at_stake(run, pushes.get(run.path), rate_share(run, box_cost, running))
-
-    def show(self, run: RunState) -> None:
+    def watch_run(self, run: RunState) -> None:
         """Redraw from a new snapshot: the chart only when history or series changed."""
-        self.run = run
         title = Text(f" {self.box_name} / {run.name}  ", style="bold")
         # The gap after the badge is the badge's: a span that opened with it would read
         # "runningepoch" wherever a span's leading blanks are dropped (screenshots' SVG).
@@ -208,6 +217,8 @@ class RunDetail(Screen[None]):
         plot.refresh()
         self._drawn = (len(run.history), self.series)
 
+    def watch_series(self) -> None:
+        self._draw_chart()
+
     def action_cycle_series(self) -> None:
         self.series = SERIES[(SERIES.index(self.series) + 1) % len(SERIES)]
-        self._draw_chart()
