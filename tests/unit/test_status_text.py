@@ -49,3 +49,13 @@ def test_a_99_5_percent_saving_reads_99_5() -> None:
     doc = json.loads(json.dumps(status_document(fleet_states(), NOW, cost)))
     vast = next(b for b in doc["boxes"] if b["name"] == "vast-4090")["cost"]
     assert vast["saving_pct"] == pytest.approx(99.5, abs=0.01)
+
+
+def test_the_disk_figure_names_its_filesystem_in_text_and_json() -> None:
+    """`df`'s Use% (used / (used + available), rounded up) of the filesystem it names."""
+    text = status_table(fleet_states(), NOW, None)
+    assert "disk /root/runs 41% of / (overlay)" in text  # 102 / (102 + 148) GB
+    doc = status_document(fleet_states(), NOW, None)
+    (disk,) = next(b for b in doc["boxes"] if b["name"] == "vast-4090")["disks"]
+    assert (disk["mount"], disk["device"], disk["fstype"], disk["used_pct"]) == (
+        "/", "overlay", "overlay", 41)
