@@ -34,6 +34,7 @@ LIBREYOLO_CHECKS = {"python": "3.11.7", "torch": "2.14.1+cu130", "cuda": "13.0",
 SM50_86 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"]
 H100 = gpu("NVIDIA H100 80GB HBM3", (9, 0))
 A100 = gpu("NVIDIA A100-SXM4-80GB", (8, 0))
+V100 = gpu("Tesla V100-SXM2-32GB", (7, 0), memory=32 << 30)
 
 Boxes = Callable[..., FleetConfig]
 
@@ -160,6 +161,29 @@ def test_recorded_sick_cards_are_named_with_their_fixes(
                  f"! {who}: PCIe link gen 4 x8 under load, the card can do gen 4 x16"):
         assert line in out, out
     assert "GPU 0 (" not in out.split("verdict:")[1]
+
+
+def test_pages_waiting_to_be_retired_over_ssh(tmp_path: Path, fleet_of: Boxes,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    python = standin_box(tmp_path, {"arch_list": ["sm_70", "sm_80"], "gpus": [V100, V100]})
+    fleet = fleet_of(python, fake_nvidia_smi(tmp_path / "bin", "v100-retired-pages"))
+    code, out = run_cli(["--config", fleet.source, "check", "box"], capsys)
+    assert code == 1
+    assert ("✗ GPU 1 (Tesla V100-SXM2-32GB): memory pages are waiting to be retired (a reset "
+            "is needed)") in out, out
+    assert "GPU 0 (" not in out.split("verdict:")[1]
+
+
+def test_a_failed_row_remap_over_ssh(tmp_path: Path, fleet_of: Boxes,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    python = standin_box(tmp_path, {"arch_list": ["sm_80"], "gpus": [A100, A100]})
+    fleet = fleet_of(python, fake_nvidia_smi(tmp_path / "bin", "a100-remap-failure"))
+    code, out = run_cli(["--config", fleet.source, "check", "box", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 1
+    (failure,) = [f for f in doc["findings"] if f["code"].startswith("gpu")]
+    assert failure["code"] == "gpu1.remap_failure" and failure["fix"] == "rent another box"
+    assert [g["remapped_failure"] for g in doc["health"]] == [False, True]
 
 
 def test_an_old_driver_without_newer_queries(tmp_path: Path, fleet_of: Boxes,

@@ -112,6 +112,26 @@ def test_recorded_sick_a100() -> None:
                      "gpu1.temperature": ERROR, "gpu1.pcie": WARNING}
 
 
+def test_retired_pages_and_a_failed_remap_are_named() -> None:
+    """A V100 with pages waiting to be retired (its generation retires pages), an A100 whose
+    row remapping failed (Ampere remaps rows instead); the healthy cards beside them pass."""
+    v100, _ = read_smi(recorded("v100-retired-pages"), None)
+    assert [g.retired_pending for g in v100] == [False, True]
+    assert [g.remapped_pending for g in v100] == [None, None]  # [N/A]: Volta remaps no rows
+    report = judge_check({"smi": recorded("v100-retired-pages")}, box="b", python="p",
+                         checked_at=0.0)
+    assert {f.code: f.severity for f in report.findings if f.severity != INFO} == {
+        "gpu1.retired_pages": ERROR}  # (the idle links at gen 1 are info: read at rest)
+    a100, _ = read_smi(recorded("a100-remap-failure"), None)
+    assert [(g.remapped_pending, g.remapped_failure) for g in a100] == [(False, False),
+                                                                      (False, True)]
+    report = judge_check({"smi": recorded("a100-remap-failure")}, box="b", python="p",
+                         checked_at=0.0)
+    (failed,) = [f for f in report.findings if f.severity != INFO]
+    assert failed.code == "gpu1.remap_failure" and failed.severity == ERROR
+    assert failed.fix == "rent another box"
+
+
 def test_recorded_old_driver_answers_what_it_knows() -> None:
     gpus, notes = read_smi(recorded("rtx3090-old-driver"), None)
     (card,) = gpus
