@@ -25,6 +25,7 @@ from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.markup import escape
+from textual.notifications import Notification, SeverityLevel
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -58,6 +59,13 @@ from widgets.fleet_text import clock_time
 
 COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
 TOAST_SECONDS = 4
+ALARM_TOAST_SECONDS = 5  # the bell rang; each box's own line keeps saying it
+ALARM_LINES = 4  # alarms one toast lists; the rest are counted
+_WEIGHT: dict[SeverityLevel, int] = {"information": 0, "warning": 1, "error": 2}
+
+
+def _titled(event: AlertEvent) -> tuple[str, str]:
+    return event.title.removeprefix("gpurent-tui: "), event.text
 
 
 class GpurentApp(App[None]):
@@ -105,6 +113,8 @@ class GpurentApp(App[None]):
                            progress=lambda box, text: self.post_message(
                                ActionProgress(box, text)))
         self._said: set[str] = set()  # storage problems already notified
+        self._alarm_toast: Notification | None = None  # the alarms' toast shown last
+        self._alarm_items: list[tuple[str, str]] = []  # (title, words) it says
         self._journal_seen = self.journal.version  # the version the push notes came from
         self._crashes: dict[str, int] = {}  # box -> watcher crashes in a row
         self._cost_pending = False
@@ -238,11 +248,12 @@ class GpurentApp(App[None]):
             cost = self.meter.update(self.states.values())
         decision, events = self.guardian.judge_costs(cost, self.states, self.busy)
         self.cost = cost  # after the judgement: a box's header names its preemption
-        for notice in decision.notices:
-            if notice.bell:
-                self.bell()
-            self.notify(notice.text, severity=notice.severity, timeout=10, markup=False)
-        self._ring([e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET)])  # noticed
+        rung = [e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET)]  # noticed
+        severities: list[SeverityLevel] = [n.severity for n in decision.notices]
+        self.alarm([("", n.text) for n in decision.notices] + [_titled(e) for e in rung],
+                   max([*severities, *(["error"] if rung else [])], key=_WEIGHT.__getitem__,
+                       default="error"),
+                   bell=any(n.bell for n in decision.notices) or bool(rung))
         for box in decision.push_and_stop:
             self.push_and_stop(box)
         self._storage_notices()
@@ -250,10 +261,33 @@ class GpurentApp(App[None]):
     def _ring(self, events: list[AlertEvent]) -> None:
         """Alerts that passed the cool-down (already on their way to the webhook and the
         command): the bell and a notice here."""
-        for item in events:
+        self.alarm([_titled(e) for e in events], "error")
+
+    def alarm(self, items: list[tuple[str, str]], severity: SeverityLevel, *,
+              bell: bool = True) -> None:
+        """Alarms of one moment ((title, words) each) in one short toast: the alarms' toast
+        still shown is replaced by one that says both, never stacked over the runs."""
+        if not items:
+            return
+        if bell:
             self.bell()
-            self.notify(item.text, title=item.title.removeprefix("gpurent-tui: "),
-                        severity="error", timeout=15, markup=False)
+        live = self._alarm_toast
+        if live is not None and not live.has_expired and live in self._notifications:
+            items = [*self._alarm_items, *items]
+            severity = max(severity, live.severity, key=_WEIGHT.__getitem__)
+            self._unnotify(live, refresh=False)
+        self._alarm_items = items
+        if len(items) == 1:
+            title, message = items[0]
+        else:
+            title = f"{len(items)} alarms"
+            message = "\n".join(words for _, words in items[:ALARM_LINES])
+            if len(items) > ALARM_LINES:
+                message += f"\n… {len(items) - ALARM_LINES} more: each box's line says it"
+        toast = self._alarm_toast = Notification(message, title, severity,
+                                                 ALARM_TOAST_SECONDS, markup=False)
+        self._notifications.add(toast)  # at once: an alarm a moment later must find it
+        self._refresh_notifications()
 
     def _alert_failed(self, line: str) -> None:
         """An alert that did not go out (the webhook's URL is never in these words)."""
