@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import tarfile
 import textwrap
@@ -25,6 +26,7 @@ from support.sshd import KeyPair, Sshd
 from tui.__main__ import main
 from tui.actions.stage import StageError, collect, fetch, pack, stage
 from tui.model.config import FleetConfig
+from tui.model.sizing import human_bytes
 from tui.onbox import fetch as onbox_fetch
 from tui.store.journal import Journal
 
@@ -185,6 +187,31 @@ async def test_fetch_downloads_on_the_box_verifies_and_unpacks(
     assert f"Bearer {TOKEN}" in hub.state.authorizations  # the box used the token...
     assert sent and all(TOKEN not in repr(args) + repr(kwargs) for args, kwargs in sent)
     assert all(args[0].endswith("/python -") for args, _ in sent)  # ...from stdin only
+
+
+def test_the_fetch_command_reports_bytes_and_time(
+        tmp_path: Path, hub: HubServer, box_fleet: Callable[..., FleetConfig],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gpurent-tui fetch BOX ORG/NAME --to PATH [--json]`: the whole command, as typed."""
+    staged = stage(dataset(tmp_path), REPO, endpoint=hub.url, token=TOKEN)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    fleet = box_fleet()
+    dest = tmp_path / "landed"
+    code = main(["--config", fleet.source, "fetch", "box", REPO, "--to", str(dest), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["schema"] == "gpurent.fetch/1" and doc["verified"], doc
+    assert doc["bytes"] == staged.size and doc["dest"] == str(dest)
+    assert doc["download_seconds"] >= 0 and doc["extract_seconds"] >= 0
+    assert doc["members"] == len(collect(tmp_path / "shapes")[0])
+    assert (dest / "shapes" / "data.yaml").is_file()
+    code = main(["--config", fleet.source, "fetch", "box", REPO, "--to", str(dest)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(rf"^shapes\.tar \({re.escape(human_bytes(staged.size))}\) fetched onto "
+                     r"box box in \d+\.\d s, [\d.]+ [KMG]?B/s, sha256 equal to the Hub's; "
+                     r"51 files \(.+\) unpacked into .+ in \d+\.\d s", out), out
+    assert TOKEN not in out
 
 
 async def test_a_corrupted_download_is_not_verified_and_dropped(
