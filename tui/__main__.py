@@ -513,9 +513,21 @@ def cmd_size(args: argparse.Namespace) -> int:
 
     data = _data_bytes(args.data)
     if data is None:
-        print(f"size: --data {args.data!r} is neither a number of GB nor an existing folder "
-              "or file", file=sys.stderr)
-        return EXIT_CONFIG
+        from tui.model.staging import repo_problem
+
+        if repo_problem(args.data) is not None:
+            print(f"size: --data {args.data!r} is neither a number of GB, an existing folder "
+                  "or file, nor a staged Hub dataset repo (ORG/NAME)", file=sys.stderr)
+            return EXIT_CONFIG
+        from tui.actions.hub import resolve_token
+        from tui.actions.stage import StageError, hub_expected
+
+        try:  # a staged data set: the tar's size as the Hub reports it
+            data = hub_expected(args.data, None, endpoint=os.environ.get("HF_ENDPOINT"),
+                                token=resolve_token(None)).size
+        except StageError as exc:
+            print(f"size: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     checkpoint = None
     if args.checkpoint_mb is not None:
         checkpoint = int(args.checkpoint_mb * 1e6)
@@ -637,8 +649,9 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
     size = sub.add_parser("size", parents=[common],
                           help="the disk to rent: data + checkpoints + 30%% headroom, and what "
                                "it costs stopped")
-    size.add_argument("--data", required=True, metavar="GB|PATH",
-                      help="the data set: GB, or a local folder or staged tar to measure")
+    size.add_argument("--data", required=True, metavar="GB|PATH|ORG/NAME",
+                      help="the data set: GB, a local folder or tar to measure, or the Hub "
+                           "dataset repo it was staged to")
     which = size.add_mutually_exclusive_group()
     which.add_argument("--model", help="e.g. yolox-s, yolo9-c (measured checkpoint sizes)")
     which.add_argument("--checkpoint-mb", type=float, metavar="MB",

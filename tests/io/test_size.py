@@ -97,3 +97,31 @@ def test_a_boxs_pricing_or_its_provider_prices_the_disk(
     pod = size_json(capsys, "--config", fleet.source, "--data", "100", "--model", "yolox-s",
                     "--epochs", "100", "--box", "pod")
     assert pod["stopped_usd_per_hr"] == pytest.approx(gb * RUNPOD_STOPPED_USD_PER_GB_MONTH / 730)
+
+
+def test_a_staged_data_set_is_sized_from_the_hub(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--data ORG/NAME: the staged tar's size as the Hub reports it (stage removes its
+    local tar once verified, so the repo is where the size is)."""
+    from huggingface_hub import constants
+    from support.hub_server import HubServer
+    from support.libreyolo_train import make_dataset
+
+    from tui.actions.stage import stage
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    token = "hf_SizeFromTheHubToken0123456789abcdef"
+    with HubServer([], token=token) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", token)
+        make_dataset(tmp_path / "shapes")
+        staged = stage(tmp_path / "shapes", "me/shapes")
+        assert staged.verified, staged.message
+        monkeypatch.chdir(tmp_path)  # no local folder me/shapes to measure instead
+        doc = size_json(capsys, "--data", "me/shapes", "--model", "yolox-s", "--epochs", "20")
+        assert doc["data_bytes"] == staged.size
+        assert main(["size", "--data", "me/nothing-staged", "--model", "yolox-s",
+                     "--epochs", "20"]) == 2
+        err = capsys.readouterr().err
+        assert "me/nothing-staged" in err and token not in err
