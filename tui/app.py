@@ -250,9 +250,10 @@ class GpurentApp(App[None]):
         self.cost = cost  # after the judgement: a box's header names its preemption
         rung = [e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET)]  # noticed
         severities: list[SeverityLevel] = [n.severity for n in decision.notices]
+        if rung:
+            severities.append("error")
         self.alarm([("", n.text) for n in decision.notices] + [_titled(e) for e in rung],
-                   max([*severities, *(["error"] if rung else [])], key=_WEIGHT.__getitem__,
-                       default="error"),
+                   max(severities, key=_WEIGHT.__getitem__, default="error"),
                    bell=any(n.bell for n in decision.notices) or bool(rung))
         for box in decision.push_and_stop:
             self.push_and_stop(box)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # imported where used: the panel starts faster
     from tui.remote.session import BoxSession
 
 Work = Callable[[], Awaitable[Report]]
-Progress = Callable[[str, str], None]  # (box, words for its line while the work runs)
+Progress = Callable[[str, str], object]  # (box, words for its line while the work runs)
 Note = Callable[[str, str, str], None]  # (box, words, style): a line that stays
 
 
@@ -110,7 +110,7 @@ class Board:
         return lambda: destroy_from_dialog(self.fleet, self.fleet.box(box), self.journal,
                                            answer, shown, ledger=self.ledger)
 
-    def milestone(self, state: BoxState, ring: Callable[[list[AlertEvent]], None]
+    def milestone(self, state: BoxState, ring: Callable[[list[AlertEvent]], object]
                   ) -> tuple[Wish, Work] | None:
         """The push a milestone calls for (`[box.push] every_epochs`, `on_best`,
         `on_complete`), unasked, through the push flow; `ring` gets the alerts its end

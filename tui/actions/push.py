@@ -56,6 +56,7 @@ from tui.model.text import clean, clean_block
 from tui.onbox import push as push_box
 from tui.remote.session import BoxError, BoxSession
 from tui.store import paths
+from tui.store.journal import PushOutcome
 
 __all__ = ["PushError", "PushResult", "PushedFile", "box_payload", "files_to_push",
            "push_run", "resolve_token", "run_folder", "safe_run_path", "token_notice"]
@@ -102,7 +103,7 @@ class PushResult:
     destination: str  # "hf://<repo>/<run name>/" or "<local_dir>/<box>/<run>/"
     files: tuple[PushedFile, ...]
     verified: bool
-    outcome: str  # "done" | "failed"
+    outcome: PushOutcome
     message: str
     how: str = ""  # which way the bytes went (VIA_SFTP, VIA_EXEC, FROM_BOX, FROM_PANEL)
 

@@ -50,7 +50,7 @@ from tui.providers import ADAPTERS
 from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxError, BoxSession
-from tui.store.journal import Journal
+from tui.store.journal import GuardOutcome, Journal
 
 GUARD_DIR = "~/.gpurent-tui/guard"
 SHIPPED = ("guard.py", "probe.py", "push.py")
@@ -179,7 +179,8 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         words = "dry run (acts on nothing, says what it would do): " + words
     own = session is None
     session = session or BoxSession(box, fleet, host_key_store(fleet))
-    outcome, error = "failed", None
+    outcome: GuardOutcome = "failed"
+    error: str | None = None
     try:
         old = await guard_control(session, {"mode": "stop", "remove": True, "dir": GUARD_DIR})
         if old.get("stopped"):

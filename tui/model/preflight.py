@@ -15,7 +15,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tui.model.fields import finite, items, table, whole
 from tui.model.text import plain
@@ -461,7 +461,7 @@ class CheckReport:
         return [f for f in self.findings if f.severity == WARNING]
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Literal["ok", "warnings", "problems"]:
         """"problems" (exit 1), "warnings" or "ok" (exit 0)."""
         if self.errors:
             return "problems"

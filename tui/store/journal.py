@@ -15,10 +15,19 @@ import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from tui.model.instance import PowerAction, PowerResult
+from tui.model.launch import LaunchResult
 from tui.store import paths
 from tui.store.jsonl import append_jsonl
+
+# What the journal records: each kind of action on a box, and the words for how it ended.
+JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove"]
+PushOutcome = Literal["done", "failed"]
+CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
+GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
+JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome]
 
 
 class Journal:
@@ -88,7 +97,8 @@ class Journal:
         if self.problem is None or "cannot be written" not in self.problem:
             self.problem = f"journal {self.path} cannot be read ({why})"
 
-    def record(self, *, box: str, action: str, outcome: str, run: str | None = None,
+    def record(self, *, box: str, action: JournalAction, outcome: JournalOutcome,
+               run: str | None = None,
                run_path: str | None = None, files: Sequence[Mapping[str, Any]] = (),
                destination: str | None = None, verified: bool | None = None,
                message: str = "", error: str | None = None,
