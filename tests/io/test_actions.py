@@ -159,7 +159,8 @@ async def test_panel_destroy_screen_refuses_then_pushes_and_destroys(
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, DestroyScreen)
-        assert [u.files for u in screen.unpushed] == [("weights/best.pt", "weights/last.pt")]
+        assert [u.files for u in screen.unpushed] == [(
+            "weights/best.pt", "weights/last.pt", "status.json", "metrics.jsonl", "train.log")]
         text = "\n".join(str(w.render()) for w in screen.query("Static"))
         assert "REFUSED" in text and "p: push, verify, then destroy" in text
         await pilot.press("p")
@@ -304,8 +305,11 @@ async def test_panel_override_accepts_what_was_shown_and_nothing_more(
     done = app.journal.entries[-1]
     assert (done["action"], done["outcome"]) == ("destroy", "done")
     lost = {(f["run"], f["name"]) for f in done["files"]}
+    history = {("yolox_completed", name) for name in ("status.json", "metrics.jsonl",
+                                                      "train.log")}
     assert lost == {("yolox_completed", "weights/best.pt"),
-                    ("yolox_completed", "weights/last.pt"), ("second", "weights/best.pt")}
+                    ("yolox_completed", "weights/last.pt"), ("second", "weights/best.pt"),
+                    ("second", "status.json"), *history}
     assert vast.count("DELETE") == 1
 
 
@@ -388,6 +392,52 @@ def test_a_checkpoint_replaced_at_the_same_size_and_mtime_is_unpushed(
     said = capsys.readouterr().out
     assert "best.pt changed since the last verified push" in said
     assert vast.count("DELETE") == 0
+
+
+def test_epoch_files_and_a_runs_history_are_guarded_and_pushed_first(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The guard knew only best.pt and last.pt: a push without --epochs, then a destroy,
+    lost every epoch_<N>.pt; a run that failed before saving weights (its status.json,
+    train.log, train_config.yaml) was neither refused nor pushed by --push-first."""
+    server = sshd_factory()
+    out = tmp_path / "out"
+    root, config = box_with_weights(tmp_path, server, client_key, vast,
+                                    push={"local_dir": str(out)})
+    early = root / "early_failure"
+    early.mkdir()
+    (early / "status.json").write_text((root / "yolox_completed" / "status.json").read_text())
+    (early / "train.log").write_text("CUDA out of memory\n")
+    (early / "train_config.yaml").write_text("epochs: 300\n")
+    assert main(["push", "gpu-a", "yolox_completed", "--config", config]) == 0
+    (root / "yolox_completed" / "weights" / "epoch_3.pt").write_bytes(b"3" * 1000)
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert "weights/epoch_3.pt" in said and "early_failure" in said, said
+    assert "train_config.yaml" in said and "weights/best.pt" not in said, said
+    assert vast.count("DELETE") == 0
+    assert main(["destroy", "gpu-a", "--yes", "--push-first", "--config", config]) == 0, \
+        capsys.readouterr().out
+    for run, name in (("yolox_completed", "weights/epoch_3.pt"),
+                      ("early_failure", "train_config.yaml"), ("early_failure", "train.log")):
+        (landed,) = out.glob(f"gpu-a/{run}*/{name}")
+        assert landed.read_bytes() == (root / run / name).read_bytes()
+    assert vast.count("DELETE") == 1
+
+
+def test_a_forced_destroy_journals_the_history_and_epochs_it_loses(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path) -> None:
+    server = sshd_factory()
+    root, config = box_with_weights(tmp_path, server, client_key, vast)
+    (root / "yolox_completed" / "weights" / "epoch_7.pt").write_bytes(b"7" * 700)
+    assert main(["destroy", "gpu-a", "--yes", "--force-unpushed", "--config", config]) == 0
+    done = journal(isolated_dirs)[-1]
+    lost = {f["name"]: f for f in done["files"]}
+    assert {"weights/best.pt", "weights/last.pt", "weights/epoch_7.pt", "status.json",
+            "metrics.jsonl", "train.log"} <= set(lost), sorted(lost)
+    assert lost["weights/epoch_7.pt"]["size"] == 700
+    assert lost["train.log"]["size"] == (root / "yolox_completed" / "train.log").stat().st_size
 
 
 def test_a_live_training_process_is_named_in_the_refusal(

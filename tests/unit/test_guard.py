@@ -41,10 +41,18 @@ def test_never_pushed_and_then_pushed_and_then_changed(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "journal.jsonl")
     run = run_with(BEST, LAST, EPOCH)
     (stale,) = unpushed_weights([run], last_verified_pushes(journal.entries, "box"))
-    assert stale.files == ("weights/best.pt", "weights/last.pt")
+    assert stale.files == ("weights/best.pt", "weights/last.pt", "weights/epoch_10.pt")
     assert stale.reason == "never pushed"
     journal.record(box="box", action="push", outcome="done", run="r1", run_path=run.path,
                    files=push_files(BEST, LAST), destination="hf://me/repo/r1/",
+                   verified=True, at=600.0)
+    pushes = last_verified_pushes(Journal(tmp_path / "journal.jsonl").entries, "box")
+    (stale,) = unpushed_weights([run], pushes)  # a push without --epochs
+    assert stale.files == ("weights/epoch_10.pt",)
+    assert stale.reason == ("epoch_10.pt not in the last verified push (epoch files go with "
+                            "push --epochs)")
+    journal.record(box="box", action="push", outcome="done", run="r1", run_path=run.path,
+                   files=push_files(BEST, LAST, EPOCH), destination="hf://me/repo/r1/",
                    verified=True, at=700.0)
     pushes = last_verified_pushes(Journal(tmp_path / "journal.jsonl").entries, "box")
     assert unpushed_weights([run], pushes) == []
@@ -123,6 +131,25 @@ def test_a_push_overwritten_by_another_runs_push_vouches_for_nothing() -> None:
         [pushed("box", one, "/elsewhere/exp1/", 650.0), *shared], "box")) == []
 
 
+def test_a_runs_history_is_guarded_like_its_weights() -> None:
+    """Only best.pt and last.pt counted: a run that failed before saving weights, or one
+    whose train.log or train_config.yaml was never pushed, was destroyed unasked."""
+    log = WeightFile("train.log", 50, 800.0, 800_000_000_000, 21)
+    config = WeightFile("train_config.yaml", 10, 100.0, 100_000_000_000, 22)
+    early = run_with(path="/root/runs/early", files=(log, config))
+    (stale,) = unpushed_weights([early], {})
+    assert stale.files == ("train.log", "train_config.yaml") and stale.reason == "never pushed"
+    pushed = [{"box": "box", "action": "push", "outcome": "done", "verified": True,
+               "run_path": early.path, "time": 900.0,
+               "files": [{"name": "train.log", "size": 50, "mtime": 800.0,
+                          "mtime_ns": 800_000_000_000, "inode": 21}]}]
+    (stale,) = unpushed_weights([early], last_verified_pushes(pushed, "box"))
+    assert stale.files == ("train_config.yaml",)
+    grown = replace(early, files=(replace(log, size=80), config))
+    assert unpushed_weights([grown], last_verified_pushes(pushed, "box"))[0].files == (
+        "train.log", "train_config.yaml")
+
+
 def test_a_live_training_process_is_said() -> None:
     run = run_with(BEST, health=Health.RUNNING, pid_alive=True)
     (stale,) = unpushed_weights([run], {})
@@ -192,3 +219,13 @@ def test_a_journal_line_with_a_bad_time_is_not_a_push() -> None:
                 "run_path": "/root/runs/r1", "time": "yesterday",
                 "files": push_files(BEST)}]
     assert last_verified_pushes(entries, "box") == {}
+
+
+def test_the_guarded_history_is_what_a_push_keeps() -> None:
+    """The probe lists, and the guard counts, exactly the history files a push sends: one
+    it counted but never sent could never read as pushed; one sent but not counted would
+    be lost unasked."""
+    from tui.onbox import probe, push
+
+    weights = {"weights/best.pt", "weights/last.pt"}
+    assert set(probe.HISTORY_FILES) == set(push.FIXED_FILES) - weights

@@ -31,6 +31,7 @@ from tui.model.guard import (
     Unpushed,
     Verdict,
     describe,
+    guarded_files,
     last_verified_pushes,
     verdict,
 )
@@ -234,7 +235,7 @@ def _lost_files(state: BoxState, blockers: Sequence[Unpushed]) -> list[dict[str,
         for name in b.files:
             row: dict[str, Any] = {"run": b.run, "run_path": b.run_path, "name": name,
                                    "why": b.reason}
-            weight = next((w for w in run.weights if f"weights/{w.name}" == name), None) \
+            weight = next((w for n, w in guarded_files(run) if n == name), None) \
                 if run is not None else None
             if weight is not None:
                 row.update(size=weight.size, mtime_ns=weight.mtime_ns, inode=weight.inode)
@@ -266,9 +267,13 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         report = Report()
         judged = verdict(state, last_verified_pushes(journal.entries, box.name))
         if judged.unpushed and push_first and state.connection is Connection.OK:
+            # Epoch files the guard counts go too (a plain push leaves them on the box).
+            epochs = any(f.startswith("weights/epoch_") for u in judged.unpushed
+                         for f in u.files)
             pushed = await push_runs(fleet, box, journal,
                                      run_names=sorted({u.run for u in judged.unpushed}),
-                                     session=watcher.session, state=state)
+                                     session=watcher.session, state=state,
+                                     include_epochs=epochs)
             report.lines.extend(pushed.lines)
             state = await watcher.refresh(budget=0)  # the guard's second look: no history
             judged = verdict(state, last_verified_pushes(journal.entries, box.name))

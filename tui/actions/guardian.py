@@ -221,7 +221,7 @@ class Guardian:
         # their object while the journal adds nothing for it): nothing is due now, unless
         # a failed push's backoff may have run out.
         seen = (pushed, self.milestones, state.connection, busy,
-                tuple((r.path, r.weights, r.health, r.best_epoch, r.best_metric)
+                tuple((r.path, r.weights, r.files, r.health, r.best_epoch, r.best_metric)
                       for r in state.runs))
         if not self.milestones.attempts and self._idle_plan.get(state.name) == seen:
             return None

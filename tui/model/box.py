@@ -225,7 +225,7 @@ def check_run(index: int, raw: object) -> None:
         raise shape.bad("", "is not an object")
     if not isinstance(raw.get("path"), str) or not raw["path"]:
         raise shape.bad("path", "is missing or not text")
-    for key in ("name", "root", "s_sig", "status_error", "w_sig", "w_error"):
+    for key in ("name", "root", "s_sig", "status_error", "w_sig", "w_error", "h_sig"):
         shape.opt(raw, key, "str")
     for key in ("status_missing", "vanished", "pid_alive"):
         shape.opt(raw, key, "bool")
@@ -233,10 +233,12 @@ def check_run(index: int, raw: object) -> None:
     for key in ("metrics", "log"):
         if key in raw:
             check_increment(_Shape(f"runs[{index}].{key}."), raw[key])
-    if "weights" in raw:
-        rows = raw["weights"]
+    for key in ("weights", "hist"):
+        if key not in raw:
+            continue
+        rows = raw[key]
         if not isinstance(rows, list):
-            raise shape.bad("weights", "is not a list")
+            raise shape.bad(key, "is not a list")
         for n, row in enumerate(rows):
             ok = (isinstance(row, list) and len(row) in (3, 5) and isinstance(row[0], str)
                   and isinstance(row[1], int) and not isinstance(row[1], bool) and row[1] >= 0
@@ -245,7 +247,7 @@ def check_run(index: int, raw: object) -> None:
                   and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                           for v in row[3:]))
             if not ok:
-                raise shape.bad(f"weights[{n}]", "is not [name, size, mtime(, mtime_ns, inode)]")
+                raise shape.bad(f"{key}[{n}]", "is not [name, size, mtime(, mtime_ns, inode)]")
 
 
 def check_answer(answer: Mapping[str, Any]) -> None:

@@ -13,15 +13,17 @@ override goes past it, and a forced destroy journals exactly what was lost.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tui.model.box import BoxState, Connection
-from tui.model.runs import Health, RunState, finite, format_age, whole
+from tui.model.runs import Health, RunState, WeightFile, finite, format_age, whole
 from tui.model.text import clean
 
 GUARDED = ("best.pt", "last.pt")
+EPOCH_FILE = re.compile(r"epoch_([0-9]+)\.pt")
 PICTURE = "picture incomplete"
 
 FileId = tuple[int, int, int]  # size, mtime_ns, inode
@@ -166,51 +168,67 @@ def _alive(run: RunState) -> bool:
     return run.pid_alive is True and run.health in (Health.RUNNING, Health.STALLED)
 
 
+def guarded_files(run: RunState) -> list[tuple[str, WeightFile]]:
+    """Every file of the run a destroy would lose and a push keeps, by its name in the
+    run: best.pt and last.pt, the run's history (status.json, metrics.jsonl, train.log,
+    train_config.yaml, results.csv, summary.json), then every epoch_<N>.pt."""
+    epochs = sorted((int(m.group(1)), w) for w in run.weights
+                    if (m := EPOCH_FILE.fullmatch(w.name)) is not None)
+    return [*((f"weights/{w.name}", w) for w in run.weights if w.name in GUARDED),
+            *((f.name, f) for f in run.files),
+            *((f"weights/{w.name}", w) for _, w in epochs)]
+
+
+def _short(names: Iterable[str]) -> str:
+    return ", ".join(n.removeprefix("weights/") for n in names)
+
+
 def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]
                      ) -> list[Unpushed]:
-    """Every run whose best.pt/last.pt on the box is not the very file last pushed, verified."""
+    """Every run with a file (checkpoint or history) on the box that is not the very file
+    of its last verified push."""
     out = []
     for run in runs:
-        weights = [w for w in run.weights if w.name in GUARDED]
-        if not weights:
+        files = guarded_files(run)
+        if not files:
             continue
         live = (": its training process is alive, so they will change again"
                 if _alive(run) else "")
+        names = tuple(name for name, _ in files)
         record = pushes.get(run.path)
         if record is None:
-            out.append(Unpushed(run.name, run.path,
-                                tuple(f"weights/{w.name}" for w in weights),
-                                f"never pushed{live}"))
+            out.append(Unpushed(run.name, run.path, names, f"never pushed{live}"))
             continue
         if record.overwritten:
-            out.append(Unpushed(run.name, run.path,
-                                tuple(f"weights/{w.name}" for w in weights),
+            out.append(Unpushed(run.name, run.path, names,
                                 f"its verified push to {clean(record.destination or '')} "
                                 f"was since overwritten by a push of "
                                 f"{clean(record.overwritten)}: push again{live}"))
             continue
-        changed, inexact = [], []
-        for weight in weights:
-            name = f"weights/{weight.name}"
+        missing, changed, inexact = [], [], []
+        for name, file in files:
             if name not in record.files:
-                changed.append(name)
+                missing.append(name)
                 continue
             pushed = record.files[name]
-            now = (weight.size, weight.mtime_ns, weight.inode)
-            if pushed is None or weight.mtime_ns is None or weight.inode is None:
+            now = (file.size, file.mtime_ns, file.inode)
+            if pushed is None or file.mtime_ns is None or file.inode is None:
                 inexact.append(name)
             elif pushed != now:
                 changed.append(name)
-        if changed or inexact:
+        if missing or changed or inexact:
             words = []
             if changed:
-                names = ", ".join(c.removeprefix("weights/") for c in changed)
-                words.append(f"{names} changed since the last verified push")
+                words.append(f"{_short(changed)} changed since the last verified push")
+            if missing:
+                epochs = " (epoch files go with push --epochs)" \
+                    if any(n.startswith("weights/epoch_") for n in missing) else ""
+                words.append(f"{_short(missing)} not in the last verified push{epochs}")
             if inexact:
-                names = ", ".join(c.removeprefix("weights/") for c in inexact)
-                words.append(f"{names}: the push on record or the box's listing lacks the "
-                             "file's exact identity (size, mtime_ns, inode): push again")
-            out.append(Unpushed(run.name, run.path, tuple(changed + inexact),
+                words.append(f"{_short(inexact)}: the push on record or the box's listing "
+                             "lacks the file's exact identity (size, mtime_ns, inode): push "
+                             "again")
+            out.append(Unpushed(run.name, run.path, tuple(changed + missing + inexact),
                                 "; ".join(words) + live))
     return out
 

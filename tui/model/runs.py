@@ -69,6 +69,7 @@ class Cursor:
 
     status_sig: str | None = None    # status.json's (size, mtime) as the probe saw it
     weights_sig: str | None = None   # the weights folder's listing, likewise
+    hist_sig: str | None = None      # the run's history files' listing, likewise
     metrics_offset: int | None = None  # metrics.jsonl read up to here ...
     metrics_id: str | None = None      # ... of this file (inode) ...
     metrics_head: str | None = None    # ... whose first bytes hash to this (not rewritten)
@@ -84,7 +85,8 @@ class Cursor:
 
 
 # Cursor field -> the key the probe (tui/onbox/probe.py) reads.
-WIRE_KEYS = {"status_sig": "s_sig", "weights_sig": "w_sig", "metrics_offset": "m_off",
+WIRE_KEYS = {"status_sig": "s_sig", "weights_sig": "w_sig", "hist_sig": "h_sig",
+             "metrics_offset": "m_off",
              "metrics_id": "m_id", "metrics_head": "m_head", "log_offset": "l_off",
              "log_id": "l_id", "log_head": "l_head", "pid": "pid", "started_at": "started_at"}
 
@@ -238,6 +240,7 @@ class RunState:
     log_tail: tuple[str, ...] = ()
     weights: tuple[WeightFile, ...] = ()
     weights_error: str | None = None  # the weights folder could not be listed (whole)
+    files: tuple[WeightFile, ...] = ()  # the run's history files (status.json, train.log...)
     pid_alive: bool | None = None
     problems: tuple[str, ...] = ()
     restarts: int = 0
@@ -446,6 +449,12 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     if isinstance(raw.get("weights"), list):
         weights = tuple(weight_file(w) for w in raw["weights"]
                         if isinstance(w, list) and len(w) in (3, 5))
+    files = run.files
+    if "h_sig" in raw:
+        cursor = replace(cursor, hist_sig=str(raw["h_sig"]))
+    if isinstance(raw.get("hist"), list):
+        files = tuple(weight_file(w) for w in raw["hist"]
+                      if isinstance(w, list) and len(w) in (3, 5))
 
     alive = raw.get("pid_alive")
     pid_alive = alive if isinstance(alive, bool) else None
@@ -455,6 +464,7 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     folded = replace(
         run, status=status, status_problem=status_problem, last_record=last_record,
         history=history, log_tail=log_tail, weights=weights, weights_error=weights_error,
+        files=files,
         pid_alive=pid_alive,
         problems=tuple(problems), restarts=restarts, box_time=box_time, cursor=cursor)
     health, reason = judge(folded)

@@ -26,7 +26,7 @@ Request (what `set`/`runs` build up in serve(), or the whole of main's):
    "max_runs": int, "gpu": bool, "gpu_timeout": seconds, "metrics_budget": int,
    "guard_sig": the signature of the watchdog state the client holds}
 where a cursor is what the client got back last time for that run:
-  {"s_sig", "w_sig", "m_off", "m_id", "m_head", "l_off", "l_id", "l_head"}.
+  {"s_sig", "w_sig", "h_sig", "m_off", "m_id", "m_head", "l_off", "l_id", "l_head"}.
 """
 
 import hashlib
@@ -204,6 +204,11 @@ def _nested_deeper(value, limit):
     return False
 
 
+# A run's history, which a push keeps with its weights (tui/onbox/push.py FIXED_FILES).
+HISTORY_FILES = ("summary.json", "results.csv", "status.json", "train_config.yaml",
+                 "metrics.jsonl", "train.log")
+
+
 def list_weights(run_dir, cursor, out):
     """The checkpoints as [name, size, mtime, mtime_ns, inode]: the destroy guard compares
     the exact mtime_ns, size and inode with its last verified push (a checkpoint rewritten
@@ -236,6 +241,28 @@ def list_weights(run_dir, cursor, out):
     out["w_sig"] = sig
     if cursor.get("w_sig") != sig:
         out["weights"] = rows
+
+
+def list_history(run_dir, cursor, out):
+    """The run's history files as [name, size, mtime, mtime_ns, inode] (`hist`, sent when
+    they changed): a destroy would lose them with the weights, so the guard compares them
+    with its last verified push the same way. One that cannot be looked at is said so."""
+    rows = []
+    for name in HISTORY_FILES:
+        try:
+            st = os.stat(os.path.join(run_dir, name))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            out["w_error"] = "%s: %s" % (name, _errstr(exc))
+            out.setdefault("errors", []).append("history: " + out["w_error"])
+            continue
+        if stat.S_ISREG(st.st_mode):
+            rows.append([name, st.st_size, round(st.st_mtime, 3), st.st_mtime_ns, st.st_ino])
+    sig = hashlib.sha1(json.dumps(rows).encode()).hexdigest()[:16]
+    out["h_sig"] = sig
+    if cursor.get("h_sig") != sig:
+        out["hist"] = rows
 
 
 def _boot_time():
@@ -328,6 +355,7 @@ def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None, log_budg
         if log:
             out["log"] = log
         list_weights(run_dir, cursor, out)
+        list_history(run_dir, cursor, out)
         pid = cursor.get("pid")
         started_at = cursor.get("started_at")
         if isinstance(out.get("status"), dict):
@@ -726,6 +754,8 @@ def adopt(req, answer):
             cursor.pop("s_sig", None)
         if "w_sig" in raw:
             _take(cursor, "w_sig", raw["w_sig"])
+        if "h_sig" in raw:
+            _take(cursor, "h_sig", raw["h_sig"])
         for part, prefix in (("metrics", "m_"), ("log", "l_")):
             increment = raw.get(part)
             if isinstance(increment, dict):
