@@ -127,3 +127,27 @@ def test_a_kept_probe_and_the_client_agree_on_the_guard_cursor() -> None:
         state = fold_answer(state, got, 100.0)
         assert request_delta(held, probe_request(state, ("/runs",))) == {}, part
     assert state.guard is None and "guard_sig" not in probe_request(state, ("/runs",))
+
+
+def test_a_huge_whole_number_in_the_state_is_no_value_not_a_crash() -> None:
+    """JSON's integers have no bound: 1 followed by 400 zeros is read as nothing, as every
+    other reader of untrusted documents reads it (tui/model/fields.py)."""
+    huge = 10 ** 400
+    raw = json.loads(json.dumps({"v": 1, "armed": True, "max_hours": huge, "armed_at": huge,
+                                 "did": [{"action": "stop", "outcome": "done", "at": huge}]}))
+    view = fold_guard(raw, 5.0)
+    assert view.max_hours is None and view.armed_at is None
+    assert [(s.action, s.outcome, s.at) for s in view.did] == [("stop", "done", None)]
+
+
+def test_a_step_is_read_as_one_the_watchdog_writes() -> None:
+    """Steps are typed: an action the watchdog never writes is dropped, an outcome it never
+    writes reads "?"."""
+    raw = {"v": 1, "did": [{"action": "rm -rf", "outcome": "done"},
+                           {"action": "push", "outcome": "exploded"},
+                           {"action": "stop", "outcome": "sending"}],
+           "fired": {"trigger": "stalled", "at": 3.0, "why": "no progress"}}
+    view = fold_guard(raw, 5.0)
+    assert [(s.action, s.outcome) for s in view.did] == [("push", "?"), ("stop", "sending")]
+    assert view.fired is not None and (view.fired.action, view.fired.outcome) == \
+        ("stalled", "fired")

@@ -18,40 +18,44 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health, format_age
 from tui.model.sizing import project_disk
 from tui.model.text import clean
 
-RUN_FAILED = "run_failed"
-RUN_DIED = "run_died"
-RUN_STALLED = "run_stalled"
-BOX_IDLE = "box_idle"
-OVER_BUDGET = "over_budget"
-PUSH_FAILED = "push_failed"
-WATCHDOG_ACTED = "watchdog_acted"
-UNREACHABLE = "unreachable"
-PREEMPTED = "preempted"
-BOX_STOPPED = "box_stopped"  # stopped while a watchdog was armed: its stop or the provider's?
-DISK_FILL = "disk_fill"  # a runs root will fill before its running runs finish
-KINDS = (RUN_FAILED, RUN_DIED, RUN_STALLED, BOX_IDLE, OVER_BUDGET, PUSH_FAILED, WATCHDOG_ACTED,
-         UNREACHABLE, PREEMPTED, BOX_STOPPED, DISK_FILL)
-TITLES = {RUN_FAILED: "run failed", RUN_DIED: "run died", RUN_STALLED: "run stalled",
-          BOX_IDLE: "box idle", OVER_BUDGET: "box over budget", PUSH_FAILED: "push failed",
-          WATCHDOG_ACTED: "watchdog acted", UNREACHABLE: "box unreachable",
-          PREEMPTED: "box stopped by the provider",
-          BOX_STOPPED: "box stopped (by its watchdog or the provider?)",
-          DISK_FILL: "disk will fill"}
-_RUN_KINDS = {Health.FAILED: RUN_FAILED, Health.DEAD: RUN_DIED, Health.STALLED: RUN_STALLED}
+AlertKind = Literal["run_failed", "run_died", "run_stalled", "box_idle", "over_budget",
+                    "push_failed", "watchdog_acted", "unreachable", "preempted", "box_stopped",
+                    "disk_fill"]
+RUN_FAILED: Final = "run_failed"
+RUN_DIED: Final = "run_died"
+RUN_STALLED: Final = "run_stalled"
+BOX_IDLE: Final = "box_idle"
+OVER_BUDGET: Final = "over_budget"
+PUSH_FAILED: Final = "push_failed"
+WATCHDOG_ACTED: Final = "watchdog_acted"
+UNREACHABLE: Final = "unreachable"
+PREEMPTED: Final = "preempted"
+BOX_STOPPED: Final = "box_stopped"  # stopped while a watchdog was armed: whose stop?
+DISK_FILL: Final = "disk_fill"  # a runs root will fill before its running runs finish
+KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
+TITLES: dict[AlertKind, str] = {
+    RUN_FAILED: "run failed", RUN_DIED: "run died", RUN_STALLED: "run stalled",
+    BOX_IDLE: "box idle", OVER_BUDGET: "box over budget", PUSH_FAILED: "push failed",
+    WATCHDOG_ACTED: "watchdog acted", UNREACHABLE: "box unreachable",
+    PREEMPTED: "box stopped by the provider",
+    BOX_STOPPED: "box stopped (by its watchdog or the provider?)",
+    DISK_FILL: "disk will fill"}
+_RUN_KINDS: dict[Health, AlertKind] = {Health.FAILED: RUN_FAILED, Health.DEAD: RUN_DIED,
+                                       Health.STALLED: RUN_STALLED}
 TEXT_LIMIT = 1000
 DISCORD_LIMIT = 2000
 
 
 @dataclass(frozen=True)
 class AlertEvent:
-    kind: str
+    kind: AlertKind
     box: str
     text: str
     at: float
@@ -77,7 +81,7 @@ class AlertEvent:
         return f"alert {self.kind} box={clean(self.box)!r}{run}: {clean(self.text)}"
 
 
-def event(kind: str, box: str, text: str, at: float, run: str | None = None) -> AlertEvent:
+def event(kind: AlertKind, box: str, text: str, at: float, run: str | None = None) -> AlertEvent:
     """An event of a known kind, its words cleaned of control sequences and bounded."""
     if kind not in KINDS:
         raise ValueError(f"unknown alert kind {kind!r}")

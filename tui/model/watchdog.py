@@ -18,12 +18,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
+from tui.model import fields
 from tui.model.runs import format_age
 from tui.model.text import clean
 
-TRIGGERS = ("done", "stalled", "idle", "timeout")
+Trigger = Literal["done", "stalled", "idle", "timeout"]
+TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
+# What a step of the watchdog says it did: a trigger's firing (its action is the trigger,
+# its outcome "fired"), its own "fired" step, then each push, stop or destroy.
+StepAction = Literal[Trigger, "fired", "push", "stop", "destroy"]
+StepOutcome = Literal["fired", "acting", "dry_run", "skipped", "verified", "refused", "sending",
+                      "ran", "done", "failed", "?"]  # ?: an outcome it never writes
+STEP_ACTIONS: tuple[StepAction, ...] = get_args(StepAction)
+STEP_OUTCOMES: tuple[StepOutcome, ...] = get_args(StepOutcome)
 STEPS = {"stop": ("stop",), "push,stop": ("push", "stop"), "push,destroy": ("push", "destroy")}
 DEFAULT_STEPS = ("push", "stop")
 DEFAULT_POLL_SECONDS = 30.0
@@ -116,8 +125,8 @@ def minutes_words(minutes: float) -> str:
 class GuardStep:
     """One thing the watchdog did (or would do, dry run): push, stop, destroy, fired."""
 
-    action: str
-    outcome: str
+    action: StepAction
+    outcome: StepOutcome
     at: float | None
     detail: str
     answer: str | None = None
@@ -164,33 +173,34 @@ class GuardView:
 
 
 def _text(value: object, cells: int = TEXT_CELLS) -> str | None:
-    if not isinstance(value, str) or not value:
+    """A string field, cleaned for a terminal and cut to `cells`."""
+    found = fields.nonempty(value)
+    if found is None:
         return None
-    value = clean(value[:cells * 2])
-    return value if len(value) <= cells else value[:cells - 1] + "…"
+    found = clean(found[:cells * 2])
+    return found if len(found) <= cells else found[:cells - 1] + "…"
 
 
 def _time(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and 0 <= value < MAX_TIME else None
+    number = fields.finite(value)
+    return number if number is not None and 0 <= number < MAX_TIME else None
 
 
 def _positive(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and 0 < value < 1e9 else None
+    number = fields.finite(value)
+    return number if number is not None and 0 < number < 1e9 else None
 
 
 def _step(raw: object) -> GuardStep | None:
+    """A step as the watchdog writes it; one whose action it never writes is dropped."""
     if not isinstance(raw, Mapping):
         return None
-    action = _text(raw.get("action") or raw.get("trigger"), 20)
+    action = next((a for a in STEP_ACTIONS if a == (raw.get("action") or raw.get("trigger"))),
+                  None)
     if action is None:
         return None
-    return GuardStep(action=action, outcome=_text(raw.get("outcome"), 20) or "?",
+    outcome: StepOutcome = next((o for o in STEP_OUTCOMES if o == raw.get("outcome")), "?")
+    return GuardStep(action=action, outcome=outcome,
                      at=_time(raw.get("at")),
                      detail=_text(raw.get("detail") or raw.get("why")) or "",
                      answer=_text(raw.get("answer")))
