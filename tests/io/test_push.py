@@ -22,8 +22,10 @@ from support.pty_only_box import PtyOnlyBox
 from support.sshd import KeyPair, Sshd
 
 from tui.actions.push import (
+    PushError,
     PushResult,
     box_payload,
+    check_listing,
     files_to_push,
     push_run,
     resolve_token,
@@ -108,6 +110,13 @@ def test_files_to_push_picks_the_documented_files_in_order() -> None:
                                            "metrics.jsonl", "train.log"]
     assert files_to_push(names, True)[-2:] == ["weights/epoch_2.pt", "weights/epoch_10.pt"]
     assert safe_run_path("a\nb/../c d $(x)") == "a_b/_../c d $(x)"
+    # Only ASCII digits, the whole name: `$` took a trailing newline, `\d` took Arabic-Indic digits.
+    odd = ["weights/epoch_1.pt\n", "weights/epoch_\u0661.pt", "weights/epoch_\uff11.pt",
+           "weights/epoch_1.pt/x", "weights/epoch_.pt"]
+    assert files_to_push(odd, True) == [] and files_to_push(odd, [1]) == []
+    with pytest.raises(PushError, match="did not ask for"):
+        check_listing([{"name": "weights/epoch_1.pt\n", "size": 1, "sha256": "0" * 64,
+                        "mtime": 1.0}], True, "gpu-1")
 
 
 def test_token_comes_from_the_argument_then_hf_token(monkeypatch: pytest.MonkeyPatch) -> None:

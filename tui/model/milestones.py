@@ -34,7 +34,7 @@ from tui.model.guard import (
 from tui.model.retry import backoff_delay
 from tui.model.runs import Health, RunState, WeightFile
 
-EPOCH_WEIGHT = re.compile(r"epoch_(\d+)\.pt")
+EPOCH_WEIGHT = re.compile(r"epoch_([0-9]+)\.pt")  # fullmatch, ASCII digits: as a push picks
 RETRY_BASE_SECONDS = 30.0
 RETRY_CAP_SECONDS = 1800.0
 MAX_EPOCHS_PER_PUSH = 32

@@ -46,7 +46,7 @@ CHECKPOINT_BYTES: dict[str, int] = {
     "yolo9-c": 429036861,
 }
 
-_EPOCH_FILE = re.compile(r"^epoch_(\d+)\.pt$")
+_EPOCH_FILE = re.compile(r"epoch_([0-9]+)\.pt")  # fullmatch, ASCII digits: as a push picks
 
 
 def human_bytes(size: float) -> str:
@@ -184,7 +184,7 @@ def disk_rate(provider: str | None, pricing: Pricing | None = None, *, box: str 
 
 def save_period_of(names: Iterable[str]) -> int | None:
     """The save period a run's `epoch_<N>.pt` files show (their greatest common step)."""
-    numbers = sorted({int(m.group(1)) for n in names if (m := _EPOCH_FILE.match(n))})
+    numbers = sorted({int(m.group(1)) for n in names if (m := _EPOCH_FILE.fullmatch(n))})
     if not numbers:
         return None
     period = 0

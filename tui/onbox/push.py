@@ -41,7 +41,9 @@ FIXED_FILES = ("weights/best.pt", "weights/last.pt", "summary.json", "results.cs
 # Appended while a run trains: a push sends (and the Hub gets) the bytes listed, no more.
 GROWING = ("metrics.jsonl", "train.log")
 SMALL_BYTES = 64 << 20
-EPOCH_FILE = re.compile(r"^weights/epoch_(\d+)\.pt$")
+# The whole name, ASCII digits only (fullmatch: `$` would take a trailing newline, `\d`
+# would take other scripts' digits): only names the push itself would pick.
+EPOCH_FILE = re.compile(r"weights/epoch_([0-9]+)\.pt")
 CHUNK = 1 << 20
 BEAT_SECONDS = 2.0
 HASH_TRIES = 3
@@ -108,7 +110,7 @@ def select_files(names, include_epochs):
         wanted = include_epochs if isinstance(include_epochs, list) else None
         epochs = []
         for name in present:
-            match = EPOCH_FILE.match(name)
+            match = EPOCH_FILE.fullmatch(name)
             if match and (wanted is None or int(match.group(1)) in wanted):
                 epochs.append((int(match.group(1)), name))
         chosen.extend(name for _, name in sorted(epochs))
