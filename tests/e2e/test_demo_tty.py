@@ -32,7 +32,17 @@ BOX = "vast-4090x2"  # the demo box pushed, stopped, started and destroyed
 RUN = "baseline-yolox-n"
 RUNNING_ROW = re.compile(r"^(\S+)\s+▶ running\s+(\d+)/\d+", re.MULTILINE)
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+
+
+def need_tmux() -> None:
+    """Skip without tmux, except where it is required (scripts/test-all, CI: the proof that
+    the demo's keys work in a real terminal must not vanish as a skip)."""
+    if shutil.which("tmux") is not None:
+        return
+    if os.environ.get("GPURENT_REQUIRE_TMUX") == "1":
+        pytest.fail("tmux is not installed, and GPURENT_REQUIRE_TMUX=1 requires this test "
+                    "(install Debian's tmux, as scripts/test-all does)", pytrace=False)
+    pytest.skip("needs tmux")
 
 
 class Tmux:
@@ -106,6 +116,7 @@ def leftovers(marker: str, demo_tmp: Path) -> list[str]:
 
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    need_tmux()
     session = Tmux(f"gpurent-tty-{os.getpid()}-{uuid.uuid4().hex[:8]}", tmp_path / "tmux.conf")
     try:
         yield session
@@ -270,3 +281,21 @@ def test_push_stop_start_destroy_each_end_in_a_true_outcome(tmux: Tmux, tmp_path
     pushed = {(p["run"], p["outcome"], p["verified"]) for p in ended("push", 2)}
     assert {(r, "done", True) for r in ("rects-yolox-n", "rects-yolo9-t")} <= pushed
     quit_clean(demo)
+
+
+@pytest.mark.parametrize("required", ["1", ""])
+def test_a_missing_tmux_fails_where_it_is_required(tmp_path: Path, required: str) -> None:
+    """scripts/test-all (CI) sets GPURENT_REQUIRE_TMUX=1: the proof that the demo's keys
+    work in a real terminal cannot vanish as a skip there; elsewhere a missing tmux skips."""
+    empty = tmp_path / "bin"  # a PATH where no tmux is found
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty), "GPURENT_REQUIRE_TMUX": required}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+         "draws_advances and q]", __file__], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=120)
+    if required:
+        assert done.returncode == 1 and "1 error" in done.stdout, done.stdout
+        assert "GPURENT_REQUIRE_TMUX" in done.stdout
+    else:
+        assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout
