@@ -79,6 +79,13 @@ def test_below_the_ui_nothing_imports_textual(path: Path) -> None:
     assert not tops & set(UI_ONLY), module_name(path)
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "widgets").glob("*_text.py")), ids=module_name)
+def test_widget_text_formatters_are_rich_only(path: Path) -> None:
+    """The text a widget draws is made without Textual: testable and reusable alone."""
+    tops = {n.split(".")[0] for n in imports_of(path)}
+    assert "textual" not in tops and "textual_plotext" not in tops, module_name(path)
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "tui" / "model").rglob("*.py")),
                          ids=module_name)
 def test_model_is_pure(path: Path) -> None:

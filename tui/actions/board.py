@@ -23,6 +23,7 @@ from tui.model.guard import Unpushed
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.milestones import Wish
 from tui.model.preflight import CheckVerdict, DoctorReport, last_check_verdicts
+from tui.model.sizing import human_bytes
 from tui.model.text import clean
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
@@ -79,7 +80,8 @@ class Board:
         watched = box in self.watchers
 
         def progress(name: str, done: int, total: int) -> None:
-            self.progress(box, f"pushing {clean(name)}: {done / 1e6:.1f}/{total / 1e6:.1f} MB")
+            self.progress(box, f"pushing {clean(name)}: {human_bytes(done)} of "
+                          f"{human_bytes(total)}")
 
         return lambda: push_runs(
             self.fleet, self.fleet.box(box), self.journal, run_names=runs, progress=progress,

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, cast
-from weakref import WeakSet
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
 from textual import events
@@ -37,10 +36,11 @@ from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import format_age
-from tui.model.sizing import project_disk
+from tui.model.sizing import human_bytes, project_disk
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
 from tui.screens.launch import LaunchScreen
 from widgets.disk_text import projection_items
+from widgets.filter_field import FilterField
 from widgets.fleet_head import FleetHead
 from widgets.fleet_list import FleetList, RunKey
 from widgets.fleet_text import BoxView
@@ -61,19 +61,6 @@ def news(old: BoxCost, new: BoxCost) -> bool:
         return (cost.rates.state, cost.rate_now, cost.idle_alarm, cost.budget_level,
                 cost.provider_error, cost.doubt, cost.maybe_usd_per_hr, cost.idle_reason)
     return gist(old) != gist(new)
-
-
-class FilterField(Input):
-    """The filter line; it notes the keys it was sent, so the screen can tell them from
-    keys sent to the screen before the field had focus (see `FleetScreen.on_key`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.seen: WeakSet[events.Key] = WeakSet()
-
-    async def _on_key(self, event: events.Key) -> None:
-        self.seen.add(event)
-        await super()._on_key(event)
 
 
 class FleetScreen(Screen[None]):
@@ -438,7 +425,7 @@ class FleetScreen(Screen[None]):
         for run in state.runs:
             size = sum(w.size for w in run.weights)
             losses.append(f"{run.name} ({run.health}, {len(run.weights)} checkpoint files, "
-                          f"{size / 1e6:.0f} MB)")
+                          f"{human_bytes(size)})")
         if state.connection is not Connection.OK:
             age = state.data_age(app.clock())
             losses.append(f"(the box is {state.connection}; this is what it held "

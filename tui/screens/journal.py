@@ -14,6 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tui.model.sizing import human_bytes
+
 OUTCOME_STYLE = {"done": "green", "failed": "bold red", "unknown": "bold yellow",
                  "refused": "yellow"}
 
@@ -31,7 +33,7 @@ def journal_table(entries: Sequence[Mapping[str, Any]], limit: int = 500) -> Tab
         if entry.get("action") == "push" and files:
             size = sum(int(f.get("size") or 0) for f in files)
             verified = "verified" if entry.get("verified") else "NOT verified"
-            words = (f"{len(files)} files, {size / 1e6:.1f} MB -> {entry.get('destination')} "
+            words = (f"{len(files)} files, {human_bytes(size)} -> {entry.get('destination')} "
                      f"({verified}). {words}")
         # Text cells, never str: a str is parsed as markup, and a run named "[/]" must
         # not break the screen.
