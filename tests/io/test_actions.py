@@ -318,6 +318,23 @@ def incomplete(root: Path, case: str) -> str:
     run = root / "yolox_completed"
     if case == "unmounted":
         return "an unmounted volume"  # (the second runs root does not exist)
+    if case == "root a file":
+        return "not a directory"  # (the second runs root is a file)
+    if case == "root a dangling link":
+        return "No such file or directory"  # (a link to a volume that is not there)
+    if case == "folder unreadable":
+        # Tests run as root, whom permissions do not stop: a folder whose path is longer
+        # than the kernel takes (ENAMETOOLONG) cannot be listed by anyone.
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(20):
+                os.mkdir("d" * 250, dir_fd=fd)
+                child = os.open("d" * 250, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        finally:
+            os.close(fd)
+        return "folder(s) below it could not be read"
     if case == "cut short":
         for n in range(1001):
             (root / "many" / f"r{n:04d}").mkdir(parents=True)
@@ -342,7 +359,8 @@ def incomplete(root: Path, case: str) -> str:
     return "checkpoints in a weights folder outside any run"
 
 
-@pytest.mark.parametrize("case", ["unmounted", "cut short", "weights unlistable",
+@pytest.mark.parametrize("case", ["unmounted", "root a file", "root a dangling link",
+                                  "folder unreadable", "cut short", "weights unlistable",
                                   "run below a run", "loose weights"])
 def test_an_incomplete_picture_refuses_until_overridden_and_the_loss_is_journalled(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
@@ -351,9 +369,13 @@ def test_an_incomplete_picture_refuses_until_overridden_and_the_loss_is_journall
     out = tmp_path / "out"
     root, config = box_with_weights(tmp_path, server, client_key, vast,
                                     push={"local_dir": str(out)})
-    if case == "unmounted":
+    second = {"unmounted": "/mnt/volume-not-mounted", "root a file": str(tmp_path / "file"),
+              "root a dangling link": str(tmp_path / "link")}.get(case)
+    if second is not None:
+        (tmp_path / "file").write_text("not a folder\n")
+        (tmp_path / "link").symlink_to(tmp_path / "volume-gone")
         text = Path(config).read_text().replace(
-            f'runs_roots = ["{root}"]', f'runs_roots = ["{root}", "/mnt/volume-not-mounted"]')
+            f'runs_roots = ["{root}"]', f'runs_roots = ["{root}", "{second}"]')
         Path(config).write_text(text)
     if case != "weights unlistable":
         assert main(["push", "gpu-a", "--config", config]) == 0  # what it can see is safe

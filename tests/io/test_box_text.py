@@ -130,3 +130,25 @@ def test_a_malformed_answer_is_that_boxs_probe_failed_not_a_traceback(
     assert boxes["good"]["connection"] == "ok"
     assert boxes["bad"]["connection"] == "probe_failed"
     assert "malformed probe answer" in boxes["bad"]["error"]
+
+
+def test_a_gpu_name_with_control_sequences_is_printed_clean(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """nvidia-smi's GPU name is the box's word too: an OSC 52 or a screen clear in it
+    must not reach the terminal from `status`."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "gpu.csv").write_text(f"0, NVIDIA {OSC52}H200\x1b[2J\x9b2J, 88, 70000, 143771, "
+                                    "55, 410.20\n")
+    smi = bindir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat {bindir / 'gpu.csv'}\n")
+    smi.chmod(0o755)
+    server = sshd_factory(env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    fleet = hostile_fleet(tmp_path, server, client_key)
+    assert main(["status", "--config", fleet.source]) == 0
+    out = capsys.readouterr().out
+    assert "1 GPU: 88%" in out and not any(c in out for c in CONTROLS), repr(out)
+    assert main(["status", "--json", "--config", fleet.source]) == 0
+    (gpu,) = json.loads(capsys.readouterr().out)["boxes"][0]["gpus"]
+    assert "H200" in gpu["name"] and not any(c in gpu["name"] for c in CONTROLS), gpu

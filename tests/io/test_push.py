@@ -56,6 +56,7 @@ def make_run(root: Path, name: str, *, results: bool = False) -> tuple[Path, dic
         "weights/epoch_2.pt": os.urandom(40_000),
         "summary.json": b'{"best_metric": 0.41}\n',
         "status.json": b'{"schema_version": 1, "state": "completed"}\n',
+        "train_config.yaml": b"epochs: 10\nbatch: 16\n",
         "train.log": b"the run's history goes with it\n",
         "metrics.jsonl": b'{"epoch": 1}\n',
         "val/not-pushed.txt": b"only the files a push selects travel\n",
@@ -143,7 +144,7 @@ async def test_local_push_with_a_hostile_name_arrives_verified(
     assert str(dest) in result.message
     pushed = [f.name for f in result.files]
     assert pushed == ["weights/best.pt", "weights/last.pt", "summary.json", "status.json",
-                      "metrics.jsonl", "train.log", "weights/epoch_2.pt",
+                      "train_config.yaml", "metrics.jsonl", "train.log", "weights/epoch_2.pt",
                       "weights/epoch_10.pt"]  # no results.csv: skipped
     for f in result.files:
         assert f.sha256 == sha(files[f.name])
@@ -180,7 +181,8 @@ async def test_interrupted_and_corrupted_parts(
     assert result.outcome == "done", result.message
     assert [f.name for f in result.files] == ["weights/best.pt", "weights/last.pt",
                                               "summary.json", "results.csv", "status.json",
-                                              "metrics.jsonl", "train.log"]
+                                              "train_config.yaml", "metrics.jsonl",
+                                              "train.log"]
     for f in result.files:
         assert (dest / f.name).read_bytes() == files[f.name]
     assert not list(dest.rglob("*.part"))
@@ -330,7 +332,7 @@ async def test_hub_push_from_the_box_is_verified_and_keeps_the_token_off_argv(
     assert result.destination == f"hf://{REPO}/{HOSTILE}/"
     stored = hub.state.repos[REPO]
     expected = ["weights/best.pt", "weights/last.pt", "summary.json", "results.csv",
-                "status.json", "metrics.jsonl", "train.log"]
+                "status.json", "train_config.yaml", "metrics.jsonl", "train.log"]
     assert sorted(stored) == sorted(f"{HOSTILE}/{name}" for name in expected)
     for name in expected:
         assert stored[f"{HOSTILE}/{name}"].sha256 == sha(files[name])
