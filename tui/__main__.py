@@ -158,16 +158,30 @@ def _print_report(report: Report) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     from tui.actions.flows import push_runs
+    from tui.actions.hub import token_notice
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
     box = _box(fleet, args.box)
+    journal = Journal()
+    notice = token_notice(box, journal.entries)
+    if notice is not None and not args.yes:
+        # The first push that sends the Hub token to this box: asked, as the panel asks.
+        print(notice)
+        if not sys.stdin.isatty():
+            print(f"not pushed: pass --yes to send the token to box {box.name} (or set "
+                  "upload_from = \"panel\" to keep it here)")
+            return 2
+        if input(f"Send your Hub token to {box.name}? [y/N] ").strip().lower() not in \
+                ("y", "yes"):
+            print("not pushed: the token stays on this machine")
+            return 1
 
     def progress(name: str, done: int, total: int) -> None:
         if done == total:
             print(f"  {name}: {total} bytes", file=sys.stderr)
 
-    report = asyncio.run(push_runs(fleet, box, Journal(),
+    report = asyncio.run(push_runs(fleet, box, journal,
                                    run_names=[args.run] if args.run else None,
                                    include_epochs=args.epochs, progress=progress))
     return _print_report(report)
@@ -752,6 +766,9 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("box")
     push.add_argument("run", nargs="?", help="run name (default: every run on the box)")
     push.add_argument("--epochs", action="store_true", help="also push every epoch_<N>.pt")
+    push.add_argument("--yes", action="store_true",
+                      help="send the Hub token to the box without asking (its first push "
+                           "to hf_repo from the box asks on a terminal, else needs this)")
     push.set_defaults(func=cmd_push)
     for name, words in (("stop", "stop a box (its disk stays billed; the GPU may be gone "
                                  "on restart)"),

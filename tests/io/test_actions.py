@@ -479,16 +479,41 @@ def test_a_live_training_process_is_named_in_the_refusal(
 
 def test_the_first_push_to_the_hub_from_a_box_says_the_token_goes_there(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = sshd_factory()
     _, config = box_with_weights(tmp_path, server, client_key, vast,
                                  push={"hf_repo": "me/runs", "local_dir": str(tmp_path / "o")})
-    main(["push", "gpu-a", "--config", config])
+    # Off a terminal the first one is not sent without --yes (it printed the notice and
+    # went ahead: nobody had said yes).
+    assert main(["push", "gpu-a", "--config", config]) == 2
     first = capsys.readouterr().out
     assert "sends your Hugging Face token" in first and "stranger's machine" in first
     assert 'upload_from = "panel"' in first and "token_env" in first
+    assert "--yes" in first and not journal(isolated_dirs)
+    main(["push", "gpu-a", "--yes", "--config", config])
+    assert "sends your Hugging Face token" in capsys.readouterr().out
+    assert [e["action"] for e in journal(isolated_dirs)] == ["push", "push"]
     main(["push", "gpu-a", "--config", config])
     assert "sends your Hugging Face token" not in capsys.readouterr().out
+
+
+def test_a_milestone_push_says_its_config_was_the_yes_to_sending_the_token(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
+    """A milestone push sends the token to the box unasked: its words now say that the
+    milestone settings in [box.push] are that yes, and how to keep the token here."""
+    from tui.actions.flows import push_runs
+    from tui.model.config import parse_config
+    from tui.store.journal import Journal
+
+    server = sshd_factory()
+    _, config = box_with_weights(tmp_path, server, client_key, vast,
+                                 push={"hf_repo": "me/runs", "on_best": True})
+    fleet = parse_config(Path(config).read_text(), config)
+    journal_ = Journal(tmp_path / "j.jsonl")
+    report = asyncio.run(push_runs(fleet, fleet.boxes[0], journal_, why="best.pt improved"))
+    said = " ".join(report.lines)
+    assert "sends your Hugging Face token" in said, said
+    assert "milestone" in said and "standing yes" in said and 'upload_from = "panel"' in said
 
 
 async def test_a_push_made_by_the_cli_reaches_a_running_panel(

@@ -138,7 +138,7 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
     if box.push is None or not (box.push.hf_repo or box.push.local_dir):
         return report.fail(f"box {box.name} has no push destination: set hf_repo or local_dir "
                            "under [box.push]")
-    notice = token_notice(box, journal.entries)
+    notice = token_notice(box, journal.entries, milestone=why is not None)
     if notice is not None:
         report.say(notice)
     watcher = None

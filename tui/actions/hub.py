@@ -65,11 +65,13 @@ def box_token(box: BoxConfig, token: str | None = None) -> tuple[str | None, str
         "huggingface_hub's saved token"
 
 
-def token_notice(box: BoxConfig, entries: Iterable[Mapping[str, Any]]) -> str | None:
+def token_notice(box: BoxConfig, entries: Iterable[Mapping[str, Any]], *,
+                 milestone: bool = False) -> str | None:
     """Words for the first push that sends a Hub token to this box, or None.
 
     None when nothing is sent (no hf_repo, or `upload_from = "panel"`) or when a
-    push from this box to the Hub is already on record.
+    push from this box to the Hub is already on record. A `milestone` push asks no
+    one: its words say that the milestone settings were the user's yes.
     """
     push = box.push
     if push is None or not push.hf_repo or push.upload_from != "box":
@@ -80,9 +82,12 @@ def token_notice(box: BoxConfig, entries: Iterable[Mapping[str, Any]]) -> str | 
                 and isinstance(dest, str) and dest.startswith("hf://"):
             return None
     var = push.token_env or "HF_TOKEN (or huggingface_hub's saved token)"
-    return (f"This push sends your Hugging Face token from {var} to box {box.name}, so the "
-            f"box can upload to {push.hf_repo} itself. A rented box is a stranger's machine: "
-            "whoever controls it can use that token. Prefer a fine-grained token with write "
+    unasked = ("Milestone pushes (every_epochs, on_best, on_complete in [box.push]) are your "
+               "standing yes to that: nobody is asked. " if milestone else "")
+    return (f"This {'milestone ' if milestone else ''}push sends your Hugging Face token "
+            f"from {var} to box {box.name}, so the box can upload to {push.hf_repo} itself. "
+            "A rented box is a stranger's machine: whoever controls it can use that token. "
+            f"{unasked}Prefer a fine-grained token with write "
             "access to that one repo (token_env in [box.push]), or set upload_from = "
             "\"panel\": the files come to this machine, are verified, and are uploaded from "
             "here, and no token leaves it.")
