@@ -117,6 +117,7 @@ class GpurentApp(App[None]):
         self._alarm_items: list[tuple[str, str]] = []  # (title, words) it says
         self._journal_seen = self.journal.version  # the version the push notes came from
         self._crashes: dict[str, int] = {}  # box -> watcher crashes in a row
+        self._poll_crashes = 0  # provider poller crashes in a row
         self._cost_pending = False
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
         self._settler = HistorySettler()
@@ -151,8 +152,7 @@ class GpurentApp(App[None]):
         if self.meter is not None:
             self._update_cost()
             if self.live:
-                self.run_worker(self._poll_costs(), group="costs", name="poll providers",
-                                exit_on_error=False)
+                self._start_poller()
 
     def on_unmount(self) -> None:
         thaw()  # a closed panel's objects are collectable (the tests run many in one process)
@@ -171,8 +171,10 @@ class GpurentApp(App[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A watcher that raised (a bug, never a box's own trouble) marks its box "watcher
-        crashed" with why, and is started again after a backoff."""
+        crashed" with why, and is started again after a backoff; so is the poller."""
         worker = event.worker
+        if event.state is WorkerState.ERROR and worker.group == "costs" and self.is_running:
+            self._poller_crashed(worker.error)
         if event.state is not WorkerState.ERROR or not worker.group.startswith("box:"):
             return
         name = worker.group.removeprefix("box:")
@@ -215,6 +217,10 @@ class GpurentApp(App[None]):
 
     # --- money -------------------------------------------------------------------------
 
+    def _start_poller(self) -> None:
+        self.run_worker(self._poll_costs(), group="costs", name="poll providers",
+                        exit_on_error=False)
+
     async def _poll_costs(self) -> None:
         assert self.meter is not None
         try:
@@ -222,10 +228,27 @@ class GpurentApp(App[None]):
                 await self.meter.poll()
                 self.post_message(CostsPolled())
                 await asyncio.sleep(PROVIDER_POLL_SECONDS)
-        finally:
-            await self.meter.aclose()
+        except asyncio.CancelledError:  # the panel closes: its clients go with it
+            await self.meter.aclose()  # (a crash keeps them for the restarted poller)
+            raise
+
+    def _poller_crashed(self, error: BaseException | None) -> None:
+        """The poller raised (a bug, never a provider's answer): each provider box's line
+        says so and why until a poll reads it again, and the poller restarts after a
+        backoff, so the money never freezes silently."""
+        assert self.meter is not None
+        self._poll_crashes += 1
+        delay = backoff_delay(self._poll_crashes, random.random())
+        why = (f"provider poller crashed: {type(error).__name__}: {error}; restarted in "
+               f"{delay:.0f} s")
+        for box in self.fleet.boxes:
+            if box.provider != "manual":
+                self.meter.errors[box.name] = why
+        self._update_cost()
+        self.set_timer(delay, self._start_poller)
 
     def on_costs_polled(self, _: CostsPolled) -> None:
+        self._poll_crashes = 0
         self._update_cost()
 
     def _schedule_cost(self) -> None:

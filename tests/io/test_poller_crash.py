@@ -1,0 +1,72 @@
+"""A provider poller that raises (a bug, not a provider's error) says so on each provider
+box's line and is started again: the money never freezes silently."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.provider_servers import VastServer, vast_instance
+from support.sshd import KeyPair, Sshd
+from textual.pilot import Pilot
+
+from tui.app import GpurentApp
+from tui.model.config import FleetConfig
+from tui.providers.meter import CostMeter
+from tui.screens.fleet import FleetScreen
+
+
+class FlakyMeter(CostMeter):
+    """The real meter, whose first poll raises inside the poller's worker."""
+
+    polls = 0
+
+    async def poll(self) -> None:
+        self.polls += 1
+        if self.polls == 1:
+            raise RuntimeError("the rates broke")
+        await super().poll()
+
+
+async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the panel never showed the expected state")
+
+
+def box_text(app: GpurentApp, name: str) -> str:
+    screen = app.screen_stack[0]
+    assert isinstance(screen, FleetScreen)
+    return screen.fleet_list.text(name)
+
+
+async def test_a_crashed_provider_poller_is_shown_and_restarted(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VAST_API_KEY", "vast-secret-key")
+    vast = VastServer("vast-secret-key", [vast_instance(12345678)])
+    vast.start()
+    try:
+        server = sshd_factory()
+        root = runs_root_with(tmp_path, "yolox_completed")
+        fleet: FleetConfig = make_fleet(tmp_path, [
+            box_entry(server, client_key, "vast-box", runs_roots=[str(root)], provider="vast",
+                      instance_id="12345678")], known_hosts=[server.known_hosts_line()],
+            providers={"vast": {"base_url": vast.url}})
+        meter = FlakyMeter(fleet)
+        app = GpurentApp(fleet, meter=meter)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: "provider poller crashed" in box_text(app, "vast-box"))
+            assert "provider poller crashed: RuntimeError: the rates broke; restarted in" \
+                in box_text(app, "vast-box")
+            # Started again after its backoff: the next poll reads the rates, and the line
+            # no longer says it crashed.
+            await until(pilot, lambda: meter.polls >= 2 and "provider poller crashed"
+                        not in box_text(app, "vast-box"), timeout=30)
+            assert app.cost is not None and app.cost.boxes["vast-box"].rates.running is not None
+    finally:
+        vast.close()
