@@ -31,11 +31,13 @@ from tui.store.journal import Journal
 from tui.store.ledger import Ledger
 
 if TYPE_CHECKING:  # imported where used: the panel starts faster
+    from tui.model.staging import FetchReport
     from tui.remote.session import BoxSession
 
 Work = Callable[[], Awaitable[Report]]
 Progress = Callable[[str, str], object]  # (box, words for its line while the work runs)
 Note = Callable[[str, str, str], None]  # (box, words, style): a line that stays
+StageProgress = Callable[[str, int, int], None]  # (step, bytes done, bytes total)
 
 
 class Board:
@@ -230,6 +232,20 @@ class Board:
                 return await doctor_box(session, config, data)
 
         return doctor
+
+    def fetch(self, box: str) -> Callable[[str, str, StageProgress], Awaitable[FetchReport]]:
+        """ctrl+p: a staged data set onto the box (repo and destination are asked for),
+        over the panel's session; journaled as the command journals it."""
+        from tui.actions.stage import fetch
+
+        config = self.fleet.box(box)
+
+        async def run(repo: str, dest: str, progress: StageProgress) -> FetchReport:
+            async with self.session(box) as session:
+                return await fetch(self.fleet, config, repo, dest=dest or None,
+                                   journal=self.journal, progress=progress, session=session)
+
+        return run
 
     @contextlib.asynccontextmanager
     async def session(self, box: str) -> AsyncIterator[BoxSession]:

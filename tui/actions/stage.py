@@ -366,8 +366,10 @@ async def fetch(fleet: FleetConfig, box: BoxConfig, repo: str, *, filename: str 
                 dest: str | None = None, journal: Journal | None = None,
                 endpoint: str | None = None, token: str | None = None,
                 deadline: float = FETCH_DEADLINE, keep_tar: bool = False,
-                progress: Progress | None = None) -> FetchReport:
-    """The headless command: ask the Hub here, fetch on the box, journal the outcome."""
+                progress: Progress | None = None,
+                session: BoxSession | None = None) -> FetchReport:
+    """Ask the Hub here, fetch on the box, journal the outcome: the headless command, and
+    the panel's (over its watcher's `session`, left open)."""
     import asyncio
 
     token = resolve_token(token)
@@ -375,13 +377,15 @@ async def fetch(fleet: FleetConfig, box: BoxConfig, repo: str, *, filename: str 
     expected = await asyncio.to_thread(hub_expected, repo, filename, endpoint=endpoint,
                                        token=token)
     dest = dest or default_dest(box)
-    session = BoxSession(box, fleet, host_key_store(fleet))
+    own = session is None
+    use = BoxSession(box, fleet, host_key_store(fleet)) if session is None else session
     try:
-        report = await fetch_box(session, box, expected, dest=dest, token=token,
+        report = await fetch_box(use, box, expected, dest=dest, token=token,
                                  endpoint=endpoint, deadline=deadline, keep_tar=keep_tar,
                                  progress=progress)
     finally:
-        await session.close()
+        if own:
+            await use.close()
     if journal is not None:
         journal.record(box=box.name, action="fetch",
                        outcome="done" if report.verified else "failed",
