@@ -353,6 +353,16 @@ def incomplete(root: Path, case: str) -> str:
         (root / "exp" / "inner" / "status.json").write_text((run / "status.json").read_text())
         (nested / "best.pt").write_bytes(b"x" * 100)
         return "a run below another run's directory"
+    if case == "checkpoint in a run folder":
+        (run / "model_final.pt").write_bytes(b"x" * 100)
+        return "outside its weights/"
+    if case == "linked folder below a run":
+        elsewhere = root.parent / "scratch-volume"
+        elsewhere.mkdir()
+        (elsewhere / "best.pt").write_bytes(b"x" * 100)
+        (run / "exports").mkdir()
+        (run / "exports" / "latest").symlink_to(elsewhere)
+        return "a linked folder below a run directory"
     assert case == "loose weights"
     (root / "scratch" / "weights").mkdir(parents=True)
     (root / "scratch" / "weights" / "best.pt").write_bytes(b"x" * 100)
@@ -361,7 +371,8 @@ def incomplete(root: Path, case: str) -> str:
 
 @pytest.mark.parametrize("case", ["unmounted", "root a file", "root a dangling link",
                                   "folder unreadable", "cut short", "weights unlistable",
-                                  "run below a run", "loose weights"])
+                                  "run below a run", "loose weights",
+                                  "checkpoint in a run folder", "linked folder below a run"])
 def test_an_incomplete_picture_refuses_until_overridden_and_the_loss_is_journalled(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
         isolated_dirs: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:

@@ -229,3 +229,14 @@ def test_the_guarded_history_is_what_a_push_keeps() -> None:
 
     weights = {"weights/best.pt", "weights/last.pt"}
     assert set(probe.HISTORY_FILES) == set(push.FIXED_FILES) - weights
+
+
+def test_a_checkpoint_no_push_takes_is_named_not_lost_unasked() -> None:
+    """`weights/best_ema.pt` is neither pushed nor guarded: a destroy lost it unasked."""
+    ema = WeightFile("best_ema.pt", 900, 300.0, 300_000_000_000, 31)
+    run = run_with(BEST, ema)
+    pushed = [{"box": "box", "action": "push", "outcome": "done", "verified": True,
+               "run_path": run.path, "time": 700.0, "files": push_files(BEST)}]
+    (stale,) = unpushed_weights([run], last_verified_pushes(pushed, "box"))
+    assert stale.files == ("weights/best_ema.pt",)
+    assert "no push takes" in stale.reason

@@ -235,8 +235,9 @@ def _lost_files(state: BoxState, blockers: Sequence[Unpushed]) -> list[dict[str,
         for name in b.files:
             row: dict[str, Any] = {"run": b.run, "run_path": b.run_path, "name": name,
                                    "why": b.reason}
-            weight = next((w for n, w in guarded_files(run) if n == name), None) \
-                if run is not None else None
+            weight = next((w for n, w in [*guarded_files(run),
+                                          *((f"weights/{w.name}", w) for w in run.weights)]
+                           if n == name), None) if run is not None else None
             if weight is not None:
                 row.update(size=weight.size, mtime_ns=weight.mtime_ns, inode=weight.inode)
             lost.append(row)

@@ -189,11 +189,18 @@ def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]
     of its last verified push."""
     out = []
     for run in runs:
+        live = (": its training process is alive, so they will change again"
+                if _alive(run) else "")
+        taken = {id(w) for _, w in guarded_files(run)}
+        stray = tuple(f"weights/{w.name}" for w in run.weights if id(w) not in taken)
+        if stray:  # best_ema.pt, model.pt: lost with the box, and no push can save them
+            out.append(Unpushed(run.name, run.path, stray,
+                                "no push takes these (only best.pt, last.pt and "
+                                "epoch_<N>.pt): copy them into a run's weights under one of "
+                                f"those names, or they are lost with the box{live}"))
         files = guarded_files(run)
         if not files:
             continue
-        live = (": its training process is alive, so they will change again"
-                if _alive(run) else "")
         names = tuple(name for name, _ in files)
         record = pushes.get(run.path)
         if record is None:

@@ -417,6 +417,9 @@ def _hidden_below(path):
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
                         continue
+                    if entry.is_symlink() and entry.is_dir():
+                        return ("a linked folder below a run directory, not followed: "
+                                + entry.path)
                 except OSError:
                     continue
                 if entry.name in RUN_MARKERS:
@@ -478,6 +481,9 @@ def find_runs(roots, max_runs, max_dirs=50000):
                 rel = os.path.relpath(dirpath, path)
                 name = os.path.basename(path) if rel == "." else rel
                 found.append((dirpath, root, name))
+                if any(f.endswith(".pt") for f in filenames):
+                    _hide(hidden, dirpath, "checkpoints in a run directory, outside its "
+                                           "weights/ (no push takes them)")
                 if look_below:
                     for sub in below:
                         why = _hidden_below(os.path.join(dirpath, sub))
