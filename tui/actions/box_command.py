@@ -78,11 +78,17 @@ def _refused(exc: asyncssh.ChannelOpenError) -> str:
 async def _runs_no_command(conn: asyncssh.SSHClientConnection, timeout: float) -> bool:
     """After a command ended in silence (or asking for a terminal), ask the endpoint to echo
     a fresh nonce: a box that runs commands echoes it (banner or not), a PTY-only endpoint
-    does not. Anything else (a lost connection, a refusal) proves nothing: False."""
+    does not, and answers it the same way (in silence, or asking for a terminal). Anything
+    else proves nothing (False): a lost connection, a refusal, or a box that runs commands
+    but turns this one down with words of its own (a forced command that allows only some
+    commands still ran the user's stop_command)."""
     nonce = new_nonce()
     try:
         check = await asyncio.wait_for(conn.run(f"echo {nonce}", check=False), timeout)
     except (TimeoutError, asyncssh.Error, OSError):
         return False
     out = check.stdout if isinstance(check.stdout, str) else ""
-    return check.exit_status is not None and nonce not in out
+    err = check.stderr if isinstance(check.stderr, str) else ""
+    if check.exit_status is None or nonce in out:
+        return False
+    return pty_only(Ending(check.exit_status, None, len(out), err.strip(), False, out[-2000:]))
