@@ -141,13 +141,16 @@ def test_a_huge_whole_number_in_the_state_is_no_value_not_a_crash() -> None:
 
 
 def test_a_step_is_read_as_one_the_watchdog_writes() -> None:
-    """Steps are typed: an action the watchdog never writes is dropped, an outcome it never
-    writes reads "?"."""
+    """Steps are typed: an action or outcome the watchdog never writes reads "?" (a hostile
+    trigger name still shows that the watchdog fired); a step with no action is dropped."""
     raw = {"v": 1, "did": [{"action": "rm -rf", "outcome": "done"},
                            {"action": "push", "outcome": "exploded"},
-                           {"action": "stop", "outcome": "sending"}],
+                           {"action": "stop", "outcome": "sending"}, {"outcome": "done"}],
            "fired": {"trigger": "stalled", "at": 3.0, "why": "no progress"}}
     view = fold_guard(raw, 5.0)
-    assert [(s.action, s.outcome) for s in view.did] == [("push", "?"), ("stop", "sending")]
+    assert [(s.action, s.outcome) for s in view.did] == \
+        [("?", "done"), ("push", "?"), ("stop", "sending")]
     assert view.fired is not None and (view.fired.action, view.fired.outcome) == \
         ("stalled", "fired")
+    odd = fold_guard({"v": 1, "fired": {"trigger": "stalled\x1b]0;pwn\x07", "at": 3.0}}, 5.0)
+    assert odd.fired is not None and odd.fired.action == "?"

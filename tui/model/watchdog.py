@@ -28,7 +28,7 @@ Trigger = Literal["done", "stalled", "idle", "timeout"]
 TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
 # What a step of the watchdog says it did: a trigger's firing (its action is the trigger,
 # its outcome "fired"), its own "fired" step, then each push, stop or destroy.
-StepAction = Literal[Trigger, "fired", "push", "stop", "destroy"]
+StepAction = Literal[Trigger, "fired", "push", "stop", "destroy", "?"]  # ?: one it never writes
 StepOutcome = Literal["fired", "acting", "dry_run", "skipped", "verified", "refused", "sending",
                       "ran", "done", "failed", "?"]  # ?: an outcome it never writes
 STEP_ACTIONS: tuple[StepAction, ...] = get_args(StepAction)
@@ -192,13 +192,14 @@ def _positive(value: object) -> float | None:
 
 
 def _step(raw: object) -> GuardStep | None:
-    """A step as the watchdog writes it; one whose action it never writes is dropped."""
+    """A step as the watchdog writes it. One with no action is dropped; one whose action it
+    never writes reads '?' (a watchdog that says it fired, or acted, is still shown)."""
     if not isinstance(raw, Mapping):
         return None
-    action = next((a for a in STEP_ACTIONS if a == (raw.get("action") or raw.get("trigger"))),
-                  None)
-    if action is None:
+    said = raw.get("action") or raw.get("trigger")
+    if fields.nonempty(said) is None:
         return None
+    action: StepAction = next((a for a in STEP_ACTIONS if a == said), "?")
     outcome: StepOutcome = next((o for o in STEP_OUTCOMES if o == raw.get("outcome")), "?")
     return GuardStep(action=action, outcome=outcome,
                      at=_time(raw.get("at")),
