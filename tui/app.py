@@ -435,6 +435,15 @@ class GpurentApp(App[None]):
     def launch_form(self, box: str) -> LaunchForm:
         return self.board.launch_form(box)
 
+    def open_launch(self, box: str) -> None:
+        """`L`, or "Launch on <box>" in the palette (a box with no run has no cursor):
+        the launch form for that box, prefilled from its last launch."""
+        from tui.screens.launch import LaunchScreen
+
+        self.push_screen(LaunchScreen([b.name for b in self.fleet.boxes], box,
+                                      self.launch_form),
+                         lambda request: self.launch(request) if request else None)
+
     def launch(self, request: LaunchRequest) -> None:
         self.start_action(request.box, "launch", self.board.launch(request))
 
@@ -522,6 +531,9 @@ class GpurentApp(App[None]):
             yield SystemCommand(escape(f"Doctor a data set on {name}"), "LibreYOLO's own "
                                 "dataset checks, run on the box", lambda b=name:
                                 self.open_doctor(b))
+            yield SystemCommand(escape(f"Launch on {name}"), "Start a run detached: "
+                                "libreyolo train or your script (the launch form)",
+                                lambda b=name: self.open_launch(b))
         for box in self.states.values():
             for run in box.runs:
                 # The palette reads both as markup: a run named "[/]" would crash it.

@@ -10,6 +10,7 @@ from pathlib import Path
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.sshd import KeyPair, Sshd
 from support.stand_in_trainer import TRAINER
+from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Input, Select, Static
 
@@ -133,3 +134,35 @@ async def test_escape_cancels_and_another_box_refills_the_form(
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, LaunchScreen))
         assert not app.busy
+
+
+async def test_the_palette_launches_on_a_box_with_no_run_to_put_the_cursor_on(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    config = make_fleet(tmp_path, [box_entry(server, client_key, "alpha", runs_roots=[str(root)]),
+                                   box_entry(server, client_key, "beta",
+                                             runs_roots=[str(tmp_path / "empty")])],
+                        known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    Journal().record(box="beta", action="launch", outcome="started", run="b1",
+                     run_path="/root/runs/b1", message="python b.py --lr 1",
+                     files=[{"name": "b.py", "path": "/home/me/b.py"}])
+    app = GpurentApp(config)
+
+    def offered() -> list[str]:
+        lists = app.screen.query(CommandList)
+        return [str(o.prompt) for o in lists.first().options] if lists else []
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: shown(app) == ["yolox_completed"])  # only alpha has runs
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"launch on beta")
+        await until(pilot, lambda: any("Launch on beta" in o for o in offered()))
+        assert "Launch on beta" in offered()[0]
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        assert app.screen.query_one("#box", Select).value == "beta"
+        await until(pilot, lambda: form_value(app, "script") == "/home/me/b.py")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchScreen))

@@ -38,7 +38,6 @@ from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import format_age
 from tui.model.sizing import human_bytes, project_disk
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
-from tui.screens.launch import LaunchScreen
 from widgets.disk_text import projection_items
 from widgets.filter_field import FilterField
 from widgets.fleet_head import FleetHead
@@ -443,11 +442,8 @@ class FleetScreen(Screen[None]):
 
     def action_launch(self) -> None:
         """The launch form for the cursor's box (the first box when no run is shown)."""
-        app = self.gpurent
         key = self.cursor()
-        box = key[0] if key is not None else app.fleet.boxes[0].name
-        app.push_screen(LaunchScreen([b.name for b in app.fleet.boxes], box, app.launch_form),
-                        lambda request: app.launch(request) if request else None)
+        self.gpurent.open_launch(key[0] if key is not None else self.gpurent.fleet.boxes[0].name)
 
     def action_monitor(self) -> None:
         key = self._chosen()
