@@ -79,7 +79,8 @@ async def test_milestones_of_a_real_run_are_pushed_and_verified_once_each(
     # A push while LibreYOLO rewrites status.json may fail its sha256 check: then it is
     # retried after a backoff, and the failure alerted; never a burst.
     failed = [e for e in pushes if e not in verified]
-    assert all("changed on the box during the push" in e["message"] for e in failed), failed
+    assert all("changed on the box during the push" in e["message"] for e in failed), \
+        [e["message"] for e in failed]
     assert len(failed) == sum("alert push_failed" in line for line in logs)
     assert len(pushes) <= 6, [e["milestone"] for e in pushes]
     why = [e["milestone"] for e in pushes]
