@@ -458,6 +458,28 @@ class GpurentApp(App[None]):
         self.push_screen(DoctorScreen(box, self.board.doctor(box),
                                       self.board.doctor_paths.get(box, "")))
 
+    def open_fetch(self, box: str) -> None:
+        """ctrl+p: a staged data set onto the box (the fetch command), in its own screen."""
+        from tui.actions.stage import default_dest
+        from tui.screens.fetch import FetchScreen
+
+        self.push_screen(FetchScreen(box, self.board.fetch(box),
+                                     default_dest(self.fleet.box(box))))
+
+    def open_stage(self) -> None:
+        """ctrl+p: a data set folder staged on the Hub (the stage command), in its screen."""
+        from tui.screens.stage import StageScreen
+
+        self.push_screen(StageScreen())
+
+    def open_size(self, box: str | None = None) -> None:
+        """ctrl+p: the size form; for a box, its stopped disk priced at that box's rate."""
+        from tui.screens.size import SizeScreen
+
+        config = self.fleet.box(box) if box is not None else None
+        self.push_screen(SizeScreen(box, config.provider if config else None,
+                                    config.pricing if config else None))
+
     def toggle_monitor(self, box: str, path: str) -> None:
         """`w`: LibreYOLO's monitor of the run, forwarded to 127.0.0.1 here, until `w` again."""
         if self.board.close_monitor(box, path):
@@ -525,12 +547,22 @@ class GpurentApp(App[None]):
                 yield SystemCommand(escape(f"Destroy {name}"), f"{words}: destroy it (the "
                                     "destroy guard decides)",
                                     lambda b=name: fleet.confirm_destroy(b))
+        yield SystemCommand("Stage a data set on the Hub", "one tar of a folder in a private "
+                            "dataset repo, verified by sha256", self.open_stage)
+        yield SystemCommand("Size a disk", "data + checkpoints + 30% headroom: the disk to rent",
+                            self.open_size)
         for name in self.states:
             yield SystemCommand(escape(f"Check {name}"), "torch, CUDA, a real matmul per GPU, "
                                 "GPU health, LibreYOLO, HF_HOME", lambda b=name: self.check(b))
             yield SystemCommand(escape(f"Doctor a data set on {name}"), "LibreYOLO's own "
                                 "dataset checks, run on the box", lambda b=name:
                                 self.open_doctor(b))
+            yield SystemCommand(escape(f"Fetch a data set onto {name}"), "a tar staged on the "
+                                "Hub, downloaded by the box, sha256-checked, unpacked safely",
+                                lambda b=name: self.open_fetch(b))
+            yield SystemCommand(escape(f"Size a disk for {name}"), "data + checkpoints + 30% "
+                                "headroom, priced at this box's stopped rate",
+                                lambda b=name: self.open_size(b))
             yield SystemCommand(escape(f"Launch on {name}"), "Start a run detached: "
                                 "libreyolo train or your script (the launch form)",
                                 lambda b=name: self.open_launch(b))
