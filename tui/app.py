@@ -79,6 +79,13 @@ class GpurentApp(App[None]):
         Binding("c", "costs", "Costs", id="cost"),
         Binding("J", "journal", "Journal", id="journal", show=False),
         Binding("question_mark", "toggle_help", "Keys", id="help"),
+        # Focus moves as the key is read, before the keys after it are sent on: Textual
+        # sends a key to the widget focused when the app reads it, so Tab and the next
+        # field's text in one write (a laggy link, a paste) typed into the field left.
+        Binding("tab", "focus_next", "Next field", id="focus_next", show=False, priority=True,
+                system=True),
+        Binding("shift+tab", "focus_previous", "Previous field", id="focus_previous",
+                show=False, priority=True, system=True),
     ]
 
     # The state the screens watch (each assignment is a new immutable value).

@@ -443,3 +443,31 @@ async def test_run_detail_follows_the_run(tmp_path: Path, sshd_factory: Factory,
         await until(pilot, lambda: len(detail.run.history) == 6)
         await until(pilot, lambda: any("a line written just now" in str(line)
                                        for line in detail.query_one(Log).lines))
+
+
+async def test_a_form_typed_ahead_fills_each_field_in_turn() -> None:
+    """Tab and the next field's text that arrive in one write: the text goes to the field
+    the Tab moved to, not to the one it left (the size form read 'data 12y', 'model
+    olox-s100' over a laggy link)."""
+    from tui.screens.size import SizeScreen
+
+    app = GpurentApp(fleet_config(), states=fleet_states(), live=False, clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.push_screen(SizeScreen())
+        await pilot.pause()
+        burst(app, "12\tyolox-s\t100\r")
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, SizeScreen)
+        values = [screen.query_one(f"#{key}", Input).value for key in
+                  ("data", "model", "epochs", "save_period")]
+        assert values == ["12", "yolox-s", "100", "10"]
+        assert screen.plan is not None
+        burst(app, "\x1b[Z9")  # from "epochs", shift+tab and a key: it lands in "model"
+        await pilot.pause()
+        await pilot.pause()
+        # (a field focused by Tab selects its text, so the key types over it)
+        assert [screen.query_one(f"#{key}", Input).value for key in ("model", "epochs")] \
+            == ["9", "100"]

@@ -177,6 +177,7 @@ def test_key_errors_carry_their_own_line() -> None:
     ('series = "r"', "refresh"),            # the run detail's own m -> r: r stops refreshing there
     ('confirm_yes = "n"', "confirm_no"),
     ('next = "j,c"', "cost"),
+    ('focus_next = "j"', "next"),           # read before any screen's keys: j would only tab
 ])
 def test_a_remap_that_steals_another_bindings_key_is_an_error(remap: str,
                                                                 silenced: str) -> None:

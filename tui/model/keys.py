@@ -19,10 +19,13 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "confirm_yes": "y", "confirm_no": "n,escape",
     "destroy_cancel": "escape", "destroy_push_first": "p", "destroy_override": "t",
     "launch": "L", "monitor": "w", "launch_go": "ctrl+s", "launch_cancel": "escape",
-    "check": "g", "doctor": "G",
+    "check": "g", "doctor": "G", "focus_next": "tab", "focus_previous": "shift+tab",
 }
 # Bound on the app: active on every screen (a screen's own binding of a key wins there).
-EVERYWHERE = ("quit", "refresh", "cost", "journal", "help")
+EVERYWHERE = ("quit", "refresh", "cost", "journal", "help", "focus_next", "focus_previous")
+# Of those, the ones read before any screen's (Textual's priority bindings): their keys win
+# everywhere, so a remap onto a screen's key silences that screen's binding.
+PRIORITY = ("focus_next", "focus_previous")
 SCREENS: Mapping[str, tuple[str, ...]] = {
     "the fleet": ("open", "filter", "push", "push_box", "stop", "start", "destroy", "next",
                   "previous", "back", "launch", "monitor", "check", "doctor"),
@@ -72,7 +75,8 @@ def key_clashes(remap: Mapping[str, str]) -> list[Clash]:
                     continue
                 silenced = [other for other in active if other != binding
                             and key in key_names(keys[other])
-                            and not (other in own and binding not in own)
+                            and not (other in own and binding not in own
+                                     and binding not in PRIORITY)
                             and not (key in key_names(DEFAULT_KEYS[binding])
                                      and key in key_names(DEFAULT_KEYS[other]))]
                 if silenced:
