@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -589,6 +590,32 @@ def cmd_size(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _count(text: str, least: int = 0) -> int:
+    """A whole number, `least` or more (epochs: 1; a save period: 0, none)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} is below {least}")
+    return value
+
+
+def _epochs(text: str) -> int:
+    return _count(text, least=1)
+
+
+def _size(text: str) -> float:
+    """A size or price, 0 or more and finite (a negative one would shrink the disk asked for)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size of 0 or more")
+    return value
+
+
 def _data_bytes(text: str) -> int | None:
     """--data: GB as a number, or a local folder or tar whose size is measured."""
     from tui.model.sizing import GB
@@ -668,21 +695,21 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
                            "dataset repo it was staged to")
     which = size.add_mutually_exclusive_group()
     which.add_argument("--model", help="e.g. yolox-s, yolo9-c (measured checkpoint sizes)")
-    which.add_argument("--checkpoint-mb", type=float, metavar="MB",
+    which.add_argument("--checkpoint-mb", type=_size, metavar="MB",
                        help="one checkpoint's size")
     which.add_argument("--from-run", metavar="DIR",
                        help="a finished run's folder: its largest weights/*.pt")
-    size.add_argument("--epochs", type=int, required=True)
-    size.add_argument("--save-period", type=int, default=None, metavar="K",
+    size.add_argument("--epochs", type=_epochs, required=True)
+    size.add_argument("--save-period", type=_count, default=None, metavar="K",
                       help="an epoch_<N>.pt every K epochs (LibreYOLO's save_period; "
                            "default LibreYOLO's own, 10; 0: none)")
-    size.add_argument("--system-gb", type=float, default=0.0, metavar="GB",
+    size.add_argument("--system-gb", type=_size, default=0.0, metavar="GB",
                       help="the image and its Python environment, where the provider counts "
                            "them in the disk")
     size.add_argument("--box", help="price the stopped disk with this box's [box.pricing]")
     size.add_argument("--provider", choices=("vast", "runpod", "lambda", "manual"),
                       help="the provider's hours-per-month convention")
-    size.add_argument("--usd-per-gb-month", type=float, metavar="USD")
+    size.add_argument("--usd-per-gb-month", type=_size, metavar="USD")
     size.add_argument("--hours-per-month", type=float, metavar="H")
     size.add_argument("--json", action="store_true")
     size.set_defaults(func=cmd_size)

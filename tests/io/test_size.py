@@ -125,3 +125,19 @@ def test_a_staged_data_set_is_sized_from_the_hub(
                      "--epochs", "20"]) == 2
         err = capsys.readouterr().err
         assert "me/nothing-staged" in err and token not in err
+
+
+@pytest.mark.parametrize(("flag", "value", "words"), [
+    ("--epochs", "-5", "below 1"), ("--epochs", "0", "below 1"), ("--epochs", "x", "whole"),
+    ("--save-period", "-3", "below 0"), ("--system-gb", "-30", "0 or more"),
+    ("--system-gb", "nan", "0 or more"), ("--usd-per-gb-month", "-1", "0 or more"),
+])
+def test_a_negative_or_odd_figure_is_refused_by_name(
+        capsys: pytest.CaptureFixture[str], flag: str, value: str, words: str) -> None:
+    """A negative figure shrank the disk asked for (--system-gb -30 allocated 1 GB)."""
+    args = ["size", "--data", "5", "--model", "yolox-s", "--epochs", "10", flag, value]
+    with pytest.raises(SystemExit) as ended:
+        main(args)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: {value!r}" in err and words in err
