@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from support.fleets import DATA, box_entry, make_fleet
+from support.pilot import until
 from support.sshd import KeyPair, Sshd
-from textual.pilot import Pilot
 
 from tui.__main__ import main
 from tui.app import GpurentApp
@@ -59,14 +59,6 @@ def painted(app: GpurentApp) -> str:
                       force_terminal=True, color_system="truecolor", record=True)
     console.print(app.screen._compositor.render_update(full=True))
     return console.export_text(styles=False)
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
 
 
 async def test_the_panel_paints_no_control_sequence_from_a_box(

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
+from support.pilot import box_text, until
 from support.provider_servers import VastServer, vast_instance
 from support.sshd import KeyPair, Sshd
-from textual.pilot import Pilot
 
 from tui.app import GpurentApp
 from tui.model.config import FleetConfig
 from tui.providers.meter import CostMeter
-from tui.screens.fleet import FleetScreen
 
 
 class FlakyMeter(CostMeter):
@@ -28,20 +27,6 @@ class FlakyMeter(CostMeter):
         if self.polls == 1:
             raise RuntimeError("the rates broke")
         await super().poll()
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
-
-
-def box_text(app: GpurentApp, name: str) -> str:
-    screen = app.screen_stack[0]
-    assert isinstance(screen, FleetScreen)
-    return screen.fleet_list.text(name)
 
 
 async def test_a_crashed_provider_poller_is_shown_and_restarted(

@@ -11,10 +11,10 @@ import pytest
 from support.asyncssh_box import FaultyBox
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.panel_states import CONFIG, NOW, fleet_config, fleet_states
+from support.pilot import until
 from support.sshd import KeyPair, Sshd
 from textual._xterm_parser import XTermParser
 from textual.binding import Binding
-from textual.pilot import Pilot
 from textual.widgets import Input, Log, Static
 from textual.worker import get_current_worker
 
@@ -29,14 +29,6 @@ from tui.screens.launch import LaunchScreen
 from tui.screens.run_detail import RunDetail
 
 Factory = Callable[..., Sshd]
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
 
 
 def fleet_screen(app: GpurentApp) -> FleetScreen:

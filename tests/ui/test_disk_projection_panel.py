@@ -9,20 +9,12 @@ from pathlib import Path
 
 from support.disk_runs import HUGE, running_root
 from support.fleets import box_entry, make_fleet
+from support.pilot import until
 from support.sshd import KeyPair, Sshd
-from textual.pilot import Pilot
 
 from tui.app import GpurentApp
 from tui.model.config import FleetConfig
 from tui.screens.fleet import FleetScreen
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
 
 
 def box_text(app: GpurentApp) -> str:

@@ -9,30 +9,15 @@ from pathlib import Path
 
 import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
+from support.pilot import box_text, until
 from support.provider_servers import VastServer, vast_instance
 from support.sshd import KeyPair, Sshd
-from textual.pilot import Pilot
 
 from tui.app import GpurentApp
 from tui.model.cost import usd
 from tui.model.unpushed import at_stake
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
-
-
-def box_text(app: GpurentApp, name: str) -> str:
-    screen = app.screen_stack[0]
-    assert isinstance(screen, FleetScreen)
-    return screen.fleet_list.text(name)
 
 
 async def test_the_panel_pushes_a_completed_run_unasked_and_names_a_preempted_box(

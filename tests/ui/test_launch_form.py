@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from support.fleets import box_entry, make_fleet, runs_root_with
+from support.pilot import until
 from support.sshd import KeyPair, Sshd
 from support.stand_in_trainer import TRAINER
 from textual.command import CommandList, CommandPalette
@@ -19,14 +20,6 @@ from tui.model.launch import plan_launch
 from tui.screens.fleet import FleetScreen
 from tui.screens.launch import LaunchScreen
 from tui.store.journal import Journal
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
 
 
 def fleet_screen(app: GpurentApp) -> FleetScreen:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.libreyolo_train import make_dataset
+from support.pilot import box_text, until
 from support.sshd import KeyPair, Sshd
-from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from tui.app import GpurentApp
@@ -19,20 +19,6 @@ from tui.model.config import FleetConfig
 from tui.screens.doctor import DoctorScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
-
-
-def box_text(app: GpurentApp, name: str) -> str:
-    screen = app.screen_stack[0]
-    assert isinstance(screen, FleetScreen)
-    return screen.fleet_list.text(name)
 
 
 def one_box(tmp_path: Path, server: Sshd, key: KeyPair, **extra: object) -> FleetConfig:

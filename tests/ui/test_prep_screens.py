@@ -13,6 +13,7 @@ import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.hub_server import HubServer
 from support.libreyolo_train import make_dataset
+from support.pilot import until
 from support.sshd import KeyPair, Sshd
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
@@ -46,14 +47,6 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> HubServer:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_TOKEN", TOKEN)
         yield server
-
-
-async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the panel never showed the expected state")
 
 
 def box_text(app: GpurentApp) -> str:
