@@ -9,7 +9,6 @@ never a copy taken when the panel started.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import time
@@ -20,7 +19,7 @@ from typing import Any, Literal
 from tui.model.instance import PowerAction, PowerResult
 from tui.model.launch import LaunchResult
 from tui.store import paths
-from tui.store.jsonl import append_jsonl
+from tui.store.jsonl import append_jsonl, parse_jsonl
 
 # What the journal records: each kind of action on a box, and the words for how it ended.
 JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove"]
@@ -80,18 +79,9 @@ class Journal:
             self._cannot_read(exc.strerror or str(exc))
             return
         self._offset += len(data)
-        for line in data.split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError):  # a torn write, or "[[[[..." past the stack
-                self.skipped += 1
-                continue
-            if isinstance(record, dict):
-                self._read.append(record)
-            else:
-                self.skipped += 1
+        records, skipped = parse_jsonl(data)  # a torn write, or "[[[[..." past the stack
+        self._read.extend(records)
+        self.skipped += skipped
 
     def _cannot_read(self, why: str) -> None:
         if self.problem is None or "cannot be written" not in self.problem:

@@ -3,13 +3,12 @@ loses no cost, and what the CLI or another panel appends is seen at the next ref
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from tui.model.bill import Book, Event, Mark, Seen, parse_record
 from tui.store import paths
-from tui.store.jsonl import append_jsonl
+from tui.store.jsonl import append_jsonl, parse_lines
 
 HEAD_BYTES = 256
 
@@ -151,88 +150,3 @@ def _to_ms(t: float) -> float:
     start after the moment the meter reads it, which would still bill the state before."""
     kept = round(t, 3)
     return kept if kept <= t else round(kept - 0.001, 3)
-
-
-def parse_lines(data: bytes) -> tuple[list[dict[str, object]], int, int]:
-    """The file's records, how many lines were skipped, and how many were parsed one by one.
-
-    All lines in one JSON parse when they are all whole objects (a month of ledger in a
-    fraction of a second). Else a line not shaped like one (a torn write, which stays
-    mid-file for good) is parsed alone and the lines between such lines in one parse each;
-    a whole-looking bad line among them is cornered by halving, each half that parses
-    taken in bulk. One bad line costs a few parses, not a line-by-line replay of the month
-    at every start. The file's order is kept."""
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and not lines[-1]:
-        lines.pop()  # the newline that ends the last record
-    # Every line shaped like an object, counted at C speed: a torn line is found here,
-    # not by a bulk parse failing part way through the month.
-    if lines and text.count("}\n{") == len(lines) - 1 and text[:1] == "{" \
-            and text.rstrip("\n")[-1:] == "}":
-        records = _bulk(lines)
-        if records is not None:
-            return records, 0, 0
-    records, skipped, alone = [], 0, 0
-    run: list[str] = []
-    for line in lines:
-        if line[:1] == "{" and line[-1:] == "}":
-            run.append(line)
-            continue
-        bad, one = _halving(run, records)
-        skipped, alone, run = skipped + bad, alone + one, []
-        if line.strip():
-            alone += 1
-            record = _alone(line)
-            if record is None:
-                skipped += 1
-            else:
-                records.append(record)
-    bad, one = _halving(run, records)
-    return records, skipped + bad, alone + one
-
-
-def _halving(lines: list[str], out: list[dict[str, object]]) -> tuple[int, int]:
-    """Whole-looking lines into `out`, in order: in one parse, else each half the same way
-    down to single lines. Returns the lines skipped and the lines parsed alone."""
-    skipped = alone = 0
-    pending = [lines]
-    while pending:  # depth-first, first half first
-        part = pending.pop()
-        if len(part) == 1:
-            alone += 1
-            record = _alone(part[0])
-            if record is None:
-                skipped += 1
-            else:
-                out.append(record)
-            continue
-        records = _bulk(part)
-        if records is not None:
-            out.extend(records)
-        else:
-            mid = len(part) // 2
-            pending += [part[mid:], part[:mid]]
-    return skipped, alone
-
-
-def _bulk(lines: list[str]) -> list[dict[str, object]] | None:
-    """`lines` as whole objects in one parse, or None if any one is not."""
-    if not lines:
-        return []
-    try:
-        records = json.loads("[" + ",".join(lines) + "]")
-    except (ValueError, RecursionError):  # RecursionError: "[[[[..." past the stack
-        return None
-    if len(records) == len(lines) and all(type(r) is dict for r in records):
-        return records
-    return None
-
-
-def _alone(line: str) -> dict[str, object] | None:
-    """One line's object, or None when it is not a whole JSON object (skipped, counted)."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return record if type(record) is dict else None
