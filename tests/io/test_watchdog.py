@@ -207,6 +207,10 @@ def test_max_hours_fires_after_a_dry_run_that_acted_on_nothing(
     assert "was stopped and replaced" in out
     assert not alive(first)
     wait_for(stopped.exists, timeout=15, interval=0.1)
+    # The stop command's file appears before the watchdog saves how the command ended
+    # (its 'sending' step, saved before the command, is replaced then).
+    wait_for(lambda: state_of(tmp_path)["did"][-1]["outcome"] != "sending", timeout=15,
+             interval=0.1)
     done = state_of(tmp_path)
     assert done["fired"]["trigger"] == "timeout" and not done["dry_run"]
     assert [(d["action"], d["outcome"]) for d in done["did"]] == [("fired", "acting"),
