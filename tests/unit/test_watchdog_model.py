@@ -14,6 +14,7 @@ from tui.model.watchdog import (
     check_limits,
     fold_guard,
     fold_guard_part,
+    guard_document,
     guard_events,
     guard_summary,
     parse_on,
@@ -154,3 +155,49 @@ def test_a_step_is_read_as_one_the_watchdog_writes() -> None:
         ("stalled", "fired")
     odd = fold_guard({"v": 1, "fired": {"trigger": "stalled\x1b]0;pwn\x07", "at": 3.0}}, 5.0)
     assert odd.fired is not None and odd.fired.action == "?"
+
+
+ACTED = {**ARMED, "armed": False,
+         "fired": {"trigger": "timeout", "at": 2000.0, "why": "the limit"},
+         "did": [{"action": "fired", "outcome": "acting", "at": 2000.0, "detail": "x"},
+                 {"action": "stop", "outcome": "ran", "at": 2001.0, "detail": "exit 0"}]}
+
+
+def test_a_watchdog_that_acted_and_ended_reads_ended_not_lost() -> None:
+    """Its heartbeat stops by design once it has acted: the header says it ended, as it
+    wrote, not 'not running' as for one that died; status --json says it is not running."""
+    view = fold_guard({**ACTED, "ended": "exited after acting"}, 2001.0)
+    words, level = guard_summary(view, 2001.0 + 3600)
+    assert words == ("guard fired 1h00m ago (timeout: the limit): stop ran: exit 0; guard "
+                     "exited after acting") and level == "acted"
+    assert guard_document(view, 2002.0)["running"] is False  # fresh heartbeat, still ended
+    failed = [*ACTED["did"][:1], *[{"action": "stop", "outcome": "failed", "at": 2001.0 + i,
+                                    "detail": "its stop_command failed"} for i in range(3)]]
+    gave_up = fold_guard({**ACTED, "did": failed, "ended": "exited: the stop failed 3 "
+                          "times; the box may still be billing"}, 2004.0)
+    words, level = guard_summary(gave_up, 2010.0)
+    assert words.endswith("; guard exited: the stop failed 3 times; the box may still be "
+                          "billing") and level == "bad"
+    died = fold_guard(ACTED, 2001.0)  # no word of ending: it died (or the box went down)
+    assert guard_summary(died, 2001.0 + 3600)[0].endswith("; guard not running now")
+
+
+def test_a_watchdog_staying_to_retry_says_when_and_which_attempt() -> None:
+    raw = {**ACTED, "did": [*ACTED["did"][:1], {"action": "stop", "outcome": "failed",
+                                                "at": 2001.0, "detail": "exit 1"}],
+           "staying": {"action": "stop", "retry_at": 2121.0, "attempt": 2, "attempts": 3}}
+    view = fold_guard(raw, 2001.0)
+    words, level = guard_summary(view, 2031.0)
+    assert words.endswith("; staying: retrying the stop in 1m (attempt 2 of 3)") and \
+        level == "acted", words
+    doc = guard_document(view, 2031.0)
+    assert doc["running"] and doc["staying"] == {"action": "stop", "retry_at": 2121.0,
+                                                 "attempt": 2, "attempts": 3}
+    assert guard_summary(view, 9000.0)[0].endswith("; guard not running now")  # it died
+    for bad in ({"action": "rm", "attempt": 2, "attempts": 3}, {"action": "stop"},
+                {"action": "stop", "attempt": 4, "attempts": 3}, [1],
+                {"action": "stop", "attempt": 10 ** 400, "attempts": 10 ** 401},
+                {"action": "stop", "attempt": 1, "attempts": 3, "retry_at": 1e300}):
+        odd = fold_guard(json.loads(json.dumps({**raw, "staying": bad})), 2001.0)
+        assert odd.staying is None or odd.staying.retry_at is None, bad
+        assert guard_summary(odd, 2031.0)[0].isprintable()

@@ -11,6 +11,9 @@ the box or its runs.
 Times in the state are the box's clock, compared with the box's own clock
 (`box_time` of the probe answer), so a skewed box reads right. The heartbeat
 is the state file's mtime: older than a few beats reads "guard not running".
+A watchdog that acted ends on its own and says so in `ended` (its heartbeat
+then stops by design), or says in `staying` that it waits to try a failed
+stop or destroy again.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ MAX_DID = 20
 MAX_TIME = 1e11
 STALE_BEATS = 3
 STALE_SLACK = 5.0
+POWER_TRIES = 3
+RETRY_SECONDS = 120.0
+MAX_TRIES = 100
 
 
 class GuardPlanError(ValueError):
@@ -83,7 +89,8 @@ def guard_config(*, guard_id: str, box: str, provider: str, runs_roots: Sequence
                  instance_id: str | None = None, base_url: str | None = None,
                  stop_command: str | None = None, destroy_command: str | None = None,
                  hf_repo: str | None = None, hf_endpoint: str | None = None,
-                 no_token_reason: str | None = None) -> dict[str, Any]:
+                 no_token_reason: str | None = None,
+                 retry_seconds: float = RETRY_SECONDS) -> dict[str, Any]:
     """The watchdog's config.json: everything it needs, no secret (those go apart)."""
     return {
         "v": 1, "id": guard_id, "box": box, "provider": provider,
@@ -94,6 +101,7 @@ def guard_config(*, guard_id: str, box: str, provider: str, runs_roots: Sequence
         "instance_id": instance_id, "base_url": base_url, "stop_command": stop_command,
         "destroy_command": destroy_command, "hf_repo": hf_repo, "hf_endpoint": hf_endpoint,
         "no_token_reason": no_token_reason,
+        "power_tries": POWER_TRIES, "retry_seconds": retry_seconds,
     }
 
 
@@ -133,6 +141,16 @@ class GuardStep:
 
 
 @dataclass(frozen=True)
+class GuardStay:
+    """Why an acted watchdog still runs: a failed stop or destroy it will try again."""
+
+    action: Literal["stop", "destroy"]
+    retry_at: float | None
+    attempt: int
+    attempts: int
+
+
+@dataclass(frozen=True)
 class GuardView:
     """The watchdog's state as the panel may show it; `error` when it cannot be read."""
 
@@ -151,6 +169,7 @@ class GuardView:
     hf_repo: str | None = None
     fired: GuardStep | None = None
     did: tuple[GuardStep, ...] = ()
+    staying: GuardStay | None = None
     ended: str | None = None
     actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -207,6 +226,18 @@ def _step(raw: object) -> GuardStep | None:
                      answer=_text(raw.get("answer")))
 
 
+def _stay(raw: object) -> GuardStay | None:
+    """`staying` as the watchdog writes it; anything else reads as not staying."""
+    if not isinstance(raw, Mapping) or raw.get("action") not in ("stop", "destroy"):
+        return None
+    attempt, attempts = fields.whole(raw.get("attempt")), fields.whole(raw.get("attempts"))
+    if attempt is None or attempts is None or not 1 <= attempt <= attempts <= MAX_TRIES:
+        return None
+    action: Literal["stop", "destroy"] = "stop" if raw["action"] == "stop" else "destroy"
+    return GuardStay(action=action, retry_at=_time(raw.get("retry_at")), attempt=attempt,
+                     attempts=attempts)
+
+
 def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
     """The watchdog's state.json, read as hostile input: bounded, typed, cleaned."""
     if not isinstance(raw, Mapping):
@@ -242,7 +273,8 @@ def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
         gpu_note=_text(raw.get("gpu_note")),
         can_stop=_text(raw.get("can_stop")),
         hf_repo=_text(raw.get("hf_repo"), 120),
-        fired=fired, did=did, ended=_text(raw.get("ended"), 120), actions=actions)
+        fired=fired, did=did, staying=_stay(raw.get("staying")),
+        ended=_text(raw.get("ended"), 120), actions=actions)
 
 
 def fold_guard_part(prev: GuardView | None, part: Mapping[str, Any]
@@ -292,8 +324,8 @@ def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
         ago = f" {format_age(now - view.fired.at)} ago" if now is not None and \
             view.fired.at is not None else ""
         head = f"guard fired{ago}{dry} ({view.fired.action}: {view.fired.detail})"
-        gone = "; guard not running now" if view.stale(box_time) else ""
-        return (f"{head}: {steps}{gone}" if steps else f"{head}{gone}"), "acted"
+        tail, level = _after_acting(view, box_time, now)
+        return (f"{head}: {steps}{tail}" if steps else f"{head}{tail}"), level
     if view.stale(box_time):
         age = format_age(box_time - view.heartbeat) if box_time is not None and \
             view.heartbeat is not None else "?"
@@ -319,6 +351,25 @@ def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
     return words, "warn" if cannot else "ok"
 
 
+def _after_acting(view: GuardView, box_time: float | None, now: float | None
+                  ) -> tuple[str, str]:
+    """(words, level) of what became of a watchdog that fired: ended on its own (its silent
+    heartbeat is expected then), staying to try a failed step again, or gone unannounced."""
+    powered = [s for s in view.did if s.action in ("stop", "destroy")]
+    gave_up = bool(powered) and powered[-1].outcome == "failed"
+    if view.ended is not None:
+        return f"; guard {view.ended}", "bad" if gave_up else "acted"
+    if view.stale(box_time):
+        return "; guard not running now", "acted"
+    stay = view.staying
+    if stay is not None:
+        when = f" in {format_age(max(0.0, stay.retry_at - now))}" \
+            if stay.retry_at is not None and now is not None else ""
+        return (f"; staying: retrying the {stay.action}{when} (attempt {stay.attempt} of "
+                f"{stay.attempts})"), "acted"
+    return "", "acted"
+
+
 def guard_document(view: GuardView | None, box_time: float | None) -> dict[str, Any] | None:
     """The guard's part of `status --json`."""
     if view is None:
@@ -326,7 +377,7 @@ def guard_document(view: GuardView | None, box_time: float | None) -> dict[str, 
     words, level = guard_summary(view, box_time)
     return {
         "summary": words, "level": level, "error": view.error,
-        "running": view.error is None and not view.stale(box_time),
+        "running": view.error is None and view.ended is None and not view.stale(box_time),
         "armed": view.armed, "dry_run": view.dry_run, "armed_at": view.armed_at,
         "max_hours": view.max_hours, "no_progress_minutes": view.no_progress_minutes,
         "deadline": view.deadline, "heartbeat": view.heartbeat,
@@ -336,5 +387,8 @@ def guard_document(view: GuardView | None, box_time: float | None) -> dict[str, 
             "trigger": view.fired.action, "at": view.fired.at, "why": view.fired.detail},
         "did": [{"action": s.action, "outcome": s.outcome, "at": s.at, "detail": s.detail,
                  "answer": s.answer} for s in view.did],
+        "staying": None if view.staying is None else {
+            "action": view.staying.action, "retry_at": view.staying.retry_at,
+            "attempt": view.staying.attempt, "attempts": view.staying.attempts},
         "ended": view.ended,
     }
