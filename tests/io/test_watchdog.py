@@ -39,7 +39,7 @@ from tui.__main__ import main
 from tui.actions.watchdog import GuardRequest, install_guard
 from tui.model.config import FleetConfig
 from tui.model.status_doc import status_document
-from tui.model.watchdog import parse_on
+from tui.model.watchdog import fold_guard, guard_summary, parse_on
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 from tui.remote.watch import BoxWatcher
@@ -72,6 +72,12 @@ def state_of(tmp_path: Path, name: str = "box") -> dict:
         return json.loads((guard_dir(tmp_path, name) / "state.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def ended_state(tmp_path: Path, name: str = "box") -> dict:
+    """The state once the watchdog saved that it ended (its last write before it exits)."""
+    return wait_for(lambda: (s := state_of(tmp_path, name)).get("ended") and s, timeout=20,
+                    interval=0.05)
 
 
 def guard_pid(tmp_path: Path, name: str = "box") -> int:
@@ -153,15 +159,16 @@ async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_pan
         finally:
             await session.close()
         pid = guard_pid(tmp_path)
+        assert TOKEN not in Path(f"/proc/{pid}/cmdline").read_text()
         wait_for(lambda: state_of(tmp_path).get("last_progress_at"), timeout=10)
         os.kill(proc.pid, signal.SIGSTOP)  # a hung loop: the pid lives, nothing moves
         paused_at = (run / "weights" / "best.pt").read_bytes()
         wait_for(stopped.exists, timeout=20, interval=0.1)
         assert stopped.read_text() == "stopped\n"
         assert alive(proc.pid)  # it was never about the pid
-        # the command ran; its outcome is saved when it has ended ("stop sending" till then)
-        done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
-                        s["did"][-1]["outcome"] == "ran" and s, timeout=10, interval=0.05)
+        # the command ran; its outcome is saved when it has ended ("stop sending" till then),
+        # and the watchdog's end with it
+        done = ended_state(tmp_path)
     assert done["fired"]["trigger"] == "stalled", done
     steps = [(d["action"], d["outcome"]) for d in done["did"]]
     assert steps == [("fired", "acting"), ("push", "verified"), ("stop", "ran")], steps
@@ -170,14 +177,14 @@ async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_pan
     assert stored["shapes/weights/last.pt"].sha256 == sha(run / "weights" / "last.pt")
     assert stored["shapes/status.json"].sha256 == sha(run / "status.json")
     assert len(hub.state.commits) == 1
-    assert alive(pid)  # it outlived the cut connection and keeps its heartbeat:
-    beat = (guard_dir(tmp_path) / "state.json").stat().st_mtime
-    wait_for(lambda: (guard_dir(tmp_path) / "state.json").stat().st_mtime > beat, timeout=5)
+    # It outlived the cut connection to act, and having acted it ended (nothing is left
+    # to watch): its pid is gone, its state says so.
+    assert done["pid"] == pid and done["ended"] == "exited after acting"
+    wait_for(lambda: not alive(pid), timeout=5, interval=0.05)
     folder = guard_dir(tmp_path)
     assert not (folder / "secrets.json").exists()  # read once, then held in memory only
     for path in folder.iterdir():
         assert TOKEN not in path.read_text(), path.name
-    assert TOKEN not in Path(f"/proc/{pid}/cmdline").read_text()
     (entry,) = Journal().entries
     assert entry["action"] == "guard" and entry["outcome"] == "armed"
     assert TOKEN not in json.dumps(entry)
@@ -194,31 +201,29 @@ def test_max_hours_fires_after_a_dry_run_that_acted_on_nothing(
     base = ["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL)]
     assert main([*base, "--max-hours", "0.0005", "--dry-run", "--on", "timeout=stop"]) == 0
     assert "guarded (dry run): would stop in" in capsys.readouterr().out
-    dry = wait_for(lambda: (s := state_of(tmp_path)).get("fired") and s["did"][-1]["action"]
-                   == "stop" and s, timeout=15)
+    dry = ended_state(tmp_path)
     assert dry["fired"]["trigger"] == "timeout" and dry["dry_run"]
     assert [d["outcome"] for d in dry["did"]] == ["dry_run", "dry_run"]
     assert "would run its stop_command" in dry["did"][-1]["detail"]
     assert not stopped.exists()
+    assert dry["ended"] == "exited after its dry run"
     first = guard_pid(tmp_path)
-    # Armed again for real: the dry-run watchdog is replaced, not joined by a second one.
+    wait_for(lambda: not alive(first), timeout=5, interval=0.05)
+    # Armed again for real: the ended dry-run watchdog is replaced.
     assert main([*base, "--max-hours", "0.0005", "--on", "timeout=stop"]) == 0
     out = capsys.readouterr().out
-    assert "was stopped and replaced" in out
-    assert not alive(first)
+    assert "the watchdog there had already ended (exited after its dry run)" in out, out
     wait_for(stopped.exists, timeout=15, interval=0.1)
     # The stop command's file appears before the watchdog saves how the command ended
-    # (its 'sending' step, saved before the command, is replaced then).
-    wait_for(lambda: state_of(tmp_path)["did"][-1]["outcome"] != "sending", timeout=15,
-             interval=0.1)
-    done = state_of(tmp_path)
+    # (its 'sending' step, saved before the command, is replaced then): wait for its end.
+    done = ended_state(tmp_path)
     assert done["fired"]["trigger"] == "timeout" and not done["dry_run"]
     assert [(d["action"], d["outcome"]) for d in done["did"]] == [("fired", "acting"),
                                                                   ("stop", "ran")]
     outcomes = [(e["action"], e["outcome"]) for e in Journal().entries]
     assert outcomes == [("guard", "dry_run"), ("guard", "armed")]
     assert main([*base, "--remove"]) == 0
-    assert "the watchdog was stopped" in capsys.readouterr().out
+    assert "the watchdog had already ended (exited after acting)" in capsys.readouterr().out
     assert not guard_dir(tmp_path).exists()
     assert Journal().entries[-1]["action"] == "guard-remove"
 
@@ -243,9 +248,7 @@ def test_no_run_found_is_nothing_verified_so_it_stops_and_never_destroys(
         assert main(["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL),
                      "--max-hours", "0.0005", "--on", "timeout=push,destroy"]) == 0
         wait_for(done.exists, timeout=15, interval=0.1)
-        final = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
-                         s["did"][-1]["action"] == "stop" and s["did"][-1]["outcome"] == "ran"
-                         and s, timeout=10, interval=0.1)
+        final = ended_state(tmp_path)
         assert hub.state.commits == []
     assert done.read_text() == "stop\n"
     steps = [(d["action"], d["outcome"]) for d in final["did"]]
@@ -276,10 +279,11 @@ def test_idle_gpus_with_no_run_progressing_fire_and_remove_takes_it_away(
     assert main([*base, "--max-hours", "2", "--no-progress-minutes", "0.03",
                  "--on", "idle=stop"]) == 0
     wait_for(stopped.exists, timeout=15, interval=0.1)
-    assert state_of(tmp_path)["fired"]["trigger"] == "idle"
-    pid = guard_pid(tmp_path)
+    final = ended_state(tmp_path)  # saved after the command ended, not when its file appears
+    assert final["fired"]["trigger"] == "idle"
+    assert [(d["action"], d["outcome"]) for d in final["did"]][-1] == ("stop", "ran")
     assert main([*base, "--remove"]) == 0
-    assert not alive(pid) and not guard_dir(tmp_path).exists()
+    assert not alive(final["pid"]) and not guard_dir(tmp_path).exists()
     assert main([*base, "--remove"]) == 0
     assert "no watchdog there; nothing to remove" in capsys.readouterr().out
 
@@ -333,9 +337,8 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
         if destroys:  # a run the watchdog sees running, then finishing
             trainer(tmp_path / "runs" / "r1", 2, 0.5)
         final = "destroy" if destroys else "stop"
-        done = wait_for(lambda: (s := state_of(tmp_path)).get("did") and
-                        s["did"][-1]["action"] == final and
-                        s["did"][-1]["outcome"] != "sending" and s, timeout=20, interval=0.1)
+        done = ended_state(tmp_path)
+        assert done["did"][-1]["action"] == final, done["did"]
         assert api.instances[other] == (vast_instance(5555) if provider == "vast"
                                         else runpod_pod("pod55"))
     steps = [(d["action"], d["outcome"]) for d in done["did"]]
@@ -510,3 +513,94 @@ def test_an_arming_that_fails_says_why_and_leaves_no_secret_on_the_box(
     (entry,) = Journal().entries
     assert entry["outcome"] == "failed" and "cannot start" in entry["error"]
     assert TOKEN not in json.dumps(entry)
+
+
+def test_a_watchdog_whose_stop_command_ran_records_it_and_exits(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As in the field: a manual box's stop_command exits 0 and the box stays up. The
+    watchdog has acted; it records that and exits instead of living on for ever. Armed again
+    afterwards it works, and --remove on the ended one says it had already ended."""
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}"})
+    stopped = tmp_path / "stopped.log"
+    (tmp_path / "runs").mkdir()
+    fleet = manual_fleet(tmp_path, server, client_key,
+                         stop_command=f"echo stopped >> {stopped}")
+    base = ["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL)]
+    assert main([*base, "--max-hours", "0.0005", "--on", "timeout=stop"]) == 0
+    capsys.readouterr()
+    wait_for(stopped.exists, timeout=15, interval=0.1)
+    final = ended_state(tmp_path)
+    assert [(d["action"], d["outcome"]) for d in final["did"]] == [("fired", "acting"),
+                                                                   ("stop", "ran")]
+    assert final["ended"] == "exited after acting" and not final["armed"]
+    assert final.get("staying") is None
+    wait_for(lambda: not alive(final["pid"]), timeout=5, interval=0.05)
+    assert stopped.read_text() == "stopped\n"  # it ran once, and nothing runs it again
+    view = fold_guard(final, (guard_dir(tmp_path) / "state.json").stat().st_mtime)
+    words, level = guard_summary(view, view.heartbeat + 3600)  # an hour later: no heartbeat
+    assert words.endswith("; guard exited after acting") and level == "acted", words
+    assert status_document_guard(view)["running"] is False
+    # Armed again after it ended: a fresh watchdog runs, and says what it replaced.
+    assert main([*base, "--max-hours", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the watchdog there had already ended (exited after acting)" in out, out
+    again = wait_for(lambda: (s := state_of(tmp_path)).get("armed") and s, timeout=10)
+    assert again["pid"] != final["pid"] and alive(again["pid"]) and again["did"] == []
+    assert main([*base, "--remove"]) == 0
+    assert "the watchdog was stopped" in capsys.readouterr().out
+    assert not alive(again["pid"])
+    # Ended on its own, then removed: it says so rather than "stopped".
+    assert main([*base, "--max-hours", "0.0005", "--on", "timeout=stop"]) == 0
+    ended = ended_state(tmp_path)
+    wait_for(lambda: not alive(ended["pid"]), timeout=5, interval=0.05)
+    capsys.readouterr()
+    assert main([*base, "--remove"]) == 0
+    out = capsys.readouterr().out
+    assert "the watchdog had already ended (exited after acting)" in out, out
+    assert not guard_dir(tmp_path).exists()
+
+
+def test_a_failed_stop_command_is_retried_said_in_the_state_then_given_up(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """A stop_command exiting 1: recorded as failed, tried again after a pause (the state
+    says it stays and why, and the panel shows it), and after the last try the watchdog
+    records that it gave up, the box maybe still billing, and exits."""
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}"})
+    tries = tmp_path / "tries.log"
+    (tmp_path / "runs").mkdir()
+    fleet = manual_fleet(tmp_path, server, client_key,
+                         stop_command=f"echo try >> {tries}; echo no such pool >&2; exit 1")
+    request = GuardRequest(max_hours=0.0005, actions=parse_on(["timeout=stop"]),
+                           poll_seconds=POLL, retry_seconds=2.0)
+    report = asyncio.run(install_guard(fleet, fleet.boxes[0], request, Journal()))
+    assert report.code == 0, report.lines
+    staying = wait_for(lambda: (s := state_of(tmp_path)).get("staying") and s, timeout=15,
+                       interval=0.05)
+    assert staying["staying"]["attempt"] == 2 and staying["staying"]["attempts"] == 3
+    assert [(d["action"], d["outcome"]) for d in staying["did"]] == [("fired", "acting"),
+                                                                     ("stop", "failed")]
+    assert "exit 1: no such pool" in staying["did"][-1]["answer"]
+    assert alive(staying["pid"])  # it stays, and says so
+    view = fold_guard(staying, staying["staying"]["retry_at"] - 2.0)
+    words, _ = guard_summary(view, staying["staying"]["retry_at"] - 1.5)
+    assert "; staying: retrying the stop in 1s (attempt 2 of 3)" in words, words
+    final = ended_state(tmp_path)
+    assert [(d["action"], d["outcome"]) for d in final["did"]] == [
+        ("fired", "acting"), ("stop", "failed"), ("stop", "failed"), ("stop", "failed")]
+    assert final["ended"] == "exited: the stop failed 3 times; the box may still be billing"
+    assert final.get("staying") is None
+    wait_for(lambda: not alive(final["pid"]), timeout=5, interval=0.05)
+    assert tries.read_text() == "try\n" * 3
+    words, level = guard_summary(fold_guard(final, 0.0), 3600.0)
+    assert words.endswith("; guard exited: the stop failed 3 times; the box may still be "
+                          "billing") and level == "bad", words
+
+
+def status_document_guard(view: object) -> dict:
+    from tui.model.watchdog import GuardView, guard_document
+
+    assert isinstance(view, GuardView)
+    doc = guard_document(view, (view.heartbeat or 0.0) + 3600)
+    assert doc is not None
+    return doc

@@ -40,6 +40,7 @@ from tui.model.text import clean, clean_block
 from tui.model.watchdog import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_STEPS,
+    RETRY_SECONDS,
     TRIGGERS,
     fold_guard,
     guard_config,
@@ -71,6 +72,7 @@ class GuardRequest:
     poll_seconds: float = DEFAULT_POLL_SECONDS
     use_account_key: bool = False
     hf_endpoint: str | None = None
+    retry_seconds: float = RETRY_SECONDS  # between tries of a failed final stop or destroy
 
 
 @functools.cache
@@ -172,7 +174,7 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         stop_command=box.stop_command, destroy_command=box.destroy_command,
         hf_repo=push.hf_repo if push is not None else None,
         hf_endpoint=request.hf_endpoint or env.get("HF_ENDPOINT") or None,
-        no_token_reason=no_token)
+        no_token_reason=no_token, retry_seconds=request.retry_seconds)
     words = plan_words(request.max_hours, request.no_progress_minutes, request.actions,
                        config["hf_repo"] if not no_token else None)
     if request.dry_run:
@@ -185,6 +187,9 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         old = await guard_control(session, {"mode": "stop", "remove": True, "dir": GUARD_DIR})
         if old.get("stopped"):
             report.say(f"box {box.name}: the watchdog that ran there was stopped and replaced")
+        elif (ended := _ended(old)) is not None:
+            report.say(f"box {box.name}: the watchdog there had already ended ({ended}); "
+                       "replaced")
         files = [{"path": f"{GUARD_DIR}/{name}", "text": _onbox(name), "mode": 0o600}
                  for name in SHIPPED]
         files.append({"path": f"{GUARD_DIR}/config.json", "text": json.dumps(config),
@@ -225,6 +230,16 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
     return report
 
 
+def _ended(answer: Mapping[str, Any]) -> str | None:
+    """How a watchdog that was no longer running says it ended (its state, read as a
+    stranger's words), or None when it left no such word."""
+    state = answer.get("state")
+    if not isinstance(state, Mapping):
+        return None
+    view = fold_guard(state, None)
+    return view.ended if view.error is None else None
+
+
 async def _drop_secrets(session: BoxSession) -> None:
     """An arming that failed stops what it started and leaves no secret on the box (the
     watchdog removes its secrets file once read; one that never ran did not)."""
@@ -260,6 +275,9 @@ async def remove_guard(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         if answer.get("stopped"):
             report.say(f"box {box.name}: the watchdog was stopped; {len(removed)} file(s) "
                        f"removed from {GUARD_DIR}")
+        elif (ended := _ended(answer)) is not None:
+            report.say(f"box {box.name}: the watchdog had already ended ({ended}); "
+                       f"{len(removed)} file(s) removed from {GUARD_DIR}")
         elif removed:
             report.say(f"box {box.name}: no watchdog was running; {len(removed)} file(s) "
                        f"removed from {GUARD_DIR}")

@@ -24,6 +24,15 @@ RUNPOD_API_KEY, a manual box with its own stop_command / destroy_command. It
 never destroys with weights it could not verify on the Hub, or a picture of the
 runs it could not see whole: it stops instead, and says why.
 
+Once it has acted it ends: it fires once, so nothing is left to watch. It
+records the outcome in its state (`ended`) and exits, whatever the outcome
+(a manual box's stop_command that exits 0 but leaves the box up included: the
+box going down is not watched). It stays only to try a failed stop or destroy
+again: up to `power_tries` (3) attempts, `retry_seconds` (120) apart, its
+state saying `staying` (which step, when, attempt 2 of 3) meanwhile; after the
+last failure it records that it gave up (the box may still be billing) and
+exits. Nothing is retried that no try could change (no stop_command, no key).
+
 Files (one watchdog per box: a new install stops the old one first):
   config.json   what the panel armed (limits, actions, where to push, how to stop)
   secrets.json  0600: the Hub token (and an account key only if the user said so);
@@ -71,6 +80,8 @@ COMMAND_TIMEOUT = 300.0
 PUSH_TIMEOUT = 3600.0
 API_TRIES = 6          # a stop or destroy sent again on 429, 5xx or no answer
 API_BACKOFF = 2.0      # seconds, doubling, when the provider names no Retry-After
+POWER_TRIES = 3        # attempts at a failed final stop or destroy before it gives up
+RETRY_SECONDS = 120.0  # between those attempts
 SCOPED_ENV = {"vast": ("CONTAINER_API_KEY", "CONTAINER_ID"),
               "runpod": ("RUNPOD_API_KEY", "RUNPOD_POD_ID")}
 DEFAULT_URLS = {"vast": "https://console.vast.ai", "runpod": "https://api.runpod.io",
@@ -463,6 +474,21 @@ def credentials_words(config, secrets):
     return "%s for instance %s" % (words, instance)
 
 
+def power_missing(config, secrets, action):
+    """Why `action` cannot be tried on this box at all (no later try could change it), or
+    None when a try could work."""
+    provider = config.get("provider") or "manual"
+    if provider == "manual":
+        return None if config.get(action + "_command") else \
+            "no %s_command for this box" % action
+    if provider == "lambda" and action == "stop":
+        return "a Lambda instance cannot be stopped (only destroyed)"
+    key, instance, words = provider_credentials(config, secrets)
+    if key is None:
+        return words
+    return None if instance else "no instance id known"
+
+
 def api_call(config, key, instance, action):
     """The provider's request for `action` on `instance`: (method, url, body)."""
     provider = config["provider"]
@@ -604,8 +630,12 @@ class Guard:
         self.dry_run = bool(self.config.get("dry_run"))
         self.can_stop = credentials_words(self.config, self.secrets)
         self.watch = Watch(self.config, time.time())
+        self.tries = max(1, int(self.config.get("power_tries") or POWER_TRIES))
+        self.retry_seconds = max(0.05, float(self.config.get("retry_seconds")
+                                             or RETRY_SECONDS))
         self.fired = None
         self.did = []
+        self.staying = None  # {action, retry_at, attempt, attempts} while a retry waits
         self.ended = None
         self.doc = None
         self.lock = threading.Lock()
@@ -639,6 +669,7 @@ class Guard:
             "can_stop": self.can_stop,
             "fired": self.fired,
             "did": self.did[-MAX_DID:],
+            "staying": self.staying,
             "ended": self.ended,
         }
 
@@ -703,9 +734,37 @@ class Guard:
             self.record("destroy", "refused", "the look at the runs is incomplete (%s): "
                                               "stopping instead" % "; ".join(self.watch.picture))
             final = "stop"
-        if final is not None:
-            self.power(final)
+        ended = self.finish(final) if final is not None else "exited after acting"
+        if self.ended is None:  # a signal's own words (remove, a new install) stand
+            self.ended = ended
         self.save(time.time())
+
+    def finish(self, action):
+        """The final stop or destroy, tried again while it fails and a try could change
+        that; the words the watchdog ends with."""
+        hopeless = power_missing(self.config, self.secrets, action)
+        for attempt in range(1, self.tries + 1):
+            outcome = self.power(action)
+            if outcome == "dry_run":
+                return "exited after its dry run"
+            if outcome != "failed":
+                return "exited after acting"
+            if hopeless is not None:
+                return "exited: it cannot %s this box (%s)" % (action, hopeless)
+            if attempt == self.tries:
+                break
+            retry_at = time.time() + self.retry_seconds
+            self.staying = {"action": action, "retry_at": round(retry_at, 3),
+                            "attempt": attempt + 1, "attempts": self.tries}
+            print("staying: retrying the %s in %s s (attempt %d of %d)" % (
+                action, _num(self.retry_seconds), attempt + 1, self.tries), flush=True)
+            self.save(time.time())
+            self.sleep(self.retry_seconds)
+            self.staying = None
+            if self.stopping.is_set():
+                return "stopped before its %s was tried again" % action
+        return "exited: the %s failed %d times; the box may still be billing" % (
+            action, self.tries)
 
     def push_all(self, probe):
         """Every run, pushed and verified; True only if every one is."""
@@ -751,6 +810,7 @@ class Guard:
         return bool(results) and len(results) == len(self.watch.runs) and all(results)
 
     def power(self, action):
+        """One attempt at stopping or destroying the box; its outcome, recorded."""
         provider = self.config.get("provider") or "manual"
         sending = None
         if not self.dry_run:
@@ -778,6 +838,7 @@ class Guard:
         if sending is not None and sending in self.did:
             self.did.remove(sending)
         self.record(action, outcome, words, answer)
+        return outcome
 
     def run(self):
         probe = sibling("probe")
@@ -795,15 +856,21 @@ class Guard:
                 self.watch.look(probe, now)
                 found = self.watch.trigger(now) if self.fired is None else None
                 if found is not None:
-                    self.act(found[0], found[1], probe)
+                    self.act(found[0], found[1], probe)  # then it ends: it fires once
                 self.save(now)
             except Exception as exc:  # a bad run or a full disk: said, and watched again
-                print("look failed: %s" % scrub("%s: %s" % (type(exc).__name__, exc)),
-                      flush=True)
+                words = scrub("%s: %s" % (type(exc).__name__, exc), 120)
+                print("look failed: %s" % words, flush=True)
+                if self.fired is not None and self.ended is None:  # it fires only once
+                    self.ended = "exited: acting failed (%s)" % words
+            if self.ended:
+                break
             self.sleep(self.poll)
         self.stopping.set()
         if self.ended and not self.replaced():
             self.save(time.time())
+        print("%s watchdog %s ended: %s" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                            self.id, self.ended), flush=True)
         return 0
 
 
