@@ -604,3 +604,22 @@ def status_document_guard(view: object) -> dict:
     doc = guard_document(view, (view.heartbeat or 0.0) + 3600)
     assert doc is not None
     return doc
+
+
+def test_a_stop_no_try_could_change_is_not_retried(tmp_path: Path) -> None:
+    """No stop_command on a manual box: the failure is recorded once and the watchdog ends
+    at once, saying it cannot stop the box, rather than waiting to try what cannot work."""
+    from tui.onbox import guard
+
+    folder = tmp_path / "guard"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "id": "x", "provider": "manual", "actions": {"timeout": ["stop"]},
+        "retry_seconds": 60}))
+    watchdog = guard.Guard(str(folder))
+    watchdog.act("timeout", "the wall-clock limit of 1 h is reached", None)
+    state = json.loads((folder / "state.json").read_text())
+    assert [(d["action"], d["outcome"]) for d in state["did"]] == [("fired", "acting"),
+                                                                   ("stop", "failed")]
+    assert state["ended"] == ("exited: it cannot stop this box (no stop_command for this "
+                              "box)") and state["staying"] is None
