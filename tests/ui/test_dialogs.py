@@ -75,7 +75,7 @@ async def test_a_long_confirmation_keeps_its_keys_in_view() -> None:
 
 def snapshots(run: str) -> Unpushed:
     return Unpushed(run, f"/root/runs/{run}", ("weights/epoch_10.pt", "weights/epoch_20.pt"),
-                    "never pushed (epoch snapshots go with push --epochs)", snapshots=True,
+                    "never pushed: epoch snapshots go with push --epochs", snapshots=True,
                     size=330_000_000)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from tui.model.box import BoxState, Connection
 from tui.model.guard import (
     PICTURE,
-    snapshot_words,
     last_verified_pushes,
     push_note,
+    snapshot_words,
     unpushed_weights,
     verdict,
 )
@@ -50,7 +50,7 @@ def test_never_pushed_and_then_pushed_and_then_changed(tmp_path: Path) -> None:
     pushes = last_verified_pushes(Journal(tmp_path / "journal.jsonl").entries, "box")
     (stale,) = unpushed_weights([run], pushes)  # a push without --epochs
     assert stale.files == ("weights/epoch_10.pt",) and stale.snapshots
-    assert stale.reason == "never pushed (epoch snapshots go with push --epochs)"
+    assert stale.reason == "never pushed: epoch snapshots go with push --epochs"
     assert push_note(run, pushes, 620.0) == \
         "pushed 20s ago, verified; 1 epoch snapshot never pushed"
     journal.record(box="box", action="push", outcome="done", run="r1", run_path=run.path,

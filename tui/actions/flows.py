@@ -279,13 +279,13 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
     try:
         report = Report()
         judged = verdict(state, last_verified_pushes(journal.entries, box.name))
-        if judged.unpushed and push_first and state.connection is Connection.OK:
-            # Epoch files the guard counts go too (a plain push leaves them on the box),
-            # unless the user gives the never-pushed ones up.
-            epochs = any(f.startswith("weights/epoch_") for u in judged.unpushed
-                         if not (without_snapshots and u.snapshots) for f in u.files)
+        # What a push must take: all that is unpushed but the snapshots given up.
+        wanted = [u for u in judged.unpushed if not (without_snapshots and u.snapshots)]
+        if wanted and push_first and state.connection is Connection.OK:
+            # Epoch files the guard counts go too (a plain push leaves them on the box).
+            epochs = any(f.startswith("weights/epoch_") for u in wanted for f in u.files)
             pushed = await push_runs(fleet, box, journal,
-                                     run_names=sorted({u.run for u in judged.unpushed}),
+                                     run_names=sorted({u.run for u in wanted}),
                                      session=watcher.session, state=state,
                                      include_epochs=epochs)
             report.lines.extend(pushed.lines)
@@ -354,14 +354,16 @@ def _refusal(box: str, judged: Verdict, force: bool, accepted: Sequence[Unpushed
                 "then p to push them too or w to destroy without them)")
     epochs = any(f.startswith("weights/epoch_") for u in judged.unpushed for f in u.files)
     push = f"`gpurent-tui push {box}{' --epochs' if epochs else ''}`"
-    rest = [u for u in judged.unpushed if not u.snapshots]
     head = "checkpoints or history not pushed as they are now"
     if without_snapshots:
         head = ("--without-snapshots gives up only epoch snapshots that were never pushed, "
-                f"and more is unpushed: {describe(rest)}; all that is refused")
+                "and more than those is unpushed")
     how = (f"Push them first ({push}, or `gpurent-tui destroy {box} --yes --push-first` to "
-           f"push, verify and destroy; in the panel: p/P, or D then p), or {override}")
-    return f"destroy {box} refused: {head}: {describe(judged.blockers)}. {how}"
+           f"push, verify and destroy; in the panel: p/P, or D then p)")
+    if judged.snapshots:
+        how += (f"; `gpurent-tui destroy {box} --yes --push-first --without-snapshots` pushes "
+                "all but the epoch snapshots and gives those up")
+    return f"destroy {box} refused: {head}: {describe(judged.blockers)}. {how}; or {override}"
 
 
 async def destroy_from_dialog(fleet: FleetConfig, box: BoxConfig, journal: Journal,

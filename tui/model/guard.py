@@ -261,7 +261,7 @@ def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]
         if snapshots:
             sizes = dict(files)
             out.append(Unpushed(run.name, run.path, tuple(snapshots),
-                                f"never pushed (epoch snapshots go with push --epochs){live}",
+                                f"never pushed: epoch snapshots go with push --epochs{live}",
                                 snapshots=True, size=sum(sizes[n].size for n in snapshots)))
     return out
 

@@ -128,18 +128,19 @@ class DestroyScreen(ModalScreen[str | None]):
 
     def action_type_name(self) -> None:
         self.answer = "destroy"
-        self._show_name_field()
+        self._show_name_field(f"type {self.box} to confirm")
 
     def action_without_snapshots(self) -> None:
         if self.only_snapshots:
             self.answer = "destroy-without-snapshots"
-            self._show_name_field()
+            self._show_name_field(f"type {self.box} to destroy it without the snapshots")
         elif self.unpushed:
             self.notify("w gives up only epoch snapshots that were never pushed; more is "
                         "refused here (p pushes it, t overrides)", severity="warning")
 
-    def _show_name_field(self) -> None:
+    def _show_name_field(self, placeholder: str) -> None:
         typed = self.query_one("#typed", Input)
+        typed.placeholder = placeholder
         typed.display = True
         typed.focus()
 
