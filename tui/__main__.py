@@ -208,7 +208,8 @@ def cmd_destroy(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_CONFIG
     report = asyncio.run(destroy(fleet, box, Journal(), force_unpushed=args.force_unpushed,
-                                 push_first=args.push_first))
+                                 push_first=args.push_first,
+                                 without_snapshots=args.without_snapshots))
     return _print_report(report)
 
 
@@ -812,6 +813,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="destroy even though checkpoints were not pushed")
     destroy.add_argument("--push-first", action="store_true",
                          help="push and verify unpushed checkpoints, then destroy")
+    destroy.add_argument("--without-snapshots", action="store_true",
+                         help="give up epoch_<N>.pt snapshots that were never pushed (still "
+                              "refused while best.pt, last.pt or the history is unpushed)")
     destroy.set_defaults(func=cmd_destroy)
     launch = sub.add_parser(
         "launch", parents=[common],

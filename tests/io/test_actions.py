@@ -634,3 +634,105 @@ def test_a_destroy_on_a_long_run_decides_on_its_weights_and_a_push_journals_its_
     assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 0
     assert "destroy gpu-a: done" in capsys.readouterr().out
     assert vast.count("DELETE") == 1
+
+
+# --- epoch snapshots never pushed: named as such, and one step gives them up ---
+
+
+def box_with_snapshots(tmp_path: Path, server: Sshd, key: KeyPair, vast: VastServer
+                       ) -> tuple[Path, str]:
+    """A LibreYOLO-shaped run that saved epoch_5.pt and epoch_10.pt beside best/last."""
+    root, config = box_with_weights(tmp_path, server, key, vast,
+                                    push={"local_dir": str(tmp_path / "out")})
+    weights = root / "yolox_completed" / "weights"
+    (weights / "epoch_5.pt").write_bytes(b"5" * 400_000)
+    (weights / "epoch_10.pt").write_bytes(b"0" * 600_000)
+    return root, config
+
+
+def test_after_a_push_destroy_names_the_snapshots_and_gives_them_up_in_one_step(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`push b` then `destroy b --yes` refused with "weights newer than their last verified
+    push" and advised `push b`, which pushes no epoch file: following it looped, and the
+    only way out was --force-unpushed, which also overrides an unpushed best.pt."""
+    server = sshd_factory()
+    _, config = box_with_snapshots(tmp_path, server, client_key, vast)
+    assert main(["push", "gpu-a", "--config", config]) == 0
+    capsys.readouterr()
+    assert main(["destroy", "gpu-a", "--yes", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert ("2 epoch snapshots (1.0 MB) were never pushed; best.pt, last.pt and the "
+            "history are verified") in said, said
+    assert "epoch_5.pt" in said and "epoch_10.pt" in said and "newer" not in said, said
+    assert "`gpurent-tui push gpu-a --epochs`" in said, said
+    assert "`gpurent-tui destroy gpu-a --yes --without-snapshots`" in said, said
+    assert vast.count("DELETE") == 0
+    assert main(["destroy", "gpu-a", "--yes", "--without-snapshots", "--config", config]) == 0
+    said = capsys.readouterr().out
+    assert "destroy gpu-a: done" in said and "overriding the guard" not in said, said
+    assert "giving up 2 epoch snapshots (1.0 MB)" in said, said
+    assert vast.count("DELETE") == 1
+    done = journal(isolated_dirs)[-1]
+    assert (done["action"], done["outcome"]) == ("destroy", "done")
+    assert done["given_up"] == "epoch snapshots never pushed (--without-snapshots)"
+    assert {(f["name"], f["size"]) for f in done["files"]} == {
+        ("weights/epoch_5.pt", 400_000), ("weights/epoch_10.pt", 600_000)}
+
+
+def test_without_snapshots_still_refuses_a_best_changed_since_the_push(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = sshd_factory()
+    root, config = box_with_snapshots(tmp_path, server, client_key, vast)
+    assert main(["push", "gpu-a", "--config", config]) == 0
+    (root / "yolox_completed" / "weights" / "best.pt").write_bytes(b"newer" * 20_000)
+    capsys.readouterr()
+    assert main(["destroy", "gpu-a", "--yes", "--without-snapshots", "--config", config]) == 3
+    said = capsys.readouterr().out
+    assert "best.pt changed since the last verified push" in said, said
+    assert "--without-snapshots gives up only epoch snapshots" in said, said
+    assert "best.pt, last.pt and the history are verified" not in said, said
+    assert "`gpurent-tui push gpu-a --epochs`" in said, said
+    assert vast.count("DELETE") == 0
+    refused = journal(isolated_dirs)[-1]
+    assert (refused["action"], refused["outcome"]) == ("destroy", "refused")
+    # Pushing the rest first, without the snapshots, is one step too.
+    assert main(["destroy", "gpu-a", "--yes", "--push-first", "--without-snapshots",
+                 "--config", config]) == 0, capsys.readouterr().out
+    assert not list((tmp_path / "out").glob("gpu-a/*/weights/epoch_*.pt"))
+    assert vast.count("DELETE") == 1
+    done = journal(isolated_dirs)[-1]
+    assert {f["name"] for f in done["files"]} == {"weights/epoch_5.pt", "weights/epoch_10.pt"}
+
+
+async def test_panel_destroy_offers_to_destroy_without_the_snapshots(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path) -> None:
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+    from tui.screens.confirm import DestroyScreen
+
+    server = sshd_factory()
+    _, config = box_with_snapshots(tmp_path, server, client_key, vast)
+    assert await asyncio.to_thread(main, ["push", "gpu-a", "--config", config]) == 0
+    fleet = parse_config(Path(config).read_text(), config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.states["gpu-a"].runs)
+                       and len(app.states["gpu-a"].runs[0].weights) == 4)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        text = painted(app)
+        assert "2 epoch snapshots (1.0 MB) were never pushed" in text, text
+        assert "p: push them too" in text and "w: destroy without them" in text, text
+        assert "t: type 'gpu-a'" in text, text
+        await pilot.press("w", *"gpu-a", "enter")
+        await wait_for(pilot, lambda: any(e.get("action") == "destroy"
+                                          for e in app.journal.entries)
+                       and "gpu-a" not in app.busy)
+    done = app.journal.entries[-1]
+    assert (done["action"], done["outcome"]) == ("destroy", "done"), done
+    assert done["given_up"] == "epoch snapshots never pushed (--without-snapshots)"
+    assert {f["name"] for f in done["files"]} == {"weights/epoch_5.pt", "weights/epoch_10.pt"}
+    assert vast.count("DELETE") == 1

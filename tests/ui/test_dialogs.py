@@ -71,3 +71,53 @@ async def test_a_long_confirmation_keeps_its_keys_in_view() -> None:
         await pilot.press("y")
         await pilot.pause()
     assert app.answers == [True]
+
+
+def snapshots(run: str) -> Unpushed:
+    return Unpushed(run, f"/root/runs/{run}", ("weights/epoch_10.pt", "weights/epoch_20.pt"),
+                    "never pushed: epoch snapshots go with push --epochs", snapshots=True,
+                    size=330_000_000)
+
+
+def keys_text(app: App[None]) -> str:
+    return str(app.screen.query_one("#keys", Static).render())
+
+
+async def test_destroy_dialog_offers_to_push_the_snapshots_or_destroy_without_them() -> None:
+    """With only never-pushed epoch snapshots refused, the dialog's ways out were the push
+    (p) or the typed override (t), which reads as losing weights: no "without them"."""
+    app = Holder()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(DestroyScreen("lab", ["r1 (completed, 4 checkpoint files, 430 MB)"],
+                                      [snapshots("r1")]), app.answers.append)
+        await pilot.pause()
+        text = "\n".join(str(w.render()) for w in app.screen.query(Static))
+        assert "2 epoch snapshots (330.0 MB) were never pushed; best.pt, last.pt and the " \
+               "history are verified" in text, text
+        keys = keys_text(app)
+        assert "p: push them too (push --epochs, verify, then destroy)" in keys
+        assert "w: destroy without them" in keys and "t: type 'lab'" in keys
+        await pilot.press("w")
+        await pilot.pause()
+        typed = app.screen.query_one("#typed", Input)
+        assert typed.has_focus and on_screen(typed)
+        await pilot.press(*"lab", "enter")
+        await pilot.pause()
+    assert app.answers == ["destroy-without-snapshots"]
+
+
+async def test_destroy_without_snapshots_is_not_offered_past_an_unpushed_best() -> None:
+    best = Unpushed("r1", "/root/runs/r1", ("weights/best.pt",),
+                    "best.pt changed since the last verified push")
+    app = Holder()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(DestroyScreen("lab", ["r1"], [best, snapshots("r1")]),
+                        app.answers.append)
+        await pilot.pause()
+        assert "w:" not in keys_text(app)
+        await pilot.press("w")
+        await pilot.pause()
+        assert not app.screen.query_one("#typed", Input).display
+        await pilot.press("t", *"lab", "enter")
+        await pilot.pause()
+    assert app.answers == ["destroy"]

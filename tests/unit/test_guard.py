@@ -10,6 +10,7 @@ from tui.model.guard import (
     PICTURE,
     last_verified_pushes,
     push_note,
+    snapshot_words,
     unpushed_weights,
     verdict,
 )
@@ -48,9 +49,10 @@ def test_never_pushed_and_then_pushed_and_then_changed(tmp_path: Path) -> None:
                    verified=True, at=600.0)
     pushes = last_verified_pushes(Journal(tmp_path / "journal.jsonl").entries, "box")
     (stale,) = unpushed_weights([run], pushes)  # a push without --epochs
-    assert stale.files == ("weights/epoch_10.pt",)
-    assert stale.reason == ("epoch_10.pt not in the last verified push (epoch files go with "
-                            "push --epochs)")
+    assert stale.files == ("weights/epoch_10.pt",) and stale.snapshots
+    assert stale.reason == "never pushed: epoch snapshots go with push --epochs"
+    assert push_note(run, pushes, 620.0) == \
+        "pushed 20s ago, verified; 1 epoch snapshot never pushed"
     journal.record(box="box", action="push", outcome="done", run="r1", run_path=run.path,
                    files=push_files(BEST, LAST, EPOCH), destination="hf://me/repo/r1/",
                    verified=True, at=700.0)
@@ -240,3 +242,39 @@ def test_a_checkpoint_no_push_takes_is_named_not_lost_unasked() -> None:
     (stale,) = unpushed_weights([run], last_verified_pushes(pushed, "box"))
     assert stale.files == ("weights/best_ema.pt",)
     assert "no push takes" in stale.reason
+
+
+EPOCH_20 = WeightFile("epoch_20.pt", 2_500_000_000, 450.0, 450_000_000_000, 14)
+
+
+def test_epoch_snapshots_never_pushed_are_their_own_refusal() -> None:
+    """After a push without --epochs the guard read every epoch_<N>.pt as "newer than its
+    last verified push", in one refusal with best.pt's: nothing told the snapshots (given
+    up with --without-snapshots) from a best.pt that changed (never given up)."""
+    pushed = [{"box": "box", "action": "push", "outcome": "done", "verified": True,
+               "run_path": "/root/runs/r1", "time": 700.0, "files": push_files(BEST, LAST)}]
+    pushes = last_verified_pushes(pushed, "box")
+    judged = verdict(box(run_with(BEST, LAST, EPOCH, EPOCH_20)), pushes)
+    (snaps,) = judged.unpushed
+    assert snaps.snapshots and snaps.files == ("weights/epoch_10.pt", "weights/epoch_20.pt")
+    assert snaps.size == 2_500_001_000
+    assert judged.only_snapshots and judged.snapshots == [snaps]
+    assert snapshot_words(judged.snapshots) == "2 epoch snapshots (2.5 GB) were never pushed"
+    # best.pt changed too: two refusals, and the snapshots alone do not settle it.
+    newer = replace(BEST, mtime_ns=BEST.mtime_ns + 1)
+    judged = verdict(box(run_with(newer, LAST, EPOCH)), pushes)
+    assert [(u.files, u.snapshots) for u in judged.unpushed] == [
+        (("weights/best.pt",), False), (("weights/epoch_10.pt",), True)]
+    assert not judged.only_snapshots
+    # A run never pushed is refused whole: its snapshots are not told apart.
+    (never,) = verdict(box(run_with(BEST, EPOCH)), {}).unpushed
+    assert not never.snapshots and "weights/epoch_10.pt" in never.files
+    # A snapshot that was pushed and differs now is not "never pushed": it is refused.
+    with_epoch = last_verified_pushes([{**pushed[0], "files": push_files(BEST, LAST, EPOCH)}],
+                                      "box")
+    changed = replace(EPOCH, inode=77)
+    (stale,) = verdict(box(run_with(BEST, LAST, changed)), with_epoch).unpushed
+    assert not stale.snapshots and "changed since the last verified push" in stale.reason
+    # A gap in the picture is never a snapshot.
+    gap = verdict(box(run_with(BEST, LAST, EPOCH), truncated=True), pushes)
+    assert gap.snapshots and not gap.only_snapshots

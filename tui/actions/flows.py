@@ -10,7 +10,9 @@ Destroy decides on a fresh look at the box taken when it runs, never on a
 snapshot cached when the key was pressed, and fails closed: unpushed
 checkpoints or an incomplete picture refuse it, unless the user overrides by
 typing (the CLI's --force-unpushed, the dialog's typed name after `t`). A
-plain confirmation is never an override.
+plain confirmation is never an override. Epoch snapshots a verified push left
+out are the one loss given up without an override (--without-snapshots, the
+dialog's `w`): best.pt, last.pt and the history must still be pushed.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from tui.model.guard import (
     describe,
     guarded_files,
     last_verified_pushes,
+    snapshot_count,
+    snapshot_words,
     verdict,
 )
 from tui.model.milestones import push_details
@@ -52,6 +56,9 @@ EXIT_UNPUSHED = 3
 # What the destroy dialog answers (tui.screens.confirm.DestroyScreen).
 DIALOG_DESTROY = "destroy"
 DIALOG_PUSH_FIRST = "push-then-destroy"
+DIALOG_WITHOUT_SNAPSHOTS = "destroy-without-snapshots"
+# What a destroy's journal line says it gave up, beside the files' names and sizes.
+GIVEN_UP_SNAPSHOTS = "epoch snapshots never pushed (--without-snapshots)"
 
 
 @dataclass
@@ -174,10 +181,12 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
 
 def _journal_power(journal: Journal, outcome: PowerOutcome, *,
                    files: Sequence[dict[str, Any]] = (),
-                   runs: Sequence[dict[str, Any]] = ()) -> None:
+                   runs: Sequence[dict[str, Any]] = (),
+                   details: dict[str, Any] | None = None) -> None:
     journal.record(box=outcome.box, action=outcome.action, outcome=outcome.outcome,
                    message=outcome.message, files=files, runs=runs,
-                   error=None if outcome.outcome == "done" else outcome.message)
+                   error=None if outcome.outcome == "done" else outcome.message,
+                   details=details)
 
 
 def _bill(ledger: Ledger | None, box: BoxConfig, outcome: PowerOutcome, sent_at: float,
@@ -252,6 +261,7 @@ def _runs_of(state: BoxState) -> list[dict[str, Any]]:
 @never_raises("destroy")
 async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                   force_unpushed: bool = False, push_first: bool = False,
+                  without_snapshots: bool = False,
                   accepted: Sequence[Unpushed] | None = None, ledger: Ledger | None = None,
                   clock: Callable[[], float] = time.time, observe_timeout: float = 180.0,
                   poll_interval: float = 3.0) -> Report:
@@ -261,24 +271,27 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
     incomplete, unless `push_first` pushes and verifies them, `force_unpushed`
     overrides everything (typed on the command line), or `accepted` lists what
     the user saw and typed the box's name to lose (the panel's override: what
-    the fresh look finds beyond it is still refused).
+    the fresh look finds beyond it is still refused). `without_snapshots` gives
+    up epoch snapshots never pushed, and nothing else (with `push_first`, the
+    push leaves them out).
     """
     watcher, state = await look(box, fleet, history=push_first)  # a push journals the best
     try:
         report = Report()
         judged = verdict(state, last_verified_pushes(journal.entries, box.name))
-        if judged.unpushed and push_first and state.connection is Connection.OK:
+        # What a push must take: all that is unpushed but the snapshots given up.
+        wanted = [u for u in judged.unpushed if not (without_snapshots and u.snapshots)]
+        if wanted and push_first and state.connection is Connection.OK:
             # Epoch files the guard counts go too (a plain push leaves them on the box).
-            epochs = any(f.startswith("weights/epoch_") for u in judged.unpushed
-                         for f in u.files)
+            epochs = any(f.startswith("weights/epoch_") for u in wanted for f in u.files)
             pushed = await push_runs(fleet, box, journal,
-                                     run_names=sorted({u.run for u in judged.unpushed}),
+                                     run_names=sorted({u.run for u in wanted}),
                                      session=watcher.session, state=state,
                                      include_epochs=epochs)
             report.lines.extend(pushed.lines)
             state = await watcher.refresh(budget=0)  # the guard's second look: no history
             judged = verdict(state, last_verified_pushes(journal.entries, box.name))
-        refusal = _refusal(box.name, judged, force_unpushed, accepted, push_first)
+        refusal = _refusal(box.name, judged, force_unpushed, accepted, without_snapshots)
         if refusal is not None:
             report.unpushed = judged.blockers
             report.fail(refusal, EXIT_UNPUSHED)
@@ -286,17 +299,24 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                            message=report.lines[-1], runs=_runs_of(state))
             return report
         lost: list[dict[str, Any]] = []
+        given_up = None
         if judged.refused:
             lost = _lost_files(state, judged.blockers)
-            report.say(f"overriding the guard: {describe(judged.blockers)}; this is lost "
-                       "with the box and journalled")
+            if without_snapshots and judged.only_snapshots:
+                given_up = {"given_up": GIVEN_UP_SNAPSHOTS}
+                report.say(f"giving up {snapshot_count(judged.snapshots)}, never pushed: "
+                           f"{describe(judged.snapshots)}; lost with the box and journalled "
+                           "(best.pt, last.pt and the history are verified)")
+            else:
+                report.say(f"overriding the guard: {describe(judged.blockers)}; this is lost "
+                           "with the box and journalled")
         for name in judged.live:
             report.say(f"run {name} is still training on box {box.name}: destroying stops it "
                        "mid-run")
         sent_at = clock()
         outcome = await destroy_box(box, fleet, ssh=watcher.session,
                                     observe_timeout=observe_timeout, poll_interval=poll_interval)
-        _journal_power(journal, outcome, files=lost, runs=_runs_of(state))
+        _journal_power(journal, outcome, files=lost, runs=_runs_of(state), details=given_up)
         _bill(ledger, box, outcome, sent_at, clock())
         done = _power_report(outcome)
         report.lines.extend(done.lines)
@@ -308,7 +328,7 @@ async def destroy(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
 
 
 def _refusal(box: str, judged: Verdict, force: bool, accepted: Sequence[Unpushed] | None,
-             push_first: bool) -> str | None:
+             without_snapshots: bool) -> str | None:
     """Why the destroy must not go ahead, or None."""
     if not judged.refused or force:
         return None
@@ -318,14 +338,32 @@ def _refusal(box: str, judged: Verdict, force: bool, accepted: Sequence[Unpushed
             return None
         return (f"destroy {box} refused: the box changed since the dialog showed it: "
                 f"{describe(beyond)}. Look again (D) before overriding")
+    if without_snapshots and judged.only_snapshots:
+        return None
     override = "override with --force-unpushed (in the panel: t, then type the box's name)"
     if judged.gaps:
         head = "the panel cannot see everything on the box"
         how = f"Make it visible (mount the volume, fix the folder), or {override}"
-    else:
-        head = "weights newer than their last verified push"
-        how = f"Push them first (p/P in the panel, `gpurent-tui push {box}`), or {override}"
-    return f"destroy {box} refused: {head}: {describe(judged.blockers)}. {how}"
+        return f"destroy {box} refused: {head}: {describe(judged.blockers)}. {how}"
+    if judged.only_snapshots:
+        return (f"destroy {box} refused: {snapshot_words(judged.snapshots)}; best.pt, last.pt "
+                f"and the history are verified: {describe(judged.snapshots)}. Push them too "
+                f"(`gpurent-tui push {box} --epochs`, or `gpurent-tui destroy {box} --yes "
+                f"--push-first` to push, verify and destroy), or destroy without them "
+                f"(`gpurent-tui destroy {box} --yes --without-snapshots`; in the panel: D, "
+                "then p to push them too or w to destroy without them)")
+    epochs = any(f.startswith("weights/epoch_") for u in judged.unpushed for f in u.files)
+    push = f"`gpurent-tui push {box}{' --epochs' if epochs else ''}`"
+    head = "checkpoints or history not pushed as they are now"
+    if without_snapshots:
+        head = ("--without-snapshots gives up only epoch snapshots that were never pushed, "
+                "and more than those is unpushed")
+    how = (f"Push them first ({push}, or `gpurent-tui destroy {box} --yes --push-first` to "
+           f"push, verify and destroy; in the panel: p/P, or D then p)")
+    if judged.snapshots:
+        how += (f"; `gpurent-tui destroy {box} --yes --push-first --without-snapshots` pushes "
+                "all but the epoch snapshots and gives those up")
+    return f"destroy {box} refused: {head}: {describe(judged.blockers)}. {how}; or {override}"
 
 
 async def destroy_from_dialog(fleet: FleetConfig, box: BoxConfig, journal: Journal,
@@ -335,8 +373,13 @@ async def destroy_from_dialog(fleet: FleetConfig, box: BoxConfig, journal: Journ
 
     A plain confirmation (typed name with nothing refused on screen) lets the
     guard decide on its fresh look; the typed override after `t` accepts what
-    was shown, and nothing else; `p` pushes, verifies, then destroys.
+    was shown, and nothing else; `p` pushes, verifies, then destroys; `w` (offered
+    only when nothing but never-pushed snapshots was refused) gives up the snapshots
+    shown, and nothing else.
     """
+    if answer == DIALOG_WITHOUT_SNAPSHOTS:
+        return await destroy(fleet, box, journal, without_snapshots=True,
+                             accepted=[u for u in shown if u.snapshots], ledger=ledger)
     if answer == DIALOG_PUSH_FIRST:
         return await destroy(fleet, box, journal, push_first=True, ledger=ledger)
     if answer == DIALOG_DESTROY and shown:

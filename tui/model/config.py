@@ -33,8 +33,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
                "destroy", "journal", "next", "previous", "help", "back", "series",
                "confirm_yes", "confirm_no", "destroy_cancel", "destroy_push_first",
-               "destroy_override", "launch", "monitor", "launch_go", "launch_cancel",
-               "check", "doctor", "focus_next", "focus_previous")
+               "destroy_override", "destroy_without_snapshots", "launch", "monitor",
+               "launch_go", "launch_cancel", "check", "doctor", "focus_next", "focus_previous")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,11 @@ incomplete: a runs root missing or unreadable (an unmounted volume), a search
 cut short, a weights folder that could not be listed, runs or checkpoints the
 search saw but could not look into. Each refusal says why; only a typed
 override goes past it, and a forced destroy journals exactly what was lost.
+
+Epoch snapshots (epoch_<N>.pt) that a run's verified push left out (a push
+without --epochs) are a refusal of their own: LibreYOLO saves one every ten
+epochs, so most runs have them, and they are the one loss a user may give up
+without overriding anything else (destroy --without-snapshots).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.runs import Health, RunState, WeightFile, finite, format_age, whole
+from tui.model.sizing import human_bytes
 from tui.model.text import clean
 
 GUARDED = ("best.pt", "last.pt")
@@ -38,6 +44,10 @@ class Unpushed:
     run_path: str
     files: tuple[str, ...]   # weights/<name>, or the unseen place
     reason: str
+    # Every file is an epoch_<N>.pt that the run's last verified push left out: what
+    # --without-snapshots gives up, and nothing else is.
+    snapshots: bool = False
+    size: int = 0  # bytes of `files` as the box listed them (snapshots only)
 
     @property
     def keys(self) -> frozenset[tuple[str, str]]:
@@ -77,6 +87,17 @@ class Verdict:
     @property
     def refused(self) -> bool:
         return bool(self.unpushed or self.gaps)
+
+    @property
+    def snapshots(self) -> list[Unpushed]:
+        """The never-pushed epoch snapshots among the refusals."""
+        return [u for u in self.unpushed if u.snapshots]
+
+    @property
+    def only_snapshots(self) -> bool:
+        """Refused, and for nothing but never-pushed epoch snapshots: best.pt, last.pt and
+        the history of every run are the very files of a verified push, the picture whole."""
+        return self.refused and not self.gaps and all(u.snapshots for u in self.unpushed)
 
     def beyond(self, accepted: Iterable[Unpushed]) -> list[Unpushed]:
         """The blockers the user was not shown (and so did not accept losing)."""
@@ -223,20 +244,25 @@ def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]
                 inexact.append(name)
             elif pushed != now:
                 changed.append(name)
+        snapshots = [n for n in missing if n.startswith("weights/epoch_")]
+        missing = [n for n in missing if n not in snapshots]
         if missing or changed or inexact:
             words = []
             if changed:
                 words.append(f"{_short(changed)} changed since the last verified push")
             if missing:
-                epochs = " (epoch files go with push --epochs)" \
-                    if any(n.startswith("weights/epoch_") for n in missing) else ""
-                words.append(f"{_short(missing)} not in the last verified push{epochs}")
+                words.append(f"{_short(missing)} not in the last verified push")
             if inexact:
                 words.append(f"{_short(inexact)}: the push on record or the box's listing "
                              "lacks the file's exact identity (size, mtime_ns, inode): push "
                              "again")
             out.append(Unpushed(run.name, run.path, tuple(changed + missing + inexact),
                                 "; ".join(words) + live))
+        if snapshots:
+            sizes = dict(files)
+            out.append(Unpushed(run.name, run.path, tuple(snapshots),
+                                f"never pushed: epoch snapshots go with push --epochs{live}",
+                                snapshots=True, size=sum(sizes[n].size for n in snapshots)))
     return out
 
 
@@ -272,6 +298,19 @@ def verdict(state: BoxState, pushes: Mapping[str, PushRecord]) -> Verdict:
                    tuple(run.name for run in state.runs if _alive(run)))
 
 
+def snapshot_count(snapshots: Sequence[Unpushed]) -> str:
+    """`2 epoch snapshots (1.3 GB)`: what --without-snapshots gives up."""
+    count = sum(len(u.files) for u in snapshots)
+    size = human_bytes(sum(u.size for u in snapshots))
+    return f"{count} epoch snapshot{'' if count == 1 else 's'} ({size})"
+
+
+def snapshot_words(snapshots: Sequence[Unpushed]) -> str:
+    """`2 epoch snapshots (1.3 GB) were never pushed`."""
+    one = sum(len(u.files) for u in snapshots) == 1
+    return f"{snapshot_count(snapshots)} {'was' if one else 'were'} never pushed"
+
+
 def describe(blockers: Sequence[Unpushed]) -> str:
     """The refusals on one line each, for a report or the journal."""
     return "; ".join(f"{b.run}: {', '.join(b.files)} ({b.reason})" for b in blockers)
@@ -283,6 +322,10 @@ def push_note(run: RunState, pushes: Mapping[str, PushRecord], now: float) -> st
     if record is None:
         return None
     stale = unpushed_weights([run], pushes)
-    if stale:
+    if stale and not stale[0].snapshots:
         return stale[0].reason
-    return f"pushed {format_age(now - record.at)} ago, verified"
+    note = f"pushed {format_age(now - record.at)} ago, verified"
+    if stale:  # best.pt, last.pt and the history are verified; the snapshots were left out
+        count = len(stale[0].files)
+        return f"{note}; {count} epoch snapshot{'' if count == 1 else 's'} never pushed"
+    return note

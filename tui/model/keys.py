@@ -18,6 +18,7 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "back": "escape", "series": "m",
     "confirm_yes": "y", "confirm_no": "n,escape",
     "destroy_cancel": "escape", "destroy_push_first": "p", "destroy_override": "t",
+    "destroy_without_snapshots": "w",
     "launch": "L", "monitor": "w", "launch_go": "ctrl+s", "launch_cancel": "escape",
     "check": "g", "doctor": "G", "focus_next": "tab", "focus_previous": "shift+tab",
 }
@@ -34,7 +35,8 @@ SCREENS: Mapping[str, tuple[str, ...]] = {
     "the journal": ("back",),
     "the doctor": ("back",),
     "a stop/start confirmation": ("confirm_yes", "confirm_no"),
-    "the destroy dialog": ("destroy_cancel", "destroy_push_first", "destroy_override"),
+    "the destroy dialog": ("destroy_cancel", "destroy_push_first", "destroy_override",
+                           "destroy_without_snapshots"),
     "the launch form": ("launch_go", "launch_cancel"),
 }
 _ALIASES = {"/": "slash", "?": "question_mark", " ": "space", "esc": "escape",

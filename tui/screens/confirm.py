@@ -2,7 +2,9 @@
 
 Each says what will happen to the bill and to the weights before it asks.
 Destroy with unpushed checkpoints offers "push, verify, then destroy", or an
-override that needs the box's name typed out. However long the list of what
+override that needs the box's name typed out; when nothing but epoch snapshots
+that were never pushed is refused, also "destroy without them" (the name typed
+to confirm, as for any destroy). However long the list of what
 is lost, the dialog fits the screen: the list scrolls, and the keys and the
 name field stay in view below it (typing blind is how boxes get destroyed).
 """
@@ -18,7 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from tui.model.guard import Unpushed
+from tui.model.guard import Unpushed, snapshot_words
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -53,7 +55,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class DestroyScreen(ModalScreen[str | None]):
-    """Answers "destroy", "push-then-destroy" or None (cancelled)."""
+    """Answers "destroy", "push-then-destroy", "destroy-without-snapshots" or None
+    (cancelled)."""
 
     DEFAULT_CSS = """
     DestroyScreen { align: center middle; }
@@ -66,6 +69,8 @@ class DestroyScreen(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="destroy_cancel"),
         Binding("p", "push_first", "Push, verify, then destroy", id="destroy_push_first"),
         Binding("t", "type_name", "Type the name to override", id="destroy_override"),
+        Binding("w", "without_snapshots", "Destroy without the epoch snapshots",
+                id="destroy_without_snapshots"),
     ]
 
     def __init__(self, box: str, losses: list[str], unpushed: list[Unpushed]) -> None:
@@ -73,6 +78,9 @@ class DestroyScreen(ModalScreen[str | None]):
         self.box = box
         self.losses = losses
         self.unpushed = unpushed
+        # Nothing refused but never-pushed epoch snapshots: they may be given up alone.
+        self.only_snapshots = bool(unpushed) and all(u.snapshots for u in unpushed)
+        self.answer = "destroy"  # what the typed name answers; w makes it the snapshots'
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -84,10 +92,15 @@ class DestroyScreen(ModalScreen[str | None]):
                 if self.unpushed:
                     files = "\n".join(f"  ! {u.run}: {', '.join(u.files)} ({u.reason})"
                                       for u in self.unpushed)
-                    yield Static(Text("REFUSED: checkpoints not pushed as they are now, or "
-                                      f"places the panel cannot see:\n{files}",
+                    yield Static(Text(f"REFUSED: {self._refused_head()}:\n{files}",
                                       style="bold red"))
-            if self.unpushed:
+            if self.only_snapshots:
+                yield Static(Text("p: push them too (push --epochs, verify, then destroy)\n"
+                                  f"w: destroy without them (then type {self.box!r} and "
+                                  "press enter)\n"
+                                  f"t: type {self.box!r} and press enter to destroy anyway\n"
+                                  "escape: cancel"), id="keys")
+            elif self.unpushed:
                 yield Static(Text("p: push, verify, then destroy (one action)\n"
                                   f"t: type {self.box!r} and press enter to destroy anyway\n"
                                   "escape: cancel"), id="keys")
@@ -95,6 +108,12 @@ class DestroyScreen(ModalScreen[str | None]):
                 yield Static(Text(f"type {self.box!r} and press enter to destroy; "
                                   "escape: cancel"), id="keys")
             yield Input(placeholder=f"type {self.box} to confirm", id="typed")
+
+    def _refused_head(self) -> str:
+        if self.only_snapshots:
+            return (f"{snapshot_words(self.unpushed)}; best.pt, last.pt and the history are "
+                    "verified")
+        return "checkpoints not pushed as they are now, or places the panel cannot see"
 
     def on_mount(self) -> None:
         typed = self.query_one("#typed", Input)
@@ -108,13 +127,26 @@ class DestroyScreen(ModalScreen[str | None]):
             self.dismiss("push-then-destroy")
 
     def action_type_name(self) -> None:
+        self.answer = "destroy"
+        self._show_name_field(f"type {self.box} to confirm")
+
+    def action_without_snapshots(self) -> None:
+        if self.only_snapshots:
+            self.answer = "destroy-without-snapshots"
+            self._show_name_field(f"type {self.box} to destroy it without the snapshots")
+        elif self.unpushed:
+            self.notify("w gives up only epoch snapshots that were never pushed; more is "
+                        "refused here (p pushes it, t overrides)", severity="warning")
+
+    def _show_name_field(self, placeholder: str) -> None:
         typed = self.query_one("#typed", Input)
+        typed.placeholder = placeholder
         typed.display = True
         typed.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.value.strip() == self.box:
-            self.dismiss("destroy")
+            self.dismiss(self.answer)
         else:
             event.input.value = ""
             self.notify(f"type the box name exactly ({self.box}) to destroy it",
