@@ -25,6 +25,7 @@ KEY = "Zk3rT9pLmQ2vX8"  # a provider key with no telling shape
     f"tool --password={KEY}",
     f"fatal: could not read from https://alice:{KEY}@git.example.com/repo.git",
     f"Authorization: Bearer {KEY}",
+    f"stand-in trainer ['crash', '--wandb-key', '{KEY}', '-k', \"{KEY}\"]",
 ])
 def test_secret_named_values_and_url_passwords_go(said: str) -> None:
     out = redact(said)
@@ -53,7 +54,8 @@ def test_what_is_ours_stays() -> None:
     sha = "ab" * 32
     kept = (f"weights/best.pt sha256 {sha}, commit {'c' * 40}; --epochs 10 --data d.yaml; "
             "ssh root@1.2.3.4; token_env in [box.push]; the Hub refused the token "
-            "(set HF_TOKEN); hf_run; 0123abc; https://huggingface.co/org/repo")
+            "(set HF_TOKEN); hf_run; 0123abc; https://huggingface.co/org/repo; "
+            "argv ['--auth', '--epochs', '3']")
     assert redact(kept) == kept
     assert redact("short secret abc here", ["abc"]) == "short secret abc here"
 

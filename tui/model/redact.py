@@ -13,7 +13,8 @@ text passes `redact` before it is kept or printed. It removes:
   its characters), so a text may be folded or cut only after it was redacted;
 - the values of secret-named options: `--wandb-key V`, `--hf-token=V`,
   `api_key=V`, `"password": "V"`, `-k V`, `--auth`, `--credentials`,
-  `--pass`/`--password`, and `Authorization: Bearer V`;
+  `--pass`/`--password`, `['--wandb-key', 'V']` (an argv echoed as a list), and
+  `Authorization: Bearer V`;
 - token-shaped words wherever they stand: `hf_...`, GitHub tokens, 40+ hex
   digits (a Weights & Biases key is 40, a Vast.ai key 64) except where labelled
   as a hash or a commit (`sha256 <hex>`, `commit <hex>`), which the journal
@@ -36,11 +37,13 @@ REDACTED = "***"
 SECRET_NAME = re.compile(r"key|token|secret|passw|passwd|passphrase|credential|auth(?!or)"
                          r"|^-{0,2}pass$|^-{0,2}k$", re.IGNORECASE)
 # Values that look like a known token wherever they stand: Hugging Face (`hf_` + 34),
-# GitHub, and 40+ hex digits (Weights & Biases API keys are 40, Vast.ai's 64).
+# GitHub, and 40+ hex digits of both kinds (Weights & Biases API keys are 40, Vast.ai's
+# 64; a run of one letter, "AAAA...", is padding, not a key).
 TOKEN_SHAPE = re.compile(
     r"\bhf_[A-Za-z0-9]{30,}|\b(?:gh[pousr]_|github_pat_)\w{30,}"
     r"|(?<!sha256 )(?<!sha256=)(?<!sha256:)(?<!sha256: )(?<!commit )(?<!commit=)(?<!oid )"
-    r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{40,}(?![0-9A-Fa-f])")
+    r"(?<![0-9A-Fa-f])(?=[0-9A-Fa-f]*[0-9])(?=[0-9A-Fa-f]*[A-Fa-f])"
+    r"[0-9A-Fa-f]{40,}(?![0-9A-Fa-f])")
 # A secret known by value is looked for with anything a sender's wrapping or our own
 # cleaning may have put between two of its characters.
 _GAP = r"(?:\s|\ufffd|\\[nrt])*"
@@ -51,6 +54,8 @@ _NAME = r"[A-Za-z0-9][\w.-]*"
 _DASHED = re.compile(rf"(?<![\w-])(--?{_NAME}|-k)(=|[ \t]+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)")
 _ASSIGNED = re.compile(rf"(?<![\w-])({_NAME})(=)(\"[^\"\n]*\"|'[^'\n]*'|[^\s&\"',;)]+)")
 _QUOTED = re.compile(rf"([\"']{_NAME}[\"']\s*:\s*)(\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*')")
+# A command line echoed as a list: ['--wandb-key', 'V'] (Python's repr, JSON).
+_LISTED = re.compile(rf"([\"'](?:--?{_NAME})[\"'],\s*)([\"'])((?:(?!\2)[^\n])*)\2")
 _BEARER = re.compile(r"\b(Bearer|Basic)[ \t]+([A-Za-z0-9._~+/=-]{8,})")
 _USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]+@")
 
@@ -77,7 +82,7 @@ def _known(text: str, secrets: Iterable[str]) -> str:
 
 def _named(match: re.Match[str]) -> str:
     name, sep, value = match.group(1), match.group(2), match.group(3)
-    if not SECRET_NAME.search(name) or value == REDACTED:
+    if not SECRET_NAME.search(name) or value.strip("'\"") == REDACTED:
         return match.group(0)
     return f"{name}{sep}{REDACTED}"
 
@@ -90,6 +95,14 @@ def _quoted(match: re.Match[str]) -> str:
     return f"{head}{quote}{REDACTED}{quote}"
 
 
+def _listed(match: re.Match[str]) -> str:
+    head, quote, value = match.group(1), match.group(2), match.group(3)
+    name = head.strip().rstrip(",").strip("\"'")
+    if not SECRET_NAME.search(name) or value.startswith("-"):
+        return match.group(0)
+    return f"{head}{quote}{REDACTED}{quote}"
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with every secret it may hold replaced by ***: the known `secrets`,
     secret-named options' values, token-shaped words and URL passwords."""
@@ -98,6 +111,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     text = _known(text, secrets)
     text = _USERINFO.sub(rf"\g<1>{REDACTED}@", text)
     text = _QUOTED.sub(_quoted, text)
+    text = _LISTED.sub(_listed, text)
     text = _DASHED.sub(_named, text)
     text = _ASSIGNED.sub(_named, text)
     text = _BEARER.sub(rf"\g<1> {REDACTED}", text)

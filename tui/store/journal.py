@@ -18,7 +18,9 @@ from typing import Any, Literal
 
 from tui.model.instance import PowerAction, PowerResult
 from tui.model.launch import LaunchResult
+from tui.model.redact import redact_tree
 from tui.store import paths
+from tui.store.secrets import held_secrets
 from tui.store.jsonl import append_jsonl, parse_jsonl
 
 # What the journal records: each kind of action on a box, and the words for how it ended.
@@ -27,11 +29,16 @@ PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
 JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome]
+# Free text, where a box's or a provider's words land: redacted on the way in. The
+# other fields are names and hashes the journal is searched by, kept whole.
+FREE_TEXT = ("message", "error")
+KEPT_WHOLE = frozenset({"sha256", "commit", "oid", "size", "epoch", "best_epoch"})
 
 
 class Journal:
     """Append-only record of actions. Tokens never enter it: callers pass only
-    names, sizes, hashes, destinations and words."""
+    names, sizes, hashes, destinations and words, and the words (which may quote a
+    box or a provider) are redacted here, the one door into the file."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.state_dir() / "journal.jsonl"
@@ -83,6 +90,17 @@ class Journal:
         self._read.extend(records)
         self.skipped += skipped
 
+    @staticmethod
+    def _redact(entry: dict[str, Any]) -> None:
+        """The free text and the details, redacted of every secret in play (a launch's
+        failure quoting `--wandb-key V`, a provider echoing its key)."""
+        secrets = held_secrets()
+        fixed = {"v", "time", "box", "run", "run_path", "action", "outcome", "files",
+                 "destination", "verified", "runs"}
+        for key, value in entry.items():
+            if key in FREE_TEXT or key not in fixed:
+                entry[key] = redact_tree(value, secrets, KEPT_WHOLE)
+
     def _cannot_read(self, why: str) -> None:
         if self.problem is None or "cannot be written" not in self.problem:
             self.problem = f"journal {self.path} cannot be read ({why})"
@@ -108,6 +126,7 @@ class Journal:
             entry["runs"] = [dict(r) for r in runs]
         for key, value in (details or {}).items():
             entry.setdefault(key, value)
+        self._redact(entry)
         self._refresh()  # what others wrote comes before this line, as in the file
         try:
             append_jsonl(self.path, entry)
