@@ -20,8 +20,8 @@ from tui.model.instance import PowerAction, PowerResult
 from tui.model.launch import LaunchResult
 from tui.model.redact import redact_tree
 from tui.store import paths
-from tui.store.secrets import held_secrets
 from tui.store.jsonl import append_jsonl, parse_jsonl
+from tui.store.secrets import held_secrets
 
 # What the journal records: each kind of action on a box, and the words for how it ended.
 JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove"]
@@ -29,9 +29,10 @@ PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
 JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome]
-# Free text, where a box's or a provider's words land: redacted on the way in. The
-# other fields are names and hashes the journal is searched by, kept whole.
-FREE_TEXT = ("message", "error")
+# Names and hashes the journal is searched by, kept whole: the rest (the message, the
+# error, the details: where a box's or a provider's words land) is redacted on the way in.
+FIXED = frozenset({"v", "time", "box", "run", "run_path", "action", "outcome", "files",
+                   "destination", "verified", "runs"})
 KEPT_WHOLE = frozenset({"sha256", "commit", "oid", "size", "epoch", "best_epoch"})
 
 
@@ -92,13 +93,11 @@ class Journal:
 
     @staticmethod
     def _redact(entry: dict[str, Any]) -> None:
-        """The free text and the details, redacted of every secret in play (a launch's
-        failure quoting `--wandb-key V`, a provider echoing its key)."""
+        """The words and the details, redacted of every secret in play (a launch's failure
+        quoting `--wandb-key V`, a provider echoing its key)."""
         secrets = held_secrets()
-        fixed = {"v", "time", "box", "run", "run_path", "action", "outcome", "files",
-                 "destination", "verified", "runs"}
         for key, value in entry.items():
-            if key in FREE_TEXT or key not in fixed:
+            if key not in FIXED:
                 entry[key] = redact_tree(value, secrets, KEPT_WHOLE)
 
     def _cannot_read(self, why: str) -> None:
