@@ -39,11 +39,12 @@ SECRET_NAME = re.compile(r"key|token|secret|passw|passwd|passphrase|credential|a
 # Values that look like a known token wherever they stand: Hugging Face (`hf_` + 34),
 # GitHub, and 40+ hex digits of both kinds (Weights & Biases API keys are 40, Vast.ai's
 # 64; a run of one letter, "AAAA...", is padding, not a key).
-TOKEN_SHAPE = re.compile(
-    r"\bhf_[A-Za-z0-9]{30,}|\b(?:gh[pousr]_|github_pat_)\w{30,}"
-    r"|(?<!sha256 )(?<!sha256=)(?<!sha256:)(?<!sha256: )(?<!commit )(?<!commit=)(?<!oid )"
-    r"(?<![0-9A-Fa-f])(?=[0-9A-Fa-f]*[0-9])(?=[0-9A-Fa-f]*[A-Fa-f])"
-    r"[0-9A-Fa-f]{40,}(?![0-9A-Fa-f])")
+TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{30,}|\b(?:gh[pousr]_|github_pat_)\w{30,}"
+                         r"|(?<![0-9A-Fa-f])[0-9A-Fa-f]{40,}(?![0-9A-Fa-f])")
+# A hex run right after one of these is a hash or a commit of ours, kept.
+HASH_LABELS = ("sha256 ", "sha256=", "sha256:", "sha256: ", "commit ", "commit=", "oid ")
+_DIGIT = re.compile(r"[0-9]")
+_HEX_LETTER = re.compile(r"[A-Fa-f]")
 # A secret known by value is looked for with anything a sender's wrapping or our own
 # cleaning may have put between two of its characters.
 _GAP = r"(?:\s|\ufffd|\\[nrt])*"
@@ -103,6 +104,16 @@ def _listed(match: re.Match[str]) -> str:
     return f"{head}{quote}{REDACTED}{quote}"
 
 
+def _shaped(match: re.Match[str]) -> str:
+    word = match.group(0)
+    if "_" in word:
+        return REDACTED  # hf_..., ghp_..., github_pat_...: a hex run has no "_"
+    before = match.string[max(0, match.start() - 8):match.start()]
+    if before.endswith(HASH_LABELS) or not (_DIGIT.search(word) and _HEX_LETTER.search(word)):
+        return word  # a labelled hash, or "AAAA..." padding: no key
+    return REDACTED
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with every secret it may hold replaced by ***: the known `secrets`,
     secret-named options' values, token-shaped words and URL passwords."""
@@ -115,7 +126,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     text = _DASHED.sub(_named, text)
     text = _ASSIGNED.sub(_named, text)
     text = _BEARER.sub(rf"\g<1> {REDACTED}", text)
-    return TOKEN_SHAPE.sub(REDACTED, text)
+    return TOKEN_SHAPE.sub(_shaped, text)
 
 
 def _option(arg: str) -> str | None:
