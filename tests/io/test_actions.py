@@ -736,3 +736,28 @@ async def test_panel_destroy_offers_to_destroy_without_the_snapshots(
     assert done["given_up"] == "epoch snapshots never pushed (--without-snapshots)"
     assert {f["name"] for f in done["files"]} == {"weights/epoch_5.pt", "weights/epoch_10.pt"}
     assert vast.count("DELETE") == 1
+
+def test_the_journal_redacts_every_words_field_at_its_door(
+        isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whoever records, a box's or a provider's words reach journal.jsonl redacted: the
+    secrets in play (a secret-named variable, the saved Hub token), split or not, and
+    secret-named options; the names and hashes the journal is searched by stay whole."""
+    from tui.store.journal import Journal
+
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_HeldKey_0123456789")
+    saved = isolated_dirs / "cache" / "huggingface" / "token"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("hf_SavedLoginTokenNotInEnv\n")
+    sha = "0123456789abcdef" * 4
+    journal = Journal()
+    journal.record(box="b", action="destroy", outcome="failed", run="r", files=[
+        {"name": "weights/best.pt", "sha256": sha, "size": 3}],
+        message="RunPod said: key rpa_HeldKey_\n0123456789 refused",
+        error="hf_SavedLoginTokenNotInEnv; curl -k kValue --credentials=c2",
+        details={"milestone": "argv ['--wandb-key', 'w4ndb']", "commit": "c" * 40})
+    text = journal.path.read_text()
+    for secret in ("HeldKey", "0123456789 refused", "SavedLoginToken", "kValue", "c2", "w4ndb"):
+        assert secret not in text
+    (entry,) = Journal().entries
+    assert entry["files"][0]["sha256"] == sha and entry["commit"] == "c" * 40
+    assert entry["run"] == "r" and entry["message"] == "RunPod said: key *** refused"

@@ -89,7 +89,7 @@ async def test_one_post_per_event_and_the_cooldown(tmp_path: Path, fmt: str) -> 
     else:
         assert set(body) == {"content"} and "pid 4242" in body["content"]
     assert logs and all(SECRET not in line for line in logs)
-    assert all("http://127.0.0.1:" in line for line in logs)
+    assert all("webhook (127.0.0.1)" in line for line in logs)
 
 
 async def test_a_dead_webhook_costs_its_own_task_and_its_url_is_never_logged(
@@ -265,6 +265,50 @@ async def test_the_panel_is_told_only_what_failed(tmp_path: Path) -> None:
         sender.send([event(RUN_DIED, "b", "dead", 0.0)])
         await settle(sender)
     port = hook.server.server_address[1]
-    assert failed == [f"alert webhook http://127.0.0.1:{port}/…: HTTP 500 (run_died on b not "
-                      "delivered)"]
+    assert port and failed == ["alert webhook (127.0.0.1): HTTP 500 (run_died on b not "
+                               "delivered)"]
     assert logs == failed  # the command succeeded: nothing said
+
+
+HOST_SECRET = "hooksecret9f3k2"
+
+
+async def test_a_webhook_whose_secret_is_its_host_name_is_never_logged(tmp_path: Path) -> None:
+    """Pipedream-style URLs keep the secret in the host name: the log named the webhook by
+    scheme and host. It names it by what the config says is safe: a known public
+    service's host, the config's own `webhook_name`, else just "webhook"."""
+    logs: list[str] = []
+    failed: list[str] = []
+    sender = AlertSender(AlertConfig(webhook=f"https://{HOST_SECRET}.m.pipedream.net/p/q"),
+                         log=logs.append, failed=failed.append, timeout=2.0)
+    sender.send([event(RUN_DIED, "b", "dead", 0.0)])
+    await settle(sender)
+    assert failed and all(HOST_SECRET not in line and "pipedream" not in line
+                          for line in logs + failed), logs
+    assert failed[0].startswith("alert webhook: ")
+    named = AlertSender(AlertConfig(webhook=f"https://{HOST_SECRET}.m.pipedream.net/p",
+                                    webhook_name="ops pager"))
+    assert named.where == "webhook 'ops pager'"
+    assert AlertSender(AlertConfig(webhook=f"https://ntfy.sh/{SECRET}")).where == \
+        "webhook (ntfy.sh)"
+    assert AlertSender(AlertConfig(webhook=f"https://u:{SECRET}@hooks.slack.com/s")).where == \
+        "webhook (hooks.slack.com)"
+
+
+async def test_an_alert_carries_no_secret_a_box_echoed(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's failure words come from the box: a key it echoes (the panel's own, or one
+    named by its option) reaches neither the webhook nor the log."""
+    monkeypatch.setenv("WANDB_API_KEY", "wandbHeldByThePanel77")
+    with WebhookServer() as hook:
+        logs: list[str] = []
+        sender = AlertSender(AlertConfig(webhook=f"{hook.url}/t"), log=logs.append)
+        said = "b/r1: failed: bad key wandbHeldByThePanel77; argv --hf-token tokenNamed88"
+        item = event(RUN_DIED, "b", said, 0.0, "r1")
+        sender.send([item])
+        await settle(sender)
+    assert "tokenNamed88" not in item.log_line()  # option-named: gone in the model already
+    sent = json.dumps(hook.posts)
+    for secret in ("wandbHeldByThePanel77", "tokenNamed88"):
+        assert secret not in sent and all(secret not in line for line in logs)
+    assert "bad key ***" in sent

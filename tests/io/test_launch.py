@@ -173,6 +173,27 @@ def test_the_journal_gets_the_arguments_but_no_token(
     assert entry["files"][0]["name"] == "trainer.py" and entry["destination"]
 
 
+def test_a_failure_echoing_secrets_back_reaches_neither_journal_nor_terminal(
+        box: tuple[Sshd, FleetConfig, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The launched command fails and prints its own arguments (as a list and as
+    argparse's error line): keys the panel never held, known only by their option's name
+    or their place in a URL."""
+    _, fleet, _, trainer = box
+    wandb, password, k = "wandbNotShapedSecret1", "urlPassSecret2", "kOptionSecret3"
+    assert main(launch(fleet, trainer, "leak", "--", "crash", "--wandb-key", wandb,
+                       f"--url=https://alice:{password}@data.example.com/set", "-k", k,
+                       "--auth", "authSecret4", "--credentials", "credsSecret5",
+                       "--pass", "passSecret6")) == 1
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and "stand-in trainer" in err
+    line = (Path(os.environ["XDG_STATE_HOME"]) / "gpurent-tui" / "journal.jsonl").read_text()
+    (entry,) = Journal().entries
+    assert entry["outcome"] == "failed" and "--wandb-key '***' " in entry["message"]
+    assert "unrecognized arguments: --wandb-key ***" in err
+    for secret in (wandb, password, k, "authSecret4", "credsSecret5", "passSecret6"):
+        assert secret not in line and secret not in err
+
+
 def test_bad_invocations_exit_2_before_touching_the_box(
         box: tuple[Sshd, FleetConfig, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     _, fleet, runs, trainer = box

@@ -707,3 +707,21 @@ async def test_provider_words_reach_no_terminal_as_control_codes(
     exc = await failure(servers["vast"], sleeps, "12345678")
     assert "boom" in exc.message
     assert not any(c in exc.message for c in "\x1b\x07\x9b")
+
+
+@pytest.mark.parametrize("cut", ["\n", "\r\n    ", "\\n"])
+async def test_a_key_split_by_a_line_break_shows_no_fragment(
+        servers: dict[str, ProviderServer], sleeps: Sleeps, cut: str) -> None:
+    """Whitespace was folded before the key was starred: a key the provider wrapped
+    across two lines showed whole, with a space in it."""
+    for name, server in servers.items():
+        key = KEYS[name]
+        half = len(key) // 2
+        split = key[:half] + cut + key[half:]
+        server.fail(server.error_fault(401, f"key {split} was revoked"),
+                    Fault(400, f"bad request for key\n{split}\n(plain text)"))
+        for _ in range(2):
+            exc = await failure(server, sleeps, "abc")
+            for text in (exc.message, "".join(exc.message.split())):
+                assert key[:half] not in text and key[half:] not in text, (name, exc.message)
+            assert "***" in exc.message

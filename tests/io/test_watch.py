@@ -180,3 +180,32 @@ async def test_watch_applies_on_budget_push_and_stop(
     assert actions == [("push", "done"), ("stop", "done")], logs
     assert any("b is over its budget" in line for line in logs)
     assert sum("budget: push and stop: started" in line for line in logs) == 1
+
+
+async def test_watch_never_logs_a_webhook_whose_secret_is_its_host(tmp_path: Path) -> None:
+    """`https://SECRET.m.pipedream.net/...`: watch's first line named the webhook by its
+    host, and so did every delivery failure after it."""
+    import asyncio
+
+    from tui.actions.headless import Watch
+    from tui.store.journal import Journal
+
+    secret = "hostsecret4q8z"
+    fleet = make_fleet(tmp_path, [{"name": "down", "host": "127.0.0.1", "port": 1}],
+                       alerts={"webhook": f"https://{secret}.m.pipedream.net/hook",
+                               "unreachable_minutes": 0.001})
+    logs: list[str] = []
+    watch = Watch(fleet, journal=Journal(tmp_path / "journal.jsonl"), log=logs.append,
+                  retry_seconds=0.05)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watch.run(stop))
+    try:
+        async with asyncio.timeout(60):
+            while not any("not delivered" in line for line in logs):
+                await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await task
+    assert any("alert unreachable" in line for line in logs), logs
+    assert "alerts to webhook" in logs[0]
+    assert not [line for line in logs if secret in line or "pipedream" in line]

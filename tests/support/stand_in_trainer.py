@@ -22,6 +22,8 @@ print("stand-in trainer", sys.argv[1:], flush=True)
 if mode == "crash":
     print("\x1b]52;c;aGk=\x07loading data\x1b[2J\r", flush=True)
     sys.stderr.write("FileNotFoundError: /data/missing.yaml not found\n")
+    if sys.argv[2:]:  # as argparse says it: the arguments echoed back, secrets and all
+        sys.stderr.write("train.py: error: unrecognized arguments: %s\n" % " ".join(sys.argv[2:]))
     sys.exit(3)
 time.sleep(float(sys.argv[2]))
 if mode == "fail":

@@ -15,10 +15,10 @@ from tui.model.alerts import (
     Gate,
     event,
     gate,
-    redact_url,
     run_events,
     unreachable_event,
     watchdog_acted,
+    webhook_label,
     webhook_request,
 )
 from tui.model.box import BoxState, Connection
@@ -198,9 +198,12 @@ def test_webhook_bodies_per_format_and_the_url_redacted() -> None:
     plain = json.loads(webhook_request(url, "json", item)[1])
     assert plain["kind"] == "watchdog_acted" and plain["schema"] == "gpurent.alert/1"
     assert "secret" not in json.dumps(plain)
-    assert redact_url("https://hooks.slack.com/services/T0/B0/XYZ?x=1") == \
-        "https://hooks.slack.com/…"
-    assert redact_url("http://user:pw@127.0.0.1:8123/t") == "http://127.0.0.1:8123/…"
+    assert webhook_label("https://hooks.slack.com/services/T0/B0/XYZ?x=1") == \
+        "webhook (hooks.slack.com)"
+    assert webhook_label("http://user:pw@127.0.0.1:8123/t") == "webhook (127.0.0.1)"
+    assert webhook_label("https://SECRET.m.pipedream.net/x") == "webhook"
+    assert webhook_label("https://u:p@[::1]:9/x") == "webhook (::1)"
+    assert webhook_label("https://SECRET.m.pipedream.net/x", "pager") == "webhook 'pager'"
 
 
 def test_preempted_only_when_no_stop_of_ours_explains_it() -> None:

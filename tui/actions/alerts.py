@@ -4,9 +4,11 @@
 timeout (a dead webhook or a hung command costs that task, never the watch
 loop or the panel's event loop), and at most MAX_PENDING sends are in flight
 (past that an event is dropped, and the log says so). The webhook URL may
-hold a secret (Slack's and Discord's hook tokens, an ntfy topic): it is logged
-as scheme and host only, and an error is named by its type and status, never
-by its text (which may quote the URL). The command is the user's own, run
+hold a secret (Slack's and Discord's hook tokens, an ntfy topic, a Pipedream
+host name): it is logged only as the config names it (`webhook_name`, or a
+known public service's host), and an error is named by its type and status,
+never by its text (which may quote the URL). An event's words are redacted of
+every secret this process holds before they leave. The command is the user's own, run
 through the shell here; it reads the secret-free event as JSON on stdin.
 """
 
@@ -18,11 +20,13 @@ import json
 import os
 import signal
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import httpx2
 
-from tui.model.alerts import AlertEvent, redact_url, webhook_request
+from tui.model.alerts import AlertEvent, webhook_label, webhook_request
 from tui.model.config import AlertConfig
+from tui.store.secrets import scrub
 
 SEND_TIMEOUT_SECONDS = 10.0
 COMMAND_TIMEOUT_SECONDS = 30.0
@@ -46,7 +50,8 @@ class AlertSender:
         self.command_timeout = command_timeout
         self._http: httpx2.AsyncClient | None = None
         self._pending: set[asyncio.Task[None]] = set()
-        self.where = redact_url(config.webhook) if config.webhook else None
+        self.where = webhook_label(config.webhook, config.webhook_name) \
+            if config.webhook else None
 
     def _fail(self, line: str) -> None:
         self.log(line)
@@ -66,6 +71,7 @@ class AlertSender:
                 self._fail(f"alert {item.kind} on {item.box} not sent: {len(self._pending)} "
                          "sends still pending (a dead webhook or a hung command?)")
                 continue
+            item = replace(item, text=scrub(item.text))
             task = asyncio.get_running_loop().create_task(self.deliver(item))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
@@ -89,18 +95,18 @@ class AlertSender:
                 response = await self._http.post(
                     target, content=body, headers={"Content-Type": "application/json"})
         except (TimeoutError, httpx2.TimeoutException):
-            self._fail(f"alert webhook {self.where}: no answer within {self.timeout:g} s "
+            self._fail(f"alert {self.where}: no answer within {self.timeout:g} s "
                      f"({item.kind} on {item.box} not delivered)")
             return
         except (httpx2.HTTPError, httpx2.InvalidURL, OSError, ValueError) as exc:
-            self._fail(f"alert webhook {self.where}: {type(exc).__name__} ({item.kind} on "
+            self._fail(f"alert {self.where}: {type(exc).__name__} ({item.kind} on "
                      f"{item.box} not delivered)")
             return
         if response.is_success:
-            self.log(f"alert webhook {self.where}: {item.kind} on {item.box} delivered "
+            self.log(f"alert {self.where}: {item.kind} on {item.box} delivered "
                      f"(HTTP {response.status_code})")
         else:
-            self._fail(f"alert webhook {self.where}: HTTP {response.status_code} ({item.kind} "
+            self._fail(f"alert {self.where}: HTTP {response.status_code} ({item.kind} "
                      f"on {item.box} not delivered)")
 
     async def _run(self, command: str, item: AlertEvent) -> None:

@@ -23,6 +23,7 @@ import asyncssh
 from tui.model.text import clean_block
 from tui.remote.channel import PTY_ONLY_FIX, Ending, no_answer, pty_only
 from tui.remote.framing import FrameError, FrameReader, new_nonce
+from tui.store.secrets import scrub as redact_held
 
 PUSH_COMMAND = "python3 -"
 READ_BYTES = 1 << 16
@@ -41,10 +42,9 @@ class PushError(Exception):
 
 
 def scrub(text: str, secret: str | None) -> str:
-    """The text with the secret blanked out and no control sequence: box errors end up
-    in messages."""
-    text = text.replace(secret, "***") if secret else text
-    return clean_block(text)
+    """The text redacted (the one redaction: `secret`, every secret in play, secret-named
+    options, token shapes) and with no control sequence: box errors end up in messages."""
+    return clean_block(redact_held(text, secret))
 
 
 @functools.cache

@@ -33,6 +33,7 @@ from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
 from tui.store.journal import Journal
+from tui.store.secrets import scrub
 
 STOP_GRACE_SECONDS = 30.0
 
@@ -48,12 +49,12 @@ class Watch:
                  poll_seconds: float = PROVIDER_POLL_SECONDS,
                  retry_seconds: float = RETRY_BASE_SECONDS) -> None:
         self.fleet = fleet
-        self.log = log
+        self.log: Log = lambda line: log(scrub(line))  # box words in every line: redacted
         self.clock = clock
         self.poll_seconds = poll_seconds
         self.journal = journal if journal is not None else Journal()
         self.meter = meter if meter is not None else CostMeter(fleet, clock=clock)
-        self.sender = AlertSender(fleet.alerts, log=log)
+        self.sender = AlertSender(fleet.alerts, log=self.log)
         self.guardian = Guardian(fleet, self.journal, sender=self.sender, clock=clock,
                                  retry_seconds=retry_seconds)
         store = host_key_store(fleet)

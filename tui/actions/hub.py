@@ -24,6 +24,7 @@ from typing import Any
 
 from tui.model.config import BoxConfig
 from tui.model.text import clean_block
+from tui.store.secrets import scrub
 
 MAX_REGULAR_BYTES = 64 << 20  # a non-LFS file on the Hub is small by the Hub's own rules
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -102,9 +103,7 @@ def _hub_api(endpoint: str | None, token: str | None) -> Any:
 
 
 def _words(exc: BaseException, token: str | None) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if token:
-        text = text.replace(token, "***")
+    text = scrub(f"{type(exc).__name__}: {exc}", token)  # redacted before it is folded
     return clean_block(" ".join(text.split()))[:400]
 
 

@@ -57,6 +57,7 @@ from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxError, BoxSession
 from tui.store.journal import Journal
+from tui.store.secrets import scrub
 
 LAUNCHER_COMMAND = "python3 -"
 DEFAULT_WAIT = 600.0
@@ -223,13 +224,15 @@ def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
 
 def _outcome(plan: LaunchPlan, outcome: LaunchResult, message: str, *, run_dir: str = "",
              pid: int | None = None, tail: str = "") -> LaunchOutcome:
-    """Everything from the box is cleaned and bounded here, whatever the box sent."""
-    message = clean_block(message)
+    """Everything from the box is cleaned, redacted and bounded here, whatever the box
+    sent (a failure may echo the command line back, keys and all)."""
+    message = clean_block(scrub(message))
     if len(message) > MESSAGE_CHARS:
         message = message[:MESSAGE_CHARS - 1] + "…"
     return LaunchOutcome(box=plan.box, name=plan.name,
                          run_dir=clean_block(run_dir or plan.run_dir), outcome=outcome,
-                         message=message, pid=pid, tail=clean_block(tail[-TAIL_CHARS:]))
+                         message=message, pid=pid,
+                         tail=clean_block(scrub(tail)[-TAIL_CHARS:]))
 
 
 async def _doctor(session: BoxSession, box: BoxConfig, data: str, say: Event) -> str | None:
@@ -257,7 +260,7 @@ async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
     once the launch reached the box or was refused)."""
     def say(text: str) -> None:
         if on_event is not None:
-            on_event(clean_block(text))
+            on_event(clean_block(scrub(text)))
 
     def journal_it(outcome: LaunchOutcome) -> None:
         journal_launch(journal, plan, outcome, script_path, script_text, secret_env(box))

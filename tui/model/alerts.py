@@ -15,12 +15,15 @@ or anything from the config beyond the box's name. It is what a webhook gets
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, get_args
 
 from tui.model.box import BoxState, Connection
+from tui.model.config import LOOPBACK_HOSTS
+from tui.model.redact import redact
 from tui.model.runs import Health, format_age
 from tui.model.sizing import project_disk
 from tui.model.text import clean
@@ -82,10 +85,11 @@ class AlertEvent:
 
 
 def event(kind: AlertKind, box: str, text: str, at: float, run: str | None = None) -> AlertEvent:
-    """An event of a known kind, its words cleaned of control sequences and bounded."""
+    """An event of a known kind, its words (a box's, in part) redacted, cleaned of control
+    sequences and bounded."""
     if kind not in KINDS:
         raise ValueError(f"unknown alert kind {kind!r}")
-    words = clean(text)
+    words = clean(redact(text))
     if len(words) > TEXT_LIMIT:
         words = words[:TEXT_LIMIT - 1] + "…"
     return AlertEvent(kind, box, words, at, clean(run) if run is not None else None)
@@ -197,11 +201,24 @@ def _split(url: str) -> tuple[str, str, str]:
     return scheme, authority.split("?", 1)[0].split("#", 1)[0], path
 
 
-def redact_url(url: str) -> str:
-    """A webhook URL as it may be logged: scheme and host, never the path, query or user
-    (where Slack, Discord and ntfy keep the secret)."""
-    scheme, authority, _ = _split(url)
+# Webhook services whose host name is the same for everyone (the secret is in the path):
+# naming the host tells which service, and nothing an attacker could use.
+PUBLIC_WEBHOOK_HOSTS = frozenset({"ntfy.sh", "hooks.slack.com", "discord.com",
+                                  "discordapp.com", "canary.discord.com"})
+
+
+def webhook_label(url: str, name: str | None = None) -> str:
+    """How logs name the webhook: the config's `webhook_name`, else "webhook" with the
+    host only where it is a known public service's or this machine's. Never the path,
+    query or user, nor any other host: `https://SECRET.m.pipedream.net/` keeps its
+    secret in the host name."""
+    if name:
+        return f"webhook {clean(name)!r}"
+    _, authority, _ = _split(url)
     host = authority.rpartition("@")[2]
-    if not scheme.isalpha() or not host:
-        return "<webhook>"
-    return f"{scheme}://{host}/…"
+    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
+    host = host.lower().rstrip(".")
+    if host in PUBLIC_WEBHOOK_HOSTS or host in LOOPBACK_HOSTS or \
+            re.fullmatch(r"127(\.\d{1,3}){3}", host):
+        return f"webhook ({host})"
+    return "webhook"

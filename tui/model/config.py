@@ -80,6 +80,7 @@ class AlertConfig:
     it is never logged) and/or a local command fed the event as JSON on stdin."""
 
     webhook: str | None = field(default=None, repr=False)  # may hold a secret
+    webhook_name: str | None = None  # how logs name the webhook (its URL never)
     format: str = "json"
     command: str | None = None
     cooldown_minutes: float = DEFAULT_ALERT_COOLDOWN_MINUTES
@@ -195,6 +196,14 @@ def _string(value: object) -> str:
     if not value.strip():
         raise _Bad("must not be empty")
     return value
+
+
+def _label(value: object) -> str:
+    """A short name to print: one line, no control character."""
+    text = _string(value)
+    if len(text) > 60 or not text.isprintable():
+        raise _Bad("must be one printable line of at most 60 characters")
+    return text
 
 
 def _number(minimum: float = 0.0, *, exclusive: bool = False) -> Callable[[object], float]:
@@ -372,6 +381,7 @@ _TOP_KEYS: dict[str, Callable[[object], Any]] = {
 
 _ALERT_KEYS: dict[str, Callable[[object], Any]] = {
     "webhook": _webhook,
+    "webhook_name": _label,
     "format": _choice(ALERT_FORMATS),
     "command": _string,
     "cooldown_minutes": _number(0.0),

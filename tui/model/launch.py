@@ -16,18 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from tui.model.redact import redact_args
+
 # "cli": `libreyolo train` with the form's options; "script": the user's own file.
 LaunchKind = Literal["cli", "script"]
 # "unknown": sent, but whether the run started was not seen (interrupted, box quiet).
 LaunchResult = Literal["started", "failed", "refused", "unknown"]
 
 # Options whose values are secrets by their name (`--wandb-key`, `--hub-token`, `api_key=`).
-SECRET_OPTION = re.compile(r"key|token|secret|password|passwd", re.IGNORECASE)
-# Values that look like a known token wherever they stand: Hugging Face (`hf_` + 34),
-# GitHub, and 40+ hex digits (Weights & Biases API keys are 40, Vast.ai's 64).
-TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{30,}|\b(?:gh[pousr]_|github_pat_)\w{30,}"
-                         r"|(?<![0-9A-Fa-f])[0-9A-Fa-f]{40,}(?![0-9A-Fa-f])")
-REDACTED = "***"
 # Options the launch sets itself: the run's place and "write into exactly that directory".
 PLACE_OPTIONS = ("name", "project", "exist-ok")
 CHECK_FAILED = ("problems", "failed")
@@ -188,27 +184,8 @@ def outside_roots(project: str, runs_roots: Iterable[str]) -> bool:
 
 
 def redact(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
-    """The arguments fit for a journal: values of options named like a key, token,
-    secret or password, token-shaped text, and any known secret's text become `***`."""
-    known = [s for s in secrets if s and len(s) >= 4]
-    out: list[str] = []
-    hide_next = False
-    for arg in args:
-        if hide_next and not arg.startswith("--"):
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        hide_next = False
-        key = option_name(arg)
-        if key and SECRET_OPTION.search(key):
-            if "=" in arg:
-                arg = arg.split("=", 1)[0] + "=" + REDACTED
-            else:
-                hide_next = True
-        for secret in known:
-            arg = arg.replace(secret, REDACTED)
-        out.append(TOKEN_SHAPE.sub(REDACTED, arg))
-    return out
+    """The arguments fit for a journal (the one redaction, tui/model/redact.py)."""
+    return redact_args(args, secrets)
 
 
 # -- the journal's last words about a box ---------------------------------------------

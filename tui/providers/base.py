@@ -29,7 +29,9 @@ import httpx2
 
 from tui.model.config import plain_http_allowed
 from tui.model.instance import InstanceInfo
+from tui.model.redact import redact as redact_text
 from tui.model.text import clean
+from tui.store.secrets import held_secrets
 
 ErrorKind = Literal["rate_limited", "not_allowed", "not_found", "auth", "timeout", "server",
                    "bad_answer", "unreachable", "no_key"]
@@ -262,7 +264,15 @@ class HttpProvider:
     # --- the shared machinery ---
 
     def redact(self, text: str) -> str:
-        """The text with the API key starred: a server may echo it anywhere in a body."""
+        """The text redacted (tui/model/redact.py) of the API key and every other secret in
+        play: a server may echo the key anywhere in a body, wrapped across lines too. Done
+        before any whitespace is folded or any of it cut for a message."""
+        own = [self._key.reveal()] if self._key is not None else []
+        return redact_text(text, [*own, *held_secrets()])
+
+    def _starred(self, text: str) -> str:
+        """A 2xx body with the key starred, and nothing else touched: the data the panel
+        reads (the full redaction is for words that become a message)."""
         return text.replace(self._key.reveal(), "***") if self._key is not None else text
 
     def error(self, kind: ErrorKind, subject: str, what: str, status: int | None = None, *,
@@ -347,7 +357,8 @@ class HttpProvider:
     def _decode(self, response: httpx2.Response, subject: str, instance_id: str | None,
                 action: bool = False) -> Any:
         status = response.status_code
-        body = self.redact(response.text)  # whole, before any of it is cut for a message
+        # Whole, before any of it is folded or cut for a message.
+        body = self._starred(response.text) if 200 <= status < 300 else self.redact(response.text)
         data = _json_or(body)
         if 200 <= status < 300:
             if not response.content:

@@ -18,8 +18,10 @@ from typing import Any, Literal
 
 from tui.model.instance import PowerAction, PowerResult
 from tui.model.launch import LaunchResult
+from tui.model.redact import redact_tree
 from tui.store import paths
 from tui.store.jsonl import append_jsonl, parse_jsonl
+from tui.store.secrets import held_secrets
 
 # What the journal records: each kind of action on a box, and the words for how it ended.
 JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove"]
@@ -27,11 +29,17 @@ PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
 JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome]
+# Names and hashes the journal is searched by, kept whole: the rest (the message, the
+# error, the details: where a box's or a provider's words land) is redacted on the way in.
+FIXED = frozenset({"v", "time", "box", "run", "run_path", "action", "outcome", "files",
+                   "destination", "verified", "runs"})
+KEPT_WHOLE = frozenset({"sha256", "commit", "oid", "size", "epoch", "best_epoch"})
 
 
 class Journal:
     """Append-only record of actions. Tokens never enter it: callers pass only
-    names, sizes, hashes, destinations and words."""
+    names, sizes, hashes, destinations and words, and the words (which may quote a
+    box or a provider) are redacted here, the one door into the file."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.state_dir() / "journal.jsonl"
@@ -83,6 +91,15 @@ class Journal:
         self._read.extend(records)
         self.skipped += skipped
 
+    @staticmethod
+    def _redact(entry: dict[str, Any]) -> None:
+        """The words and the details, redacted of every secret in play (a launch's failure
+        quoting `--wandb-key V`, a provider echoing its key)."""
+        secrets = held_secrets()
+        for key, value in entry.items():
+            if key not in FIXED:
+                entry[key] = redact_tree(value, secrets, KEPT_WHOLE)
+
     def _cannot_read(self, why: str) -> None:
         if self.problem is None or "cannot be written" not in self.problem:
             self.problem = f"journal {self.path} cannot be read ({why})"
@@ -108,6 +125,7 @@ class Journal:
             entry["runs"] = [dict(r) for r in runs]
         for key, value in (details or {}).items():
             entry.setdefault(key, value)
+        self._redact(entry)
         self._refresh()  # what others wrote comes before this line, as in the file
         try:
             append_jsonl(self.path, entry)

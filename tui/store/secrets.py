@@ -1,0 +1,47 @@
+"""The secret values this process holds, for the one redaction (tui/model/redact.py).
+
+A box or a provider may echo back any secret the panel sent it or holds: the
+Hub token (HF_TOKEN, or huggingface_hub's saved token file), a box's own
+`token_env`, the provider API keys, WANDB_API_KEY. They live in the
+environment and in that one file; this reads them at the moment a text is
+about to be journaled, logged or alerted, so a variable set later is covered
+too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from tui.model.redact import redact, secrets_in_env
+
+MAX_TOKEN_FILE = 4096  # a saved Hub token is ~40 bytes; anything larger is no token
+
+
+def _hub_token_file() -> Path:
+    """Where huggingface_hub saves `hf auth login`'s token (HF_TOKEN_PATH, HF_HOME)."""
+    if os.environ.get("HF_TOKEN_PATH"):
+        return Path(os.environ["HF_TOKEN_PATH"])
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "huggingface")
+    return Path(home) / "token"
+
+
+def held_secrets(names: Iterable[str] = ()) -> list[str]:
+    """Every secret value in play: the secret-named variables (and `names`), and the
+    saved Hub token."""
+    found = secrets_in_env(os.environ, names)
+    try:
+        with _hub_token_file().open("rb") as f:
+            saved = f.read(MAX_TOKEN_FILE).decode("utf-8", "replace").strip()
+    except OSError:
+        saved = ""
+    if saved:
+        found.append(saved)
+    return found
+
+
+def scrub(text: str, *more: str | None) -> str:
+    """`text` redacted of every held secret, and of `more` (a token passed by argument)."""
+    return redact(text, [*held_secrets(), *(m for m in more if m)])
