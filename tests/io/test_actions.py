@@ -737,6 +737,7 @@ async def test_panel_destroy_offers_to_destroy_without_the_snapshots(
     assert {f["name"] for f in done["files"]} == {"weights/epoch_5.pt", "weights/epoch_10.pt"}
     assert vast.count("DELETE") == 1
 
+
 def test_the_journal_redacts_every_words_field_at_its_door(
         isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Whoever records, a box's or a provider's words reach journal.jsonl redacted: the
