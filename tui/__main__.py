@@ -28,6 +28,7 @@ from tui.store import paths
 
 if TYPE_CHECKING:
     from tui.actions.flows import Report
+    from tui.model.staging import FetchReport
 
 EXIT_OK = 0
 EXIT_BOX_FAILED = 1
@@ -166,17 +167,10 @@ def cmd_push(args: argparse.Namespace) -> int:
     box = _box(fleet, args.box)
     journal = Journal()
     notice = token_notice(box, journal.entries)
-    if notice is not None and not args.yes:
-        # The first push that sends the Hub token to this box: asked, as the panel asks.
-        print(notice)
-        if not sys.stdin.isatty():
-            print(f"not pushed: pass --yes to send the token to box {box.name} (or set "
-                  "upload_from = \"panel\" to keep it here)")
-            return 2
-        if input(f"Send your Hub token to {box.name}? [y/N] ").strip().lower() not in \
-                ("y", "yes"):
-            print("not pushed: the token stays on this machine")
-            return 1
+    # The first push that sends the Hub token to this box: asked, as the panel asks.
+    if notice is not None and (code := _token_asked(notice, box.name, args.yes,
+                                                      "pushed")) is not None:
+        return code
 
     def progress(name: str, done: int, total: int) -> None:
         if done == total:
@@ -493,8 +487,24 @@ def cmd_stage(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _token_asked(notice: str, box: str, yes: bool, what: str) -> int | None:
+    """The first send of a Hub token to a box: the notice, then [y/N] on a terminal; off
+    one only --yes goes on (exit 2). None when the user said yes."""
+    if yes:
+        return None
+    print(notice)
+    if not sys.stdin.isatty():
+        print(f"not {what}: pass --yes to send the token to box {box} (or set "
+              "upload_from = \"panel\" to keep it here)")
+        return 2
+    if input(f"Send your Hub token to {box}? [y/N] ").strip().lower() not in ("y", "yes"):
+        print(f"not {what}: the token stays on this machine")
+        return 1
+    return None
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from tui.actions.stage import StageError, fetch
+    from tui.actions.stage import StageError, TokenConsent, fetch
     from tui.model.staging import repo_problem
     from tui.store.journal import Journal
 
@@ -504,10 +514,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return EXIT_CONFIG
     bar = _Bar()
+    journal = Journal()
+
+    def run(confirmed: bool) -> FetchReport:
+        return asyncio.run(fetch(fleet, box, args.repo, filename=args.file, dest=args.to,
+                                 journal=journal, deadline=args.timeout,
+                                 keep_tar=args.keep_tar, progress=bar, confirmed=confirmed))
+
     try:
-        report = asyncio.run(fetch(fleet, box, args.repo, filename=args.file, dest=args.to,
-                                   journal=Journal(), deadline=args.timeout,
-                                   keep_tar=args.keep_tar, progress=bar))
+        try:
+            report = run(args.yes)
+        except TokenConsent as asked:  # nothing was sent: ask, as push asks
+            bar.end()
+            if (code := _token_asked(asked.notice, box.name, False, "fetched")) is not None:
+                return code
+            report = run(True)
     except StageError as exc:
         bar.end()
         print(f"fetch: {exc}", file=sys.stderr)
@@ -681,6 +702,9 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
                             "~/data)")
     fetch.add_argument("--file", help="the tar in the repo (default: its only .tar)")
     fetch.add_argument("--json", action="store_true", help="print the gpurent.fetch/1 document")
+    fetch.add_argument("--yes", action="store_true",
+                       help="send the box's Hub token without asking (asked the first time "
+                            "a token goes to a box, for a private data set)")
     fetch.add_argument("--keep-tar", action="store_true",
                        help="keep the tar in the box's HF cache (default: deleted once "
                             "unpacked, so it holds no billed disk)")
