@@ -242,7 +242,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def cmd_guard(args: argparse.Namespace) -> int:
     """Arm (or remove) the watchdog on a box: it acts without a panel."""
-    from tui.actions.watchdog import GuardRequest, install_guard, remove_guard
+    from tui.actions.watchdog import GuardRequest, guard_token, install_guard, remove_guard
     from tui.model.watchdog import GuardPlanError, check_limits, parse_on
     from tui.store.journal import Journal
 
@@ -264,7 +264,12 @@ def cmd_guard(args: argparse.Namespace) -> int:
                            no_progress_minutes=args.no_progress_minutes, actions=actions,
                            dry_run=args.dry_run, poll_seconds=args.poll_seconds,
                            use_account_key=args.use_account_key)
-    report = asyncio.run(install_guard(fleet, box, request, Journal(),
+    journal = Journal()
+    rule = guard_token(box, request, journal.entries)
+    if rule.ask and (code := _token_asked(rule.notice or "", box.name, args.yes,
+                                          "armed")) is not None:
+        return code  # the first token to this box: asked, as push asks
+    report = asyncio.run(install_guard(fleet, box, request, journal, confirmed=True,
                                        say=lambda line: print(line, file=sys.stderr)))
     return _print_report(report)
 
@@ -746,7 +751,7 @@ def add_guard_command(sub: argparse._SubParsersAction,
         help="arm a watchdog on the box that pushes, then stops (or destroys) it without a "
              "panel: on a wall-clock limit, when every run finished, stalled, or idle GPUs",
         usage="%(prog)s BOX --max-hours H [--no-progress-minutes M] "
-              "[--on TRIGGER=STEPS ...] [--dry-run] [--use-account-key] | BOX --remove")
+              "[--on TRIGGER=STEPS ...] [--dry-run] [--use-account-key] [--yes] | BOX --remove")
     guard.add_argument("box")
     guard.add_argument("--max-hours", type=float, metavar="H",
                        help="act after this many hours from now (fractions allowed)")
@@ -763,6 +768,9 @@ def add_guard_command(sub: argparse._SubParsersAction,
                        help="put your account-wide provider key on the box (it can then "
                             "touch every instance of your account): only where the box has "
                             "no instance-scoped key")
+    guard.add_argument("--yes", action="store_true",
+                       help="send the box's Hub token without asking (asked the first time "
+                            "a token goes to a box, when a step pushes)")
     guard.add_argument("--remove", action="store_true",
                        help="stop the watchdog and remove its files from the box")
     guard.add_argument("--poll-seconds", type=float, default=30.0, metavar="S",
