@@ -201,7 +201,16 @@ def cmd_destroy(args: argparse.Namespace) -> int:
         print(f"destroy {box.name} deletes the box and its disk for good: pass --yes",
               file=sys.stderr)
         return EXIT_CONFIG
-    report = asyncio.run(destroy(fleet, box, Journal(), force_unpushed=args.force_unpushed,
+    journal = Journal()
+    if args.push_first:  # its push may be the first to send the Hub token to the box
+        from tui.actions.hub import token_notice
+
+        notice = token_notice(box, journal.entries)
+        # On a terminal asked as push asks; off one, destroy's --yes is that yes too.
+        if notice is not None and (code := _token_asked(
+                notice, box.name, not sys.stdin.isatty(), "destroyed")) is not None:
+            return code
+    report = asyncio.run(destroy(fleet, box, journal, force_unpushed=args.force_unpushed,
                                  push_first=args.push_first))
     return _print_report(report)
 
