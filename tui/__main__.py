@@ -28,6 +28,7 @@ from tui.store import paths
 
 if TYPE_CHECKING:
     from tui.actions.flows import Report
+    from tui.model.staging import FetchReport
 
 EXIT_OK = 0
 EXIT_BOX_FAILED = 1
@@ -166,17 +167,10 @@ def cmd_push(args: argparse.Namespace) -> int:
     box = _box(fleet, args.box)
     journal = Journal()
     notice = token_notice(box, journal.entries)
-    if notice is not None and not args.yes:
-        # The first push that sends the Hub token to this box: asked, as the panel asks.
-        print(notice)
-        if not sys.stdin.isatty():
-            print(f"not pushed: pass --yes to send the token to box {box.name} (or set "
-                  "upload_from = \"panel\" to keep it here)")
-            return 2
-        if input(f"Send your Hub token to {box.name}? [y/N] ").strip().lower() not in \
-                ("y", "yes"):
-            print("not pushed: the token stays on this machine")
-            return 1
+    # The first push that sends the Hub token to this box: asked, as the panel asks.
+    if notice is not None and (code := _token_asked(notice, box.name, args.yes,
+                                                      "pushed")) is not None:
+        return code
 
     def progress(name: str, done: int, total: int) -> None:
         if done == total:
@@ -207,7 +201,16 @@ def cmd_destroy(args: argparse.Namespace) -> int:
         print(f"destroy {box.name} deletes the box and its disk for good: pass --yes",
               file=sys.stderr)
         return EXIT_CONFIG
-    report = asyncio.run(destroy(fleet, box, Journal(), force_unpushed=args.force_unpushed,
+    journal = Journal()
+    if args.push_first:  # its push may be the first to send the Hub token to the box
+        from tui.actions.hub import token_notice
+
+        notice = token_notice(box, journal.entries)
+        # On a terminal asked as push asks; off one, destroy's --yes is that yes too.
+        if notice is not None and (code := _token_asked(
+                notice, box.name, not sys.stdin.isatty(), "destroyed")) is not None:
+            return code
+    report = asyncio.run(destroy(fleet, box, journal, force_unpushed=args.force_unpushed,
                                  push_first=args.push_first,
                                  without_snapshots=args.without_snapshots))
     return _print_report(report)
@@ -249,7 +252,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def cmd_guard(args: argparse.Namespace) -> int:
     """Arm (or remove) the watchdog on a box: it acts without a panel."""
-    from tui.actions.watchdog import GuardRequest, install_guard, remove_guard
+    from tui.actions.watchdog import GuardRequest, guard_token, install_guard, remove_guard
     from tui.model.watchdog import GuardPlanError, check_limits, parse_on
     from tui.store.journal import Journal
 
@@ -271,7 +274,12 @@ def cmd_guard(args: argparse.Namespace) -> int:
                            no_progress_minutes=args.no_progress_minutes, actions=actions,
                            dry_run=args.dry_run, poll_seconds=args.poll_seconds,
                            use_account_key=args.use_account_key)
-    report = asyncio.run(install_guard(fleet, box, request, Journal(),
+    journal = Journal()
+    rule = guard_token(box, request, journal.entries)
+    if rule.ask and (code := _token_asked(rule.notice or "", box.name, args.yes,
+                                          "armed")) is not None:
+        return code  # the first token to this box: asked, as push asks
+    report = asyncio.run(install_guard(fleet, box, request, journal, confirmed=True,
                                        say=lambda line: print(line, file=sys.stderr)))
     return _print_report(report)
 
@@ -494,8 +502,24 @@ def cmd_stage(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _token_asked(notice: str, box: str, yes: bool, what: str) -> int | None:
+    """The first send of a Hub token to a box: the notice, then [y/N] on a terminal; off
+    one only --yes goes on (exit 2). None when the user said yes."""
+    if yes:
+        return None
+    print(notice)
+    if not sys.stdin.isatty():
+        print(f"not {what}: pass --yes to send the token to box {box} (or set "
+              "upload_from = \"panel\" to keep it here)")
+        return 2
+    if input(f"Send your Hub token to {box}? [y/N] ").strip().lower() not in ("y", "yes"):
+        print(f"not {what}: the token stays on this machine")
+        return 1
+    return None
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from tui.actions.stage import StageError, fetch
+    from tui.actions.stage import StageError, TokenConsent, fetch
     from tui.model.staging import repo_problem
     from tui.store.journal import Journal
 
@@ -505,10 +529,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return EXIT_CONFIG
     bar = _Bar()
+    journal = Journal()
+
+    def run(confirmed: bool) -> FetchReport:
+        return asyncio.run(fetch(fleet, box, args.repo, filename=args.file, dest=args.to,
+                                 journal=journal, deadline=args.timeout,
+                                 keep_tar=args.keep_tar, progress=bar, confirmed=confirmed))
+
     try:
-        report = asyncio.run(fetch(fleet, box, args.repo, filename=args.file, dest=args.to,
-                                   journal=Journal(), deadline=args.timeout,
-                                   keep_tar=args.keep_tar, progress=bar))
+        try:
+            report = run(args.yes)
+        except TokenConsent as asked:  # nothing was sent: ask, as push asks
+            bar.end()
+            if (code := _token_asked(asked.notice, box.name, False, "fetched")) is not None:
+                return code
+            report = run(True)
     except StageError as exc:
         bar.end()
         print(f"fetch: {exc}", file=sys.stderr)
@@ -682,6 +717,9 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
                             "~/data)")
     fetch.add_argument("--file", help="the tar in the repo (default: its only .tar)")
     fetch.add_argument("--json", action="store_true", help="print the gpurent.fetch/1 document")
+    fetch.add_argument("--yes", action="store_true",
+                       help="send the box's Hub token without asking (asked the first time "
+                            "a token goes to a box, for a private data set)")
     fetch.add_argument("--keep-tar", action="store_true",
                        help="keep the tar in the box's HF cache (default: deleted once "
                             "unpacked, so it holds no billed disk)")
@@ -723,7 +761,7 @@ def add_guard_command(sub: argparse._SubParsersAction,
         help="arm a watchdog on the box that pushes, then stops (or destroys) it without a "
              "panel: on a wall-clock limit, when every run finished, stalled, or idle GPUs",
         usage="%(prog)s BOX --max-hours H [--no-progress-minutes M] "
-              "[--on TRIGGER=STEPS ...] [--dry-run] [--use-account-key] | BOX --remove")
+              "[--on TRIGGER=STEPS ...] [--dry-run] [--use-account-key] [--yes] | BOX --remove")
     guard.add_argument("box")
     guard.add_argument("--max-hours", type=float, metavar="H",
                        help="act after this many hours from now (fractions allowed)")
@@ -740,6 +778,9 @@ def add_guard_command(sub: argparse._SubParsersAction,
                        help="put your account-wide provider key on the box (it can then "
                             "touch every instance of your account): only where the box has "
                             "no instance-scoped key")
+    guard.add_argument("--yes", action="store_true",
+                       help="send the box's Hub token without asking (asked the first time "
+                            "a token goes to a box, when a step pushes)")
     guard.add_argument("--remove", action="store_true",
                        help="stop the watchdog and remove its files from the box")
     guard.add_argument("--poll-seconds", type=float, default=30.0, metavar="S",

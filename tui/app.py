@@ -32,7 +32,7 @@ from textual.worker import Worker, WorkerState
 
 from tui.actions.alerts import AlertSender
 from tui.actions.board import Board
-from tui.actions.flows import Report
+from tui.actions.flows import DIALOG_PUSH_FIRST, Report
 from tui.actions.guardian import Guardian
 from tui.memory import HistorySettler, settle_history, thaw
 from tui.messages import ActionEnded, ActionProgress, BoxUpdated, CostsPolled
@@ -435,8 +435,17 @@ class GpurentApp(App[None]):
         """on_budget = "push-and-stop": never lose weights, then stop paying for the GPU."""
         self.start_action(box, "budget: push and stop", self.board.push_and_stop(box))
 
-    def destroy(self, box: str, answer: str, shown: list[Unpushed]) -> None:
-        """The destroy dialog's answer (the guard decides on a fresh look of the box)."""
+    def destroy(self, box: str, answer: str, shown: list[Unpushed],
+                confirmed: bool = False) -> None:
+        """The destroy dialog's answer (the guard decides on a fresh look of the box).
+        "Push, verify, then destroy" asks first when its push is the first that sends a
+        Hub token to the box, as a push does."""
+        notice = self.board.token_notice(box) if answer == DIALOG_PUSH_FIRST else None
+        if notice is not None and not confirmed:
+            self.push_screen(ConfirmScreen(f"Send your Hub token to {box}?", notice),
+                             lambda yes: self.destroy(box, answer, shown, True) if yes
+                             else None)
+            return
         self.start_action(box, "destroy", self.board.destroy(box, answer, shown))
 
     def launch_form(self, box: str) -> LaunchForm:

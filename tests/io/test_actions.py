@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.provider_servers import VastServer, vast_instance
 from support.sshd import KeyPair, Sshd
+from support.token_box import received_text, recording_python
 
 from tui.__main__ import main
 from tui.store.jsonl import read_jsonl
@@ -175,6 +177,56 @@ async def test_panel_destroy_screen_refuses_then_pushes_and_destroys(
         await pilot.press("J")
         await pilot.pause()
         assert type(app.screen).__name__ == "JournalScreen"
+
+
+async def test_panel_push_then_destroy_asks_before_the_first_token_goes(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`p` in the destroy dialog pushes from the box: the first Hub token that goes there
+    is asked for, as a push asks; no sends nothing, pushes nothing, destroys nothing."""
+    from tui.app import GpurentApp
+    from tui.model.config import parse_config
+    from tui.screens.confirm import ConfirmScreen, DestroyScreen
+
+    token = "hf_DestroyPushFirstAsksFirst012345"
+    monkeypatch.setenv("HF_TOKEN", token)
+    python3, received = recording_python(tmp_path, "python3")
+    server = sshd_factory(env={"PATH": f"{python3.parent}:/usr/bin:/bin"})
+    _, config = box_with_weights(tmp_path, server, client_key, vast,
+                                 push={"hf_repo": "me/runs"})
+    fleet = parse_config(Path(config).read_text(), config)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.states["gpu-a"].runs and
+                                           app.states["gpu-a"].runs[0].weights))
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DestroyScreen))
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        asked = app.screen
+        assert isinstance(asked, ConfirmScreen)
+        assert asked.title_text == "Send your Hub token to gpu-a?"
+        assert "sends your Hugging Face token from HF_TOKEN" in asked.body
+        await pilot.press("n")
+        await pilot.pause(0.5)
+        assert "gpu-a" not in app.busy and app.journal.entries == []
+    assert token not in received_text(received) and vast.count("DELETE") == 0
+
+
+def test_destroy_push_first_asks_on_a_terminal_before_the_first_token_goes(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_DestroyPushFirstAsksFirst012345")
+    server = sshd_factory()
+    _, config = box_with_weights(tmp_path, server, client_key, vast,
+                                 push={"hf_repo": "me/runs"})
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    assert main(["destroy", "gpu-a", "--yes", "--push-first", "--config", config]) == 1
+    out = capsys.readouterr().out
+    assert "sends your Hugging Face token" in out and "not destroyed" in out
+    assert not journal(isolated_dirs) and vast.count("DELETE") == 0
 
 
 async def test_over_budget_pushes_then_stops_when_configured(

@@ -22,6 +22,7 @@ from support.fleets import box_entry, make_fleet
 from support.libreyolo_train import read_status, wait_for
 from support.sshd import KeyPair, Sshd, bin_dir_without
 from support.stand_in_trainer import TRAINER
+from support.token_box import received_text, recording_python
 
 from tui.__main__ import main
 from tui.actions.launch import start_detached
@@ -192,6 +193,31 @@ def test_a_failure_echoing_secrets_back_reaches_neither_journal_nor_terminal(
     assert "unrecognized arguments: --wandb-key ***" in err
     for secret in (wandb, password, k, "authSecret4", "credsSecret5", "passSecret6"):
         assert secret not in line and secret not in err
+
+
+def test_a_launch_sends_the_box_no_token_of_this_machine(
+        sshd_factory: Callable[..., Sshd], client_key: KeyPair, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The token rule's launch step: the Hub token, the box's token_env and W&B's key of
+    this machine never travel with a launch (only what the user typed goes)."""
+    secrets = {"HF_TOKEN": "hf_LaunchNeverSendsThis0123456789",
+               "BOX_HF_TOKEN": "scopedLaunchNeverSendsThis", "WANDB_API_KEY": "w" * 40}
+    for var, value in secrets.items():
+        monkeypatch.setenv(var, value)
+    python3, received = recording_python(tmp_path, "python3")
+    server = sshd_factory(env={"PATH": f"{python3.parent}:/usr/bin:/bin"})
+    runs = tmp_path / "runs"
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, runs_roots=[str(runs)],
+        push={"hf_repo": "me/runs", "token_env": "BOX_HF_TOKEN"})],
+        known_hosts=[server.known_hosts_line()])
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(TRAINER)
+    assert main(launch(fleet, trainer, "quiet", "--", "ok", "0", "0")) == 0
+    capsys.readouterr()
+    sent = received_text(received)
+    assert "trainer.py" in sent
+    assert not [var for var, value in secrets.items() if value in sent]
 
 
 def test_bad_invocations_exit_2_before_touching_the_box(

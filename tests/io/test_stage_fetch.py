@@ -22,9 +22,10 @@ from support.fleets import box_entry, make_fleet
 from support.hub_server import HubServer, StoredFile
 from support.libreyolo_train import make_dataset
 from support.sshd import KeyPair, Sshd
+from support.token_box import received_text, recording_python
 
 from tui.__main__ import main
-from tui.actions.stage import StageError, collect, fetch, pack, stage
+from tui.actions.stage import StageError, TokenConsent, collect, fetch, pack, stage
 from tui.model.config import FleetConfig
 from tui.model.sizing import human_bytes
 from tui.onbox import fetch as onbox_fetch
@@ -167,7 +168,8 @@ async def test_fetch_downloads_on_the_box_verifies_and_unpacks(
     steps: list[str] = []
     journal = Journal()
     report = await fetch(fleet, fleet.boxes[0], REPO, journal=journal, endpoint=hub.url,
-                         token=TOKEN, progress=lambda step, done, total: steps.append(step))
+                         token=TOKEN, progress=lambda step, done, total: steps.append(step),
+                         confirmed=True)
     assert report.verified and report.exit_code == 0, report.message
     dest = tmp_path / "volume" / "data"
     assert report.dest == str(dest)
@@ -198,7 +200,8 @@ def test_the_fetch_command_reports_bytes_and_time(
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     fleet = box_fleet()
     dest = tmp_path / "landed"
-    code = main(["--config", fleet.source, "fetch", "box", REPO, "--to", str(dest), "--json"])
+    code = main(["--config", fleet.source, "fetch", "box", REPO, "--to", str(dest), "--json",
+                 "--yes"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["schema"] == "gpurent.fetch/1" and doc["verified"], doc
     assert doc["bytes"] == staged.size and doc["dest"] == str(dest)
@@ -206,7 +209,7 @@ def test_the_fetch_command_reports_bytes_and_time(
     assert doc["members"] == len(collect(tmp_path / "shapes")[0])
     assert (dest / "shapes" / "data.yaml").is_file()
     code = main(["--config", fleet.source, "fetch", "box", REPO, "--to", str(dest)])
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out  # asked once already (--yes): not again
     assert code == 0, out
     assert re.search(rf"^shapes\.tar \({re.escape(human_bytes(staged.size))}\) fetched onto "
                      r"box box in \d+\.\d s, [\d.]+ [KMG]?B/s, sha256 equal to the Hub's; "
@@ -220,7 +223,7 @@ async def test_a_corrupted_download_is_not_verified_and_dropped(
     hub.state.corrupt.add("shapes.tar")
     fleet = box_fleet()
     report = await fetch(fleet, fleet.boxes[0], REPO, dest=str(tmp_path / "data"),
-                         endpoint=hub.url, token=TOKEN)
+                         endpoint=hub.url, token=TOKEN, confirmed=True)
     assert not report.verified and report.kind == "mismatch"
     assert "the download's sha256 differs from the Hub's" in report.message
     assert "dropped from the cache" in report.message
@@ -314,7 +317,8 @@ async def test_fetch_without_huggingface_hub_on_the_box(
         tmp_path: Path, hub: HubServer, box_fleet: Callable[..., FleetConfig]) -> None:
     stage(dataset(tmp_path), REPO, endpoint=hub.url, token=TOKEN)
     fleet = box_fleet(python=make_venv(tmp_path / "bare"))
-    report = await fetch(fleet, fleet.boxes[0], REPO, endpoint=hub.url, token=TOKEN)
+    report = await fetch(fleet, fleet.boxes[0], REPO, endpoint=hub.url, token=TOKEN,
+                         confirmed=True)
     assert not report.verified and report.kind == "no_hub"
     assert report.message.startswith("huggingface_hub is not installed in the box's "
                                      "interpreter: pip install huggingface_hub there")
@@ -352,8 +356,100 @@ async def test_a_lying_box_answer_is_not_believed(tmp_path: Path, hub: HubServer
     fleet = box_fleet(python=liar)
     steps: list[tuple[str, int, int]] = []
     report = await fetch(fleet, fleet.boxes[0], REPO, endpoint=hub.url, token=TOKEN,
-                         progress=lambda *a: steps.append(a))
+                         progress=lambda *a: steps.append(a), confirmed=True)
     assert not report.verified
     assert "answered without a usable sha256 and size" in report.message
     assert report.dest == "/x" and report.members is None
     assert report.download_seconds is None and steps == []
+
+
+# -- which token goes to the box (tui.model.token_rule) ------------------------------------
+
+BOX_TOKEN = "hf_BoxScopedReadTokenForOneRepo987654"
+
+
+async def test_fetch_sends_no_token_to_an_upload_from_panel_box(
+        tmp_path: Path, hub: HubServer, box_fleet: Callable[..., FleetConfig],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """upload_from = "panel" means no token ever goes to that box: a public data set needs
+    none; a private one is refused, saying why and what to do, before the box is asked."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    folder = dataset(tmp_path)
+    stage(folder, REPO, endpoint=hub.url, token=TOKEN)  # private
+    python, received = recording_python(tmp_path)
+    fleet = box_fleet(python=python, push={"hf_repo": "me/runs", "upload_from": "panel"})
+    journal = Journal()
+    with pytest.raises(StageError) as refused:
+        await fetch(fleet, fleet.boxes[0], REPO, journal=journal, endpoint=hub.url,
+                    dest=str(tmp_path / "private"), confirmed=True)
+    words = str(refused.value)
+    assert 'box box has upload_from = "panel"' in words and f"{REPO} is private" in words
+    assert "Nothing was sent" in words and "token_env" in words, words
+    assert received_text(received) == "" and not (tmp_path / "private").exists()
+    stage(folder, "me/open-shapes", public=True, endpoint=hub.url, token=TOKEN)
+    report = await fetch(fleet, fleet.boxes[0], "me/open-shapes", journal=journal,
+                         endpoint=hub.url, dest=str(tmp_path / "open"))
+    assert report.verified, report.message
+    assert "fetch" in received_text(received) and TOKEN not in received_text(received)
+    assert journal.entries[-1]["token_sent"] is None
+
+
+async def test_fetch_sends_the_boxs_own_token_and_never_hf_token(
+        tmp_path: Path, hub: HubServer, box_fleet: Callable[..., FleetConfig],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """token_env = "BOX_TOKEN": the box gets that variable's token (scoped to the repo),
+    never the account-wide HF_TOKEN this machine asks the Hub with."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("BOX_TOKEN", BOX_TOKEN)
+    hub.state.more_tokens.add(BOX_TOKEN)
+    stage(dataset(tmp_path), REPO, endpoint=hub.url, token=TOKEN)
+    python, received = recording_python(tmp_path)
+    fleet = box_fleet(python=python, push={"hf_repo": "me/runs", "token_env": "BOX_TOKEN"})
+    journal = Journal()
+    with pytest.raises(TokenConsent) as asked:  # its first token: asked, nothing sent
+        await fetch(fleet, fleet.boxes[0], REPO, journal=journal, endpoint=hub.url)
+    assert "from BOX_TOKEN to box box" in asked.value.notice
+    assert received_text(received) == ""
+    report = await fetch(fleet, fleet.boxes[0], REPO, journal=journal, endpoint=hub.url,
+                         dest=str(tmp_path / "data"), confirmed=True)
+    assert report.verified, report.message
+    sent = received_text(received)
+    assert BOX_TOKEN in sent and TOKEN not in sent
+    assert f"Bearer {BOX_TOKEN}" in hub.state.authorizations
+    assert journal.entries[-1]["token_sent"] == "BOX_TOKEN"
+    assert BOX_TOKEN not in json.dumps(journal.entries)
+    monkeypatch.delenv("BOX_TOKEN")  # its own variable unset: refused, never HF_TOKEN
+    with pytest.raises(StageError, match=r"its token variable BOX_TOKEN .* is not set"):
+        await fetch(fleet, fleet.boxes[0], REPO, journal=journal, endpoint=hub.url,
+                    dest=str(tmp_path / "again"), confirmed=True)
+    assert TOKEN not in received_text(received)
+
+
+def test_the_fetch_command_asks_before_the_first_token_goes(
+        tmp_path: Path, hub: HubServer, box_fleet: Callable[..., FleetConfig],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """As push asks: off a terminal it stops (exit 2) unless --yes; on one, [y/N]; once
+    sent (journaled), not again."""
+    stage(dataset(tmp_path), REPO, endpoint=hub.url, token=TOKEN)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    python, received = recording_python(tmp_path)
+    fleet = box_fleet(python=python)
+    command = ["--config", fleet.source, "fetch", "box", REPO, "--to", str(tmp_path / "d")]
+    assert main(command) == 2
+    out = capsys.readouterr().out
+    assert "sends your Hugging Face token from HF_TOKEN" in out and "box box" in out
+    assert "not fetched: pass --yes" in out
+    assert received_text(received) == "" and Journal().entries == []
+    answers = iter(["n", "y"])
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    assert main(command) == 1
+    assert "the token stays on this machine" in capsys.readouterr().out
+    assert received_text(received) == ""
+    assert main(command) == 0
+    assert "sends your Hugging Face token" in capsys.readouterr().out
+    assert TOKEN in received_text(received)
+    assert Journal().entries[-1]["token_sent"] == "HF_TOKEN"
+    assert main(command) == 0  # asked once: no answer is left, none is asked for
+    assert "sends your Hugging Face token" not in capsys.readouterr().out

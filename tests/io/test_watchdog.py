@@ -34,6 +34,7 @@ from support.provider_servers import (
 )
 from support.sshd import KeyPair, Sshd
 from support.stand_in_trainer import EPOCH_TRAINER
+from support.token_box import received_text, recording_python
 
 from tui.__main__ import main
 from tui.actions.watchdog import GuardRequest, install_guard
@@ -141,7 +142,7 @@ async def test_a_stalled_run_is_pushed_verified_then_the_box_stopped_with_no_pan
             report = await install_guard(
                 fleet, box, GuardRequest(max_hours=1.0, no_progress_minutes=0.05,
                                          poll_seconds=POLL, hf_endpoint=hub.url),
-                Journal(), session=session)
+                Journal(), session=session, confirmed=True)
             assert report.code == 0, report.lines
             assert report.lines[0].startswith("box box: guarded: stops in 1h00m or after "
                                               "3 s without progress"), report.lines
@@ -246,7 +247,7 @@ def test_no_run_found_is_nothing_verified_so_it_stops_and_never_destroys(
     with HubServer([REPO], token=TOKEN) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         assert main(["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL),
-                     "--max-hours", "0.0005", "--on", "timeout=push,destroy"]) == 0
+                     "--max-hours", "0.0005", "--on", "timeout=push,destroy", "--yes"]) == 0
         wait_for(done.exists, timeout=15, interval=0.1)
         final = ended_state(tmp_path)
         assert hub.state.commits == []
@@ -332,7 +333,7 @@ async def test_the_provider_path_uses_the_instances_own_key_and_never_destroys_u
                                hf_endpoint=hub.url, use_account_key=use_account)
         said: list[str] = []
         report = await install_guard(fleet, fleet.boxes[0], request, Journal(),
-                                     say=said.append)
+                                     say=said.append, confirmed=True)
         assert report.code == 0, report.lines
         if destroys:  # a run the watchdog sees running, then finishing
             trainer(tmp_path / "runs" / "r1", 2, 0.5)
@@ -504,10 +505,10 @@ def test_an_arming_that_fails_says_why_and_leaves_no_secret_on_the_box(
     (tmp_path / "runs").mkdir()
     fleet = manual_fleet(tmp_path, server, client_key, push={"hf_repo": REPO},
                          python="/nonexistent/bin/python3", stop_command="true")
-    assert main(["--config", fleet.source, "guard", "box", "--max-hours", "1"]) == 1
+    assert main(["--config", fleet.source, "guard", "box", "--max-hours", "1", "--yes"]) == 1
     out = capsys.readouterr()
     assert "guard box: cannot start /nonexistent/bin/python3" in out.out
-    assert "keeps your Hugging Face token" in out.err  # said before it was sent
+    assert "sends your Hugging Face token" in out.err  # said before it was sent
     assert not (guard_dir(tmp_path) / "secrets.json").exists()
     assert not any(TOKEN in p.read_text() for p in guard_dir(tmp_path).iterdir())
     (entry,) = Journal().entries
@@ -623,3 +624,67 @@ def test_a_stop_no_try_could_change_is_not_retried(tmp_path: Path) -> None:
                                                                    ("stop", "failed")]
     assert state["ended"] == ("exited: it cannot stop this box (no stop_command for this "
                               "box)") and state["staying"] is None
+
+
+# -- which token goes to the box (tui.model.token_rule) ------------------------------------
+
+def token_recording_fleet(tmp_path: Path, sshd_factory: Factory,
+                          key: KeyPair) -> tuple[FleetConfig, Path]:
+    """A manual box with an hf_repo whose `python3` keeps what it was sent."""
+    python3, received = recording_python(tmp_path, "python3")
+    server = sshd_factory(env={"PATH": f"{python3.parent}:{SYSTEM_PATH}"})
+    (tmp_path / "runs").mkdir()
+    return manual_fleet(tmp_path, server, key, push={"hf_repo": REPO},
+                        stop_command="true"), received
+
+
+def test_a_dry_run_or_stop_only_watchdog_is_sent_no_token_and_asks_nobody(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """No step of these can push, so the Hub token stays here, and nobody is asked."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    fleet, received = token_recording_fleet(tmp_path, sshd_factory, client_key)
+    base = ["--config", fleet.source, "guard", "box", "--poll-seconds", "30",
+            "--max-hours", "1"]
+    try:
+        assert main([*base, "--dry-run"]) == 0
+        assert "guard.py" in received_text(received) and TOKEN not in received_text(received)
+        said = capsys.readouterr()
+        assert "guarded (dry run)" in said.out and f"(push to {REPO})" in said.out
+        assert "a dry run: no Hub token was sent" in said.out
+        assert "Hugging Face token" not in said.err
+        assert main([*base, "--on", "done|stalled|idle|timeout=stop"]) == 0
+        assert TOKEN not in received_text(received)
+        said = capsys.readouterr()
+        assert "no step pushes (every trigger only stops)" in said.out
+        assert "Hugging Face token" not in said.err
+        assert [e["token_sent"] for e in Journal().entries] == [None, None]
+    finally:
+        assert main(["--config", fleet.source, "guard", "box", "--remove"]) == 0
+
+
+def test_a_watchdog_that_pushes_asks_before_the_first_token(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """As push asks: off a terminal nothing is sent and it exits 2 unless --yes; once the
+    token went (journaled), arming again asks nobody."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    fleet, received = token_recording_fleet(tmp_path, sshd_factory, client_key)
+    base = ["--config", fleet.source, "guard", "box", "--poll-seconds", "30",
+            "--max-hours", "1"]
+    try:
+        assert main(base) == 2
+        said = capsys.readouterr().out
+        assert "Arming this watchdog sends your Hugging Face token from HF_TOKEN" in said
+        assert f"to box box, so the watchdog can push to {REPO}" in said
+        assert "not armed: pass --yes" in said
+        assert received_text(received) == "" and Journal().entries == []
+        assert main([*base, "--yes"]) == 0
+        capsys.readouterr()
+        assert TOKEN in received_text(received)
+        assert Journal().entries[-1]["token_sent"] == "HF_TOKEN"
+        assert TOKEN not in json.dumps(Journal().entries)
+        assert main(base) == 0  # asked once
+        assert "sends your Hugging Face token" not in "".join(capsys.readouterr())
+    finally:
+        assert main(["--config", fleet.source, "guard", "box", "--remove"]) == 0

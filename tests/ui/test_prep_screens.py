@@ -15,6 +15,7 @@ from support.hub_server import HubServer
 from support.libreyolo_train import make_dataset
 from support.pilot import until
 from support.sshd import KeyPair, Sshd
+from support.token_box import received_text, recording_python
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
@@ -22,6 +23,7 @@ from textual.widgets import Input, Static
 from tui.actions.stage import stage
 from tui.app import GpurentApp
 from tui.model.config import FleetConfig
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.fetch import FetchScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.size import SizeScreen, read_form
@@ -84,8 +86,10 @@ def python_with_hub(tmp_path: Path) -> Path:
 
 def one_box(tmp_path: Path, server: Sshd, key: KeyPair, **extra: object) -> FleetConfig:
     root = runs_root_with(tmp_path, "yolox_completed")
+    if "python" not in extra:
+        extra["python"] = str(python_with_hub(tmp_path))
     return make_fleet(tmp_path, [box_entry(server, key, "gpu-1", runs_roots=[str(root)],
-                                           python=str(python_with_hub(tmp_path)), **extra)],
+                                           **extra)],
                       known_hosts=[server.known_hosts_line()], refresh_seconds=30)
 
 
@@ -97,7 +101,9 @@ async def test_fetch_from_the_palette_onto_the_box(
     staged = stage(folder, REPO)
     assert staged.verified, staged.message
     server = sshd_factory("box", env={"PATH": SYSTEM_PATH, "HF_HUB_DISABLE_XET": "1"})
-    fleet = one_box(tmp_path, server, client_key, persistent=str(tmp_path / "volume"))
+    python, received = recording_python(tmp_path)
+    fleet = one_box(tmp_path, server, client_key, persistent=str(tmp_path / "volume"),
+                    python=str(python))
     app = GpurentApp(fleet)
     async with app.run_test(size=(120, 36)) as pilot:
         await until(pilot, lambda: "yolox_completed" in box_text(app))
@@ -110,9 +116,22 @@ async def test_fetch_from_the_palette_onto_the_box(
         await pilot.press("enter")
         await until(pilot, lambda: "is not a Hugging Face repo id" in body(app))
         screen.query_one("#repo", Input).value = REPO
+        # The first token to this box: asked, as a push asks; no leaves it unsent.
         await pilot.press("enter")
-        await until(pilot, lambda: screen.report is not None or screen.error is not None,
-                    timeout=120)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
+        asked = app.screen
+        assert isinstance(asked, ConfirmScreen) and "Send your Hub token to gpu-1" in \
+            asked.title_text
+        assert "sends your Hugging Face token from HF_TOKEN" in asked.body
+        assert "stranger's machine" in asked.body
+        await pilot.press("n")
+        await until(pilot, lambda: screen.error is not None)
+        assert "the token stays on this machine" in body(app)
+        assert Journal().entries == [] and TOKEN not in received_text(received)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
+        await pilot.press("y")
+        await until(pilot, lambda: screen.report is not None, timeout=120)
         assert screen.error is None and screen.report is not None
         assert screen.report.verified, screen.report.message
         assert "sha256 equal to the Hub's" in body(app)
@@ -120,6 +139,7 @@ async def test_fetch_from_the_palette_onto_the_box(
     assert (unpacked / "data.yaml").read_bytes() == (folder / "data.yaml").read_bytes()
     entry = Journal().entries[-1]
     assert entry["action"] == "fetch" and entry["verified"] and entry["box"] == "gpu-1"
+    assert entry["token_sent"] == "HF_TOKEN" and TOKEN in received_text(received)
     assert TOKEN not in json.dumps(Journal().entries)
 
 

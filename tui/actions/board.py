@@ -233,17 +233,21 @@ class Board:
 
         return doctor
 
-    def fetch(self, box: str) -> Callable[[str, str, StageProgress], Awaitable[FetchReport]]:
+    def fetch(self, box: str
+              ) -> Callable[[str, str, StageProgress, bool], Awaitable[FetchReport]]:
         """ctrl+p: a staged data set onto the box (repo and destination are asked for),
-        over the panel's session; journaled as the command journals it."""
+        over the panel's session; journaled as the command journals it. `confirmed`: the
+        user said yes to the first token that goes to the box (TokenConsent asks)."""
         from tui.actions.stage import fetch
 
         config = self.fleet.box(box)
 
-        async def run(repo: str, dest: str, progress: StageProgress) -> FetchReport:
+        async def run(repo: str, dest: str, progress: StageProgress,
+                      confirmed: bool = False) -> FetchReport:
             async with self.session(box) as session:
                 return await fetch(self.fleet, config, repo, dest=dest or None,
-                                   journal=self.journal, progress=progress, session=session)
+                                   journal=self.journal, progress=progress, session=session,
+                                   confirmed=confirmed)
 
         return run
 

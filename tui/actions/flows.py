@@ -24,8 +24,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec
 
+from tui.actions.hub import push_uses_box_token
 from tui.actions.power import PowerOutcome, destroy_box, start_box, stop_box
-from tui.actions.push import Epochs, Progress, PushResult, push_run, token_notice
+from tui.actions.push import Epochs, Progress, PushResult, push_run
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.guard import (
@@ -42,6 +43,7 @@ from tui.model.guard import (
 from tui.model.milestones import push_details
 from tui.model.runs import RunState
 from tui.model.text import clean_block
+from tui.model.token_rule import SENT_KEY, Step, decide
 from tui.providers.meter import record_outcome
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
@@ -120,13 +122,15 @@ async def look(box: BoxConfig, fleet: FleetConfig, *, history: bool = False
 
 
 def journal_push(journal: Journal, result: PushResult, run: RunState | None = None,
-                 why: str | None = None) -> None:
+                 why: str | None = None, token_sent: str | None = None) -> None:
     """One destination's push; with the run's epoch and best as the push found them (what
-    "unpushed: N epochs" and the milestone policy count from), and why a milestone push
-    was made unasked."""
+    "unpushed: N epochs" and the milestone policy count from), why a milestone push
+    was made unasked, and which token went to the box (its source's name, for the Hub
+    destination of a box that uploads itself; the rule's "asked before")."""
     details = push_details(run) if run is not None else {}
     if why is not None:
         details["milestone"] = why
+    details[SENT_KEY] = token_sent if result.destination.startswith("hf://") else None
     journal.record(box=result.box, action="push", outcome=result.outcome, run=result.run,
                    run_path=result.run_path,
                    files=[dataclasses.asdict(f) for f in result.files],
@@ -138,16 +142,19 @@ def journal_push(journal: Journal, result: PushResult, run: RunState | None = No
 async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                     run_names: list[str] | None = None, include_epochs: Epochs = False,
                     progress: Progress | None = None, session: BoxSession | None = None,
-                    state: BoxState | None = None, why: str | None = None) -> Report:
+                    state: BoxState | None = None, why: str | None = None,
+                    budget: bool = False) -> Report:
     """Push the named runs (or every run) of a box to its destinations, verified.
-    `include_epochs`: every epoch_<N>.pt, or a list of N; `why`: a milestone's words."""
+    `include_epochs`: every epoch_<N>.pt, or a list of N; `why`: a milestone's words;
+    `budget`: made by on_budget = "push-and-stop" (unasked, as a milestone is)."""
     report = Report()
     if box.push is None or not (box.push.hf_repo or box.push.local_dir):
         return report.fail(f"box {box.name} has no push destination: set hf_repo or local_dir "
                            "under [box.push]")
-    notice = token_notice(box, journal.entries, milestone=why is not None)
-    if notice is not None:
-        report.say(notice)
+    step: Step = "milestone" if why is not None else "budget" if budget else "push"
+    rule = decide(box, step, uses_token=push_uses_box_token(box), entries=journal.entries)
+    if rule.notice is not None:
+        report.say(rule.notice)
     watcher = None
     if session is None or state is None:
         watcher, state = await look(box, fleet, history=True)
@@ -164,7 +171,7 @@ async def push_runs(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         for run in runs:
             for result in await push_run(session, box, run.path, run.name,
                                          include_epochs=include_epochs, progress=progress):
-                journal_push(journal, result, run, why)
+                journal_push(journal, result, run, why, rule.source)
                 mark = "verified" if result.verified else "NOT verified"
                 line = f"{box.name}/{run.name} -> {result.destination}: {result.outcome}, {mark}"
                 if result.outcome == "done" and result.verified:
@@ -396,7 +403,8 @@ async def push_and_stop(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
     verified, since stopping may strand the weights on a GPU that is gone on restart."""
     report = Report()
     if box.push is not None and (box.push.hf_repo or box.push.local_dir):
-        pushed = await push_runs(fleet, box, journal, session=session, state=state)
+        pushed = await push_runs(fleet, box, journal, session=session, state=state,
+                                 budget=True)
         report.lines += pushed.lines
         report.code = pushed.code
     if report.code == EXIT_OK:

@@ -24,6 +24,7 @@ from typing import Any
 
 from tui.model.config import BoxConfig
 from tui.model.text import clean_block
+from tui.model.token_rule import ACCOUNT, Step, TokenDecision, decide, token_source
 from tui.store.secrets import scrub
 
 MAX_REGULAR_BYTES = 64 << 20  # a non-LFS file on the Hub is small by the Hub's own rules
@@ -55,8 +56,8 @@ def box_token(box: BoxConfig, token: str | None = None) -> tuple[str | None, str
     A box with `token_env` uses that variable and nothing else: falling back to
     the wider HF_TOKEN would send a token the user meant to keep off that box.
     """
-    var = box.push.token_env if box.push is not None else None
-    if var:
+    var = token_source(box)
+    if var != ACCOUNT:
         value = os.environ.get(var) or None
         if value is None:
             raise HubError(f"box {box.name}: its token variable {var} (token_env in "
@@ -67,31 +68,27 @@ def box_token(box: BoxConfig, token: str | None = None) -> tuple[str | None, str
 
 
 def token_notice(box: BoxConfig, entries: Iterable[Mapping[str, Any]], *,
-                 milestone: bool = False) -> str | None:
-    """Words for the first push that sends a Hub token to this box, or None.
+                 milestone: bool = False, budget: bool = False) -> str | None:
+    """Words for the first push that sends a Hub token to this box, or None (the one rule,
+    tui.model.token_rule, decides). A milestone or budget push asks no one: its words say
+    that those settings were the user's yes."""
+    step: Step = "milestone" if milestone else "budget" if budget else "push"
+    return decide(box, step, uses_token=push_uses_box_token(box), entries=entries).notice
 
-    None when nothing is sent (no hf_repo, or `upload_from = "panel"`) or when a
-    push from this box to the Hub is already on record. A `milestone` push asks no
-    one: its words say that the milestone settings were the user's yes.
-    """
+
+def push_uses_box_token(box: BoxConfig) -> bool:
+    """A push from this box uploads to the Hub from the box itself (so the box would use a
+    token); `upload_from = "panel"` uses the token here, never there."""
     push = box.push
-    if push is None or not push.hf_repo or push.upload_from != "box":
+    return push is not None and bool(push.hf_repo) and push.upload_from == "box"
+
+
+def token_value(box: BoxConfig, decision: TokenDecision, token: str | None = None) -> str | None:
+    """The value of the token the rule chose for the box (None when none goes).
+    HubError when the box's own variable (token_env) is not set: nothing is sent."""
+    if decision.source is None:
         return None
-    for entry in entries:
-        dest = entry.get("destination")
-        if entry.get("box") == box.name and entry.get("action") == "push" \
-                and isinstance(dest, str) and dest.startswith("hf://"):
-            return None
-    var = push.token_env or "HF_TOKEN (or huggingface_hub's saved token)"
-    unasked = ("Milestone pushes (every_epochs, on_best, on_complete in [box.push]) are your "
-               "standing yes to that: nobody is asked. " if milestone else "")
-    return (f"This {'milestone ' if milestone else ''}push sends your Hugging Face token "
-            f"from {var} to box {box.name}, so the box can upload to {push.hf_repo} itself. "
-            "A rented box is a stranger's machine: whoever controls it can use that token. "
-            f"{unasked}Prefer a fine-grained token with write "
-            "access to that one repo (token_env in [box.push]), or set upload_from = "
-            "\"panel\": the files come to this machine, are verified, and are uploaded from "
-            "here, and no token leaves it.")
+    return box_token(box, token)[0]
 
 
 def _hub_api(endpoint: str | None, token: str | None) -> Any:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tui.actions.hub import HubError, token_value
 from tui.actions.onbox_run import describe_end, interpreter_missing, run_onbox
 from tui.actions.preflight import params_bytes, program
 from tui.actions.push import resolve_token, scrub
@@ -33,6 +34,7 @@ from tui.model.config import BoxConfig, FleetConfig
 from tui.model.preflight import interpreter_command
 from tui.model.sizing import human_bytes
 from tui.model.staging import Expected, FetchReport, StageReport, read_fetch, repo_problem
+from tui.model.token_rule import SENT_KEY, TokenDecision, decide
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 from tui.store import paths
@@ -46,6 +48,15 @@ Progress = Callable[[str, int, int], None]  # (step, bytes done, bytes total)
 
 class StageError(Exception):
     """Stage or fetch could not start: bad input, a Hub that says no (never holding a token)."""
+
+
+class TokenConsent(StageError):
+    """A fetch that would send a Hub token to this box for the first time: nothing was
+    sent; `notice` is the question to put to the user (then fetch again with `confirmed`)."""
+
+    def __init__(self, notice: str) -> None:
+        super().__init__(notice)
+        self.notice = notice
 
 
 # -- packing ----------------------------------------------------------------------------
@@ -284,7 +295,10 @@ def hub_expected(repo: str, filename: str | None, *, endpoint: str | None,
         raise StageError(problem)
     api = _api(endpoint, token)
     try:
-        revision = getattr(api.repo_info(repo, repo_type="dataset"), "sha", None)
+        info = api.repo_info(repo, repo_type="dataset")
+        revision = getattr(info, "sha", None)
+        needs_token = getattr(info, "private", None) is not False \
+            or bool(getattr(info, "gated", False))
         if filename is None:
             tars = sorted(f.path for f in api.list_repo_tree(repo, repo_type="dataset",
                                                              revision=revision)
@@ -301,11 +315,11 @@ def hub_expected(repo: str, filename: str | None, *, endpoint: str | None,
         raise StageError(f"asking the Hub about {repo}: {_hub_words(exc, token)}") from None
     if not infos:
         raise StageError(f"dataset repo {repo} has no file {filename}")
-    info = infos[0]
-    sha = lfs_sha256(info)
+    found = infos[0]
+    sha = lfs_sha256(found)
     if sha is None:
         sha = _hash_small_file(repo, filename, revision, endpoint, token)
-    return Expected(repo, filename, int(info.size), sha, revision)
+    return Expected(repo, filename, int(found.size), sha, revision, needs_token)
 
 
 def _hash_small_file(repo: str, filename: str, revision: str | None, endpoint: str | None,
@@ -367,20 +381,27 @@ async def fetch(fleet: FleetConfig, box: BoxConfig, repo: str, *, filename: str 
                 endpoint: str | None = None, token: str | None = None,
                 deadline: float = FETCH_DEADLINE, keep_tar: bool = False,
                 progress: Progress | None = None,
-                session: BoxSession | None = None) -> FetchReport:
+                session: BoxSession | None = None, confirmed: bool = False) -> FetchReport:
     """Ask the Hub here, fetch on the box, journal the outcome: the headless command, and
-    the panel's (over its watcher's `session`, left open)."""
+    the panel's (over its watcher's `session`, left open).
+
+    `token` is this machine's, for asking the Hub; what goes to the box is what the one
+    rule (tui.model.token_rule) allows: none for a public data set, the box's own
+    token_env, never any to an upload_from = "panel" box (StageError for a private data
+    set there). The first send to a box raises TokenConsent unless `confirmed`."""
     import asyncio
 
     token = resolve_token(token)
     endpoint = endpoint or os.environ.get("HF_ENDPOINT")
     expected = await asyncio.to_thread(hub_expected, repo, filename, endpoint=endpoint,
                                        token=token)
+    decision = fetch_decision(box, expected, journal)
+    box_token = fetch_token(box, decision, token, confirmed)
     dest = dest or default_dest(box)
     own = session is None
     use = BoxSession(box, fleet, host_key_store(fleet)) if session is None else session
     try:
-        report = await fetch_box(use, box, expected, dest=dest, token=token,
+        report = await fetch_box(use, box, expected, dest=dest, token=box_token,
                                  endpoint=endpoint, deadline=deadline, keep_tar=keep_tar,
                                  progress=progress)
     finally:
@@ -392,5 +413,27 @@ async def fetch(fleet: FleetConfig, box: BoxConfig, repo: str, *, filename: str 
                        files=[{"name": expected.filename, "size": expected.size,
                                "sha256": expected.sha256}],
                        destination=report.dest, verified=report.verified,
-                       message=report.message)
+                       message=report.message,
+                       details={SENT_KEY: decision.source if box_token else None})
     return report
+
+
+def fetch_decision(box: BoxConfig, expected: Expected, journal: Journal | None
+                   ) -> TokenDecision:
+    """The one rule, asked for this fetch: a token only where the data set needs one."""
+    return decide(box, "fetch", uses_token=expected.needs_token,
+                  entries=journal.entries if journal is not None else (), repo=expected.repo)
+
+
+def fetch_token(box: BoxConfig, decision: TokenDecision, token: str | None,
+                confirmed: bool) -> str | None:
+    """The token this fetch sends to the box, or None; StageError when the rule withholds
+    one the data set needs, TokenConsent when the user has not said yes yet."""
+    if decision.withheld is not None:
+        raise StageError(f"not fetched: {decision.withheld}")
+    if decision.ask and not confirmed:
+        raise TokenConsent(decision.notice or "")
+    try:
+        return token_value(box, decision, token)
+    except HubError as exc:
+        raise StageError(f"not fetched: {exc.message}") from None

@@ -10,7 +10,9 @@ command line or an environment line): the program and the two it reuses
 (probe.py finds the runs, push.py lists and hashes their files), its config
 (limits, actions, where to push, how to stop: no secret), and a 0600
 secrets file (read once by the watchdog and removed) with the Hub token
-when the box pushes to `hf_repo` itself. The
+only when a step will push to `hf_repo` from the box (never for a dry run or
+stop-only steps; the one rule, tui.model.token_rule, decides which token and
+asks the first time). The
 user's account-wide provider key goes there only with `use_account_key`
 (`--use-account-key`); without it the watchdog stops the box with the
 instance's own scoped credentials (Vast's CONTAINER_API_KEY, a RunPod pod's
@@ -25,18 +27,19 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from tui.actions.flows import EXIT_FAILED, Report
-from tui.actions.hub import HubError, box_token
+from tui.actions.hub import HubError, token_value
 from tui.actions.launch import box_python, start_detached
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.fields import items
 from tui.model.text import clean, clean_block
+from tui.model.token_rule import SENT_KEY, TokenDecision, decide
 from tui.model.watchdog import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_STEPS,
@@ -56,6 +59,7 @@ from tui.store.journal import GuardOutcome, Journal
 GUARD_DIR = "~/.gpurent-tui/guard"
 SHIPPED = ("guard.py", "probe.py", "push.py")
 INSTALL_WAIT = 30.0
+EXIT_ASK = 2  # asked and not answered (off a terminal, no --yes): as push
 CONTROL_TIMEOUT = 30.0
 Say = Callable[[str], None]
 
@@ -101,31 +105,59 @@ def _bad(session: BoxSession, words: str) -> BoxError:
     return BoxError(Connection.PROBE_FAILED, f"box {session.box.name}: {words}")
 
 
+class TokenQuestion(Exception):
+    """Arming would send a Hub token to this box for the first time and nobody said yes:
+    nothing was sent; `notice` is the question (arm again with `confirmed`)."""
+
+    def __init__(self, notice: str) -> None:
+        super().__init__(notice)
+        self.notice = notice
+
+
+def will_push(request: GuardRequest) -> bool:
+    """Whether a step of this watchdog can push: a dry run acts on nothing, and a trigger
+    set to `stop` pushes nothing."""
+    return not request.dry_run and any("push" in steps for steps in request.actions.values())
+
+
+def guard_token(box: BoxConfig, request: GuardRequest,
+                entries: Iterable[Mapping[str, Any]]) -> TokenDecision:
+    """The one rule (tui.model.token_rule), asked for this watchdog: a Hub token goes to
+    the box only when one of its steps will push to hf_repo from there."""
+    push = box.push
+    uses = will_push(request) and push is not None and bool(push.hf_repo)
+    return decide(box, "guard", uses_token=uses, entries=entries,
+                  repo=push.hf_repo if push is not None else None)
+
+
 def _secrets(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
-             env: Mapping[str, str]) -> tuple[dict[str, str], str | None, list[str]]:
-    """(secrets for the box, why no Hub push is possible or None, notices for the user)."""
+             env: Mapping[str, str], decision: TokenDecision, confirmed: bool = False
+             ) -> tuple[dict[str, str], str | None, list[str]]:
+    """(secrets for the box, why no Hub push is possible or None, notices for the user).
+    TokenQuestion when the rule asks and the user has not said yes."""
     secrets: dict[str, str] = {}
     notices: list[str] = []
     no_token = None
     push = box.push
     if push is None or not push.hf_repo:
         no_token = "no hf_repo in the box's [box.push]: nothing to push"
-    elif push.upload_from != "box":
-        no_token = ("upload_from = \"panel\": no Hub token goes to this box, so the "
-                    "watchdog cannot push (a destroy falls back to stop)")
+    elif decision.withheld is not None:
+        no_token = decision.withheld
+    elif not decision.sends:
+        no_token = ("a dry run: no Hub token was sent to the box (it pushes nothing)"
+                    if request.dry_run else "no step pushes (every trigger only stops): "
+                    "no Hub token was sent to the box")
+    elif decision.ask and not confirmed:
+        raise TokenQuestion(decision.notice or "")
     else:
         try:
-            token, where = box_token(box)
+            token, where = token_value(box, decision), decision.source_words
         except HubError as exc:
             token, where = None, exc.message
         if token:
             secrets["hf_token"] = token
-            notices.append(
-                f"The watchdog keeps your Hugging Face token from {where} on box {box.name} "
-                f"(in its memory) so it can push to {push.hf_repo} without you. A rented box "
-                "is a stranger's machine: whoever controls it can use that "
-                "token. Prefer a fine-grained token with write access to that one repo "
-                "(token_env in [box.push]).")
+            if decision.notice is not None:
+                notices.append(decision.notice)
         else:
             no_token = f"no Hub token ({where or 'HF_TOKEN is not set'}): nothing to push"
     if request.use_account_key:
@@ -152,13 +184,19 @@ def _base_url(fleet: FleetConfig, box: BoxConfig, env: Mapping[str, str]) -> str
 
 async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardRequest,
                         journal: Journal, *, session: BoxSession | None = None,
-                        env: Mapping[str, str] | None = None, say: Say | None = None
-                        ) -> Report:
-    """Arm the watchdog on `box` (replacing any there); journaled, never with a secret."""
+                        env: Mapping[str, str] | None = None, say: Say | None = None,
+                        confirmed: bool = False) -> Report:
+    """Arm the watchdog on `box` (replacing any there); journaled, never with a secret.
+    The first Hub token it would send to the box needs `confirmed` (the user's yes to
+    `guard_token`'s notice); without it nothing is sent and the arming is refused."""
     env = os.environ if env is None else env
     report = Report()
+    decision = guard_token(box, request, journal.entries)
     try:
-        secrets, no_token, notices = _secrets(fleet, box, request, env)
+        secrets, no_token, notices = _secrets(fleet, box, request, env, decision, confirmed)
+    except TokenQuestion as asked:
+        return report.fail(f"guard {box.name}: not armed, nothing sent: {asked.notice} "
+                           "(say yes to it: --yes)", EXIT_ASK)
     except ValueError as exc:
         return report.fail(f"guard {box.name}: {exc}")
     for notice in notices:
@@ -176,7 +214,7 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         hf_endpoint=request.hf_endpoint or env.get("HF_ENDPOINT") or None,
         no_token_reason=no_token, retry_seconds=request.retry_seconds)
     words = plan_words(request.max_hours, request.no_progress_minutes, request.actions,
-                       config["hf_repo"] if not no_token else None)
+                       config["hf_repo"] if not no_token or request.dry_run else None)
     if request.dry_run:
         words = "dry run (acts on nothing, says what it would do): " + words
     own = session is None
@@ -226,7 +264,8 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
     if error is not None:
         report.fail(f"guard {box.name}: {clean_block(error)}")
     journal.record(box=box.name, action="guard", outcome=outcome,
-                   destination=config["hf_repo"], message=words, error=error)
+                   destination=config["hf_repo"], message=words, error=error,
+                   details={SENT_KEY: decision.source if "hf_token" in secrets else None})
     return report
 
 

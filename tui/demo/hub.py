@@ -69,6 +69,7 @@ class HubState:
     lie_about: set[str] = field(default_factory=set)  # paths whose sha256 paths-info misreports
     corrupt: set[str] = field(default_factory=set)  # paths served with one byte flipped
     private: dict[str, bool] = field(default_factory=dict)  # repos made by create_repo
+    more_tokens: set[str] = field(default_factory=set)  # also accepted (a box's scoped one)
     heads: dict[str, str] = field(default_factory=dict)  # repo -> its last commit
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,7 +121,8 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.authorizations.append(auth)
             state.requests.append(f"{self.command} {self.path}")
-        return state.token is None or auth == f"Bearer {state.token}"
+        return state.token is None or auth in {f"Bearer {t}"
+                                                for t in (state.token, *state.more_tokens)}
 
     def _repo(self, repo: str) -> dict[str, StoredFile] | None:
         found = self.server.state.repos.get(repo)
@@ -179,11 +181,22 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET(head=True)
 
+    def _public_read(self, path: str) -> bool:
+        """A read with no token of a public repo (as the Hub serves one to anyone)."""
+        if self.headers.get("Authorization") is not None:
+            return False
+        for pattern, kind in ((INFO, "kind"), (TREE, "kind"), (RESOLVE, "prefix")):
+            if match := pattern.match(path):
+                key = repo_key(match[kind], match["repo"])
+                state = self.server.state
+                return key in state.repos and not state.private.get(key, False)
+        return False
+
     def do_GET(self, head: bool = False) -> None:
-        if not self._authorized():
+        path = urlsplit(self.path).path
+        if not self._authorized() and not self._public_read(path):
             self._send(401, {"error": "Invalid credentials"})
             return
-        path = urlsplit(self.path).path
         if match := INFO.match(path):
             key = repo_key(match["kind"], match["repo"])
             if self._repo(key) is not None:

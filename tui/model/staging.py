@@ -72,6 +72,9 @@ class Expected:
     size: int
     sha256: str
     revision: str | None = None
+    # Whether a box needs a Hub token to download it: a private or gated repo, or one
+    # whose visibility the Hub did not say (a public one needs none).
+    needs_token: bool = True
 
 
 @dataclass(frozen=True)

@@ -771,14 +771,14 @@ class Guard:
         if not self.config.get("hf_repo"):
             self.record("push", "skipped", "no hf_repo in the box's [box.push]: nothing pushed")
             return False
+        if self.dry_run:  # a dry run is sent no token: it says what it would push
+            self.record("push", "dry_run", "would push %d run(s) to %s and verify them "
+                        "on the Hub" % (len(self.watch.runs), self.config["hf_repo"]))
+            return False
         token = self.secrets.get("hf_token")
         if not token:
             self.record("push", "skipped", self.config.get("no_token_reason")
                         or "no Hub token was sent to this box: nothing pushed")
-            return False
-        if self.dry_run:
-            self.record("push", "dry_run", "would push %d run(s) to %s and verify them "
-                        "on the Hub" % (len(self.watch.runs), self.config["hf_repo"]))
             return False
         if not self.watch.runs:  # a wrong or empty runs root: nothing found is not verified
             self.record("push", "skipped", "no run found under the runs roots: nothing "

@@ -6,7 +6,8 @@ here, the download, sha256 check and safe unpacking on the box with its own
 huggingface_hub, the token on the channel's stdin) over the panel's session to
 the box, in its own worker. The download's and the unpacking's progress show
 here, then the outcome; the journal records it. Escape goes back (and abandons
-a fetch still running: its channel is closed).
+a fetch still running: its channel is closed). The first fetch that would send a
+Hub token to the box asks first, as a push does (nothing is sent until yes).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, Static
 
-from tui.actions.stage import StageError
+from tui.actions.stage import StageError, TokenConsent
 from tui.model.sizing import human_bytes
 from tui.model.staging import FetchReport, repo_problem
 from widgets.fleet_text import clean
 
 Progress = Callable[[str, int, int], None]
-Fetch = Callable[[str, str, Progress], Awaitable[FetchReport]]
+Fetch = Callable[[str, str, Progress, bool], Awaitable[FetchReport]]  # bool: said yes
 
 
 class FetchScreen(Screen[None]):
@@ -81,15 +82,33 @@ class FetchScreen(Screen[None]):
         self.run_worker(self._run(repo, dest), group="fetch", exclusive=True,
                         exit_on_error=False)
 
+    def _confirmed(self, repo: str, dest: str, yes: bool | None) -> None:
+        body = self.query_one("#body", Static)
+        if not yes:
+            self.error = "not fetched: the token stays on this machine"
+            body.update(Text(self.error, style="yellow"))
+            return
+        body.update(Text(f"fetching {clean(repo)}…", style="cyan"))
+        self.run_worker(self._run(repo, dest, True), group="fetch", exclusive=True,
+                        exit_on_error=False)
+
     def _progress(self, step: str, done: int, total: int) -> None:
         share = f" ({100 * done // total}%)" if total else ""
         self.query_one("#body", Static).update(Text(
             f"{step}: {human_bytes(done)} of {human_bytes(total)}{share}", style="cyan"))
 
-    async def _run(self, repo: str, dest: str) -> None:
+    async def _run(self, repo: str, dest: str, confirmed: bool = False) -> None:
         body = self.query_one("#body", Static)
         try:
-            report = await self.fetch(repo, dest, self._progress)
+            report = await self.fetch(repo, dest, self._progress, confirmed)
+        except TokenConsent as asked:  # the first token to this box: nothing sent yet
+            from tui.screens.confirm import ConfirmScreen
+
+            body.update(Text("waiting for your answer: send the Hub token?", style="yellow"))
+            self.app.push_screen(ConfirmScreen(f"Send your Hub token to {self.box}?",
+                                               asked.notice),
+                                 lambda yes: self._confirmed(repo, dest, yes))
+            return
         except StageError as exc:  # the Hub's answer, in words (never the token)
             self.error = str(exc)
             body.update(Text(clean(str(exc)), style="red"))
