@@ -482,7 +482,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     try:
         report = stage(Path(args.dir), args.repo, public=args.public, name=args.name,
                        tar_path=Path(args.tar) if args.tar else None, keep_tar=args.keep_tar,
-                       progress=bar)
+                       progress=bar, follow_outside=args.follow_outside)
     except StageError as exc:
         bar.end()
         print(f"stage: {exc}", file=sys.stderr)
@@ -670,6 +670,8 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
                        help="write the tar here and keep it (default: a cache file, removed "
                             "once the upload is verified)")
     stage.add_argument("--keep-tar", action="store_true", help="keep the packed tar")
+    stage.add_argument("--follow-outside", action="store_true",
+                       help="pack what links out of DIR point to (refused by default, listed)")
     stage.set_defaults(func=cmd_stage)
     fetch = sub.add_parser("fetch", parents=[common],
                            help="download a staged tar on the box (its own huggingface_hub), "
