@@ -277,6 +277,9 @@ def cmd_guard(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     """LibreYOLO's monitor for a run, forwarded to 127.0.0.1 here until Ctrl+C."""
+    if args.port is not None and not 1 <= args.port <= 65535:
+        print(f"monitor: --port {args.port} is not a port (1 to 65535)", file=sys.stderr)
+        return EXIT_CONFIG
     fleet = load_fleet(args.config)
     box = _box(fleet, args.box)
     try:
@@ -848,7 +851,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("box")
     monitor.add_argument("run", help="run name (under the box's runs roots) or path on the box")
     monitor.add_argument("--port", type=int, metavar="P",
-                         help="local port (default: the box's monitor port when free here)")
+                         help="local port (default: a free one)")
     monitor.set_defaults(func=cmd_monitor)
     add_guard_command(sub, common)
     init = sub.add_parser("init", parents=[common], help="write an example fleet config")
