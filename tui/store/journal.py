@@ -26,7 +26,9 @@ JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard"
 PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
-JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome]
+CancelOutcome = Literal["cancelled"]  # the user cancelled it from the panel while it ran
+JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome,
+                         CancelOutcome]
 
 
 class Journal:
