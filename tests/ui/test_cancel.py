@@ -158,3 +158,30 @@ def test_every_action_the_panel_runs_has_true_cancel_words() -> None:
     assert cancel_words("check").ask is None  # nothing half-done: no confirmation
     assert "NOT stopped" in (cancel_words("budget: push and stop").ask or "")
     assert "may still" in (cancel_words("destroy").ask or "")
+
+
+async def test_a_cancelled_stop_says_the_provider_may_still_carry_it_out(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """A manual box whose stop_command hangs: the confirmation and the box's line say the
+    stop may still happen; the journal has the stop as cancelled, not failed."""
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, "lab", runs_roots=[str(root)], stop_command="sleep 600",
+        pricing={"running_usd_per_hr": 0.5})], known_hosts=[server.known_hosts_line()])
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "lab"))
+        app.power("lab", "stop")
+        await until(pilot, lambda: app.busy == {"lab": "stop"})
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "may still carry it out" in app.screen.body
+        await pilot.press("y")
+        await until(pilot, lambda: "lab" not in app.busy)
+        await until(pilot, lambda: "stop cancelled by you" in box_text(app, "lab"))
+        assert "the provider may still stop the box" in box_text(app, "lab")
+        entry = app.journal.entries[-1]
+        assert (entry["action"], entry["outcome"]) == ("stop", "cancelled")
+        assert not any(e.get("outcome") == "failed" for e in app.journal.entries)

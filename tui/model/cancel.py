@@ -30,10 +30,11 @@ class CancelWords:
 
 _PUSH = CancelWords(
     "push",
-    "The upload stops where it is. Files an earlier push verified stay verified; this "
-    "push verifies nothing, and a file cut off mid-upload is not counted (a commit the Hub "
-    "did not finish is not made). The run's files on the box are untouched: push again "
-    "to finish.",
+    "The push stops where it is. Files an earlier push verified stay verified; this push "
+    "verifies nothing and is journaled as cancelled (push again to finish). A file cut "
+    "off mid-copy is not counted, and the push program on the box ends within seconds. "
+    "The run's files on the box are untouched. An upload this machine already handed to "
+    "the Hub (upload_from = \"panel\") may still finish in the background, unverified.",
     "nothing verified by this push; the box's files are untouched, earlier verified "
     "pushes still hold")
 _POWER = (
@@ -47,9 +48,12 @@ _WORDS: dict[str, CancelWords] = {
     "start": CancelWords("start", _POWER.format(what="start"),
                          "the provider may still start the box (and bill its running rate): "
                          "its state shows what happened"),
-    "destroy": CancelWords("destroy", _POWER.format(what="destroy"),
-                           "the provider may still destroy the box: its state shows what "
-                           "happened; nothing verified was lost by cancelling"),
+    "destroy": CancelWords(
+        "destroy",
+        _POWER.format(what="destroy") + " If it was still pushing first (p in the destroy "
+        "dialog), no destroy was sent and that push verifies nothing.",
+        "the provider may still destroy the box, if the request was sent: its state shows "
+        "what happened"),
     "launch": CancelWords(
         "launch",
         "A run the launch already started goes on training on the box (it was started "
