@@ -4,10 +4,13 @@ journal says `cancelled`, the program on the box ends, and a new action can star
 
 from __future__ import annotations
 
+import asyncio
+import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.console import Console
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.libreyolo_train import wait_for
 from support.pilot import box_text, until
@@ -65,6 +68,13 @@ def fleet_with_hanging_push(tmp_path: Path, sshd_factory: Callable[..., Sshd],
     return fleet, bindir / "push.pid"
 
 
+def painted(app: GpurentApp) -> str:
+    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
+                      force_terminal=True, record=True)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -95,7 +105,7 @@ async def test_x_cancels_a_hanging_push_journals_it_and_frees_the_box(
                                                                      "cancelled")
         assert "cancelled by you" in entry["message"]
         # The push program on the box ends once it finds the panel gone (its next beat).
-        wait_for(lambda: not _alive(pid), timeout=30, interval=0.1)
+        await asyncio.to_thread(wait_for, lambda: not _alive(pid), 30, 0.1)
         assert not (tmp_path / "pushed").exists() or not any(
             p.is_file() for p in (tmp_path / "pushed").rglob("*"))
 
@@ -148,6 +158,8 @@ async def test_x_with_nothing_running_says_so_and_journals_nothing(
                                        for n in app._notifications))
         assert not isinstance(app.screen, ConfirmScreen)
         assert len(app.journal.entries) == before
+        await pilot.press("question_mark")  # help lists it with its key
+        await until(pilot, lambda: "Cancel the box's action" in painted(app))
 
 
 def test_every_action_the_panel_runs_has_true_cancel_words() -> None:
