@@ -197,3 +197,39 @@ async def test_a_cancelled_stop_says_the_provider_may_still_carry_it_out(
         entry = app.journal.entries[-1]
         assert (entry["action"], entry["outcome"]) == ("stop", "cancelled")
         assert not any(e.get("outcome") == "failed" for e in app.journal.entries)
+
+
+async def test_a_cancelled_milestone_push_is_not_started_again_at_once(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """on_complete pushes the finished run unasked; cancelled, it waits its backoff (as a
+    failed one does) instead of starting again at the box's next answer."""
+    bindir = hanging_python(tmp_path)
+    server = sshd_factory(env={"PATH": f"{bindir}:{SYSTEM_PATH}"})
+    root = runs_root_with(tmp_path, "yolox_completed")
+    (root / "yolox_completed" / "weights").mkdir()
+    for name in ("best.pt", "last.pt"):  # a finished run's weights, never pushed
+        (root / "yolox_completed" / "weights" / name).write_bytes(b"w" * 1000)
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, "gpu-1", runs_roots=[str(root)],
+        push={"local_dir": str(tmp_path / "pushed"), "on_complete": True})],
+        known_hosts=[server.known_hosts_line()])
+    pidfile = bindir / "push.pid"
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: pidfile.exists() and pidfile.read_text() != "")
+        what = app.busy["gpu-1"]
+        assert what.startswith("milestone push")
+        app.cancel_action("gpu-1")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: "gpu-1" not in app.busy)
+        # The box answers twice more (refresh_seconds = 1); each answer asks the milestone
+        # planner what is due.
+        for _ in range(2):
+            seen = app.states["gpu-1"].last_ok_at
+            await until(pilot, lambda seen=seen: app.states["gpu-1"].last_ok_at != seen)
+        await pilot.pause(0.3)
+        assert "gpu-1" not in app.busy
+        entry = app.journal.entries[-1]
+        assert (entry["action"], entry["outcome"], entry["cancelled"]) == (
+            "push", "cancelled", what)
