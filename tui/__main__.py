@@ -286,6 +286,9 @@ def cmd_guard(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     """LibreYOLO's monitor for a run, forwarded to 127.0.0.1 here until Ctrl+C."""
+    if args.port is not None and not 1 <= args.port <= 65535:
+        print(f"monitor: --port {args.port} is not a port (1 to 65535)", file=sys.stderr)
+        return EXIT_CONFIG
     fleet = load_fleet(args.config)
     box = _box(fleet, args.box)
     try:
@@ -491,7 +494,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     try:
         report = stage(Path(args.dir), args.repo, public=args.public, name=args.name,
                        tar_path=Path(args.tar) if args.tar else None, keep_tar=args.keep_tar,
-                       progress=bar)
+                       progress=bar, follow_outside=args.follow_outside)
     except StageError as exc:
         bar.end()
         print(f"stage: {exc}", file=sys.stderr)
@@ -706,6 +709,8 @@ def add_preflight_commands(sub: argparse._SubParsersAction,
                        help="write the tar here and keep it (default: a cache file, removed "
                             "once the upload is verified)")
     stage.add_argument("--keep-tar", action="store_true", help="keep the packed tar")
+    stage.add_argument("--follow-outside", action="store_true",
+                       help="pack what links out of DIR point to (refused by default, listed)")
     stage.set_defaults(func=cmd_stage)
     fetch = sub.add_parser("fetch", parents=[common],
                            help="download a staged tar on the box (its own huggingface_hub), "
@@ -891,7 +896,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("box")
     monitor.add_argument("run", help="run name (under the box's runs roots) or path on the box")
     monitor.add_argument("--port", type=int, metavar="P",
-                         help="local port (default: the box's monitor port when free here)")
+                         help="local port (default: a free one)")
     monitor.set_defaults(func=cmd_monitor)
     add_guard_command(sub, common)
     init = sub.add_parser("init", parents=[common], help="write an example fleet config")

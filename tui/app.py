@@ -38,6 +38,7 @@ from tui.memory import HistorySettler, settle_history, thaw
 from tui.messages import ActionEnded, ActionProgress, BoxUpdated, CostsPolled
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState, Connection, fold_failure
+from tui.model.cancel import cancel_words
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, Unpushed, last_verified_pushes
 from tui.model.launch import LaunchForm, LaunchRequest
@@ -124,6 +125,8 @@ class GpurentApp(App[None]):
         self._alarm_items: list[tuple[str, str]] = []  # (title, words) it says
         self._journal_seen = self.journal.version  # the version the push notes came from
         self._crashes: dict[str, int] = {}  # box -> watcher crashes in a row
+        self._actions: dict[str, Worker[None]] = {}  # box -> the worker of its action
+        self._cancelling: set[str] = set()  # boxes whose action the user cancelled
         self._poll_crashes = 0  # provider poller crashes in a row
         self._cost_pending = False
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
@@ -381,13 +384,41 @@ class GpurentApp(App[None]):
                 lines, code, outcome = report.lines, report.code, report.outcome
             except Exception as exc:  # a bug in a flow: say so, never leave the box locked
                 lines = [f"{what} on {box} crashed: {type(exc).__name__}: {exc}"]
+            except asyncio.CancelledError:
+                if box in self._cancelling:  # the user's cancel, not the panel quitting
+                    words = self.board.cancelled(box, what)
+                    self.post_message(ActionEnded(box, what, [words.after], 1, "cancelled"))
+                raise
             finally:
                 self.busy.pop(box, None)
+                self._actions.pop(box, None)
+                self._cancelling.discard(box)
             self.post_message(ActionEnded(box, what, lines, code, outcome))
 
-        self.run_worker(runner(), group=f"action:{box}", name=f"{what} {box}",
-                        exit_on_error=False)
+        self._actions[box] = self.run_worker(runner(), group=f"action:{box}",
+                                             name=f"{what} {box}", exit_on_error=False)
         return True
+
+    def cancel_action(self, box: str, worker: Worker[None] | None = None) -> None:
+        """`x` (or the palette): end the box's running action. One that may be left
+        half-done asks first, saying what is still safe; the answer cancels that same
+        action only (one that ended meanwhile, or its successor, is left alone)."""
+        what, running = self.busy.get(box), self._actions.get(box)
+        if what is None or running is None:
+            self.notify(f"nothing is running on {box}", timeout=TOAST_SECONDS, markup=False)
+            return
+        words = cancel_words(what)
+        if worker is None and words.ask is not None:
+            self.push_screen(ConfirmScreen(f"Cancel {what} on {box}?", words.ask),
+                             lambda yes: self.cancel_action(box, running) if yes else None)
+            return
+        if worker is not None and worker is not running:
+            self.notify(f"{what} on {box} had already ended", timeout=TOAST_SECONDS,
+                        markup=False)
+            return
+        self._cancelling.add(box)
+        self._note(box, Text(f"cancelling {what}…"))
+        running.cancel()
 
     def on_action_progress(self, message: ActionProgress) -> None:
         if message.text is not None and message.box in self.busy:
@@ -400,7 +431,7 @@ class GpurentApp(App[None]):
         stamp = clock_time(self.clock()) or ""
         self._note(box, ended_text(message.what, message.code, message.outcome, message.lines,
                                    stamp))
-        if not ok and message.outcome != "unknown" \
+        if not ok and message.outcome not in ("unknown", "cancelled") \
                 and message.what in ("push", "budget: push and stop") and self.live:
             self._ring(self.guardian.alert([event(
                 PUSH_FAILED, box, f"{box}: {message.what} failed: "
@@ -582,6 +613,10 @@ class GpurentApp(App[None]):
             yield SystemCommand(escape(f"Launch on {name}"), "Start a run detached: "
                                 "libreyolo train or your script (the launch form)",
                                 lambda b=name: self.open_launch(b))
+        for name, what in list(self.busy.items()):
+            yield SystemCommand(escape(f"Cancel {what} on {name}"),
+                                escape(cancel_words(what).ask or "nothing is left half-done"),
+                                lambda b=name: self.cancel_action(b))
         for box in self.states.values():
             for run in box.runs:
                 # The palette reads both as markup: a run named "[/]" would crash it.

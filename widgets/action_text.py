@@ -33,6 +33,8 @@ def action_ended(code: int, outcome: str | None) -> Ended:
     """From a Report's exit code and its power outcome (None for actions without one)."""
     if code == 0:
         return Ended("✔", "done", "bold green", "", "information")
+    if outcome == "cancelled":
+        return Ended("✖", "cancelled by you", "bold yellow", "yellow", "warning")
     if outcome == "unknown":
         return Ended("?", "unknown: may still be billing", "bold yellow", "yellow", "warning")
     return Ended("✖", "failed", "bold red", "red", "error")

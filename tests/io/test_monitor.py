@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = "slow run"
 
 # `libreyolo monitor RUN --no-browser --json ...` that never prints its URL (slow to
-# start), unless a `serve` file beside it says to print it after a few seconds of loading.
+# start), unless a `serve` file beside it says to print it after a few seconds of loading
+# (with the port the file names, when it names one: a box that picks its own).
 SLOW_MONITOR = """#!PYTHON
 import json
 import os
@@ -42,7 +44,8 @@ assert sys.argv[1] == "monitor", sys.argv
 print("stand-in monitor: loading", flush=True)
 if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve")):
     time.sleep(3)  # the box's launcher beats meanwhile
-    port = sys.argv[sys.argv.index("--port") + 1]
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve")) as f:
+        port = f.read().strip() or sys.argv[sys.argv.index("--port") + 1]
     print(json.dumps({"url": "http://127.0.0.1:" + port}), flush=True)
 while True:
     time.sleep(1)
@@ -121,6 +124,33 @@ async def test_a_monitor_that_comes_up_is_forwarded_and_closing_stops_it(
         assert _monitors_of(run_dir) == [handle.pid]
         assert await close_monitor(session, handle) == "monitor stopped"
         assert handle.pid is not None and not _alive(handle.pid)
+    finally:
+        await session.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_the_local_port_is_ours_not_the_boxs(slow_box: tuple[FleetConfig, Path]) -> None:
+    """The box says its monitor is on port P (11434, say: another local service's
+    default); a free port P here is still not the panel's to take unasked."""
+    fleet, _ = slow_box
+    port = _free_port()  # free here, so only the choice decides which port is bound
+    (Path(fleet.boxes[0].python or "").parent / "serve").write_text(str(port))
+    box = fleet.boxes[0]
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        handle = await open_monitor(session, box, RUN)
+        try:
+            assert handle.remote_port == port and handle.forwarding
+            assert handle.local_port != port and handle.url.endswith(f":{handle.local_port}/")
+            with socket.socket() as s:  # the box's port number is still free here
+                s.bind(("127.0.0.1", port))
+        finally:
+            assert await close_monitor(session, handle) == "monitor stopped"
     finally:
         await session.close()
 

@@ -55,9 +55,7 @@ def dataset(tmp_path: Path) -> Path:
     make_dataset(folder)
     (folder / "notes").mkdir()
     (folder / "notes" / "README.txt").write_text("two classes\n")
-    elsewhere = tmp_path / "elsewhere.txt"
-    elsewhere.write_text("linked in\n")
-    (folder / "linked.txt").symlink_to(elsewhere)
+    (folder / "linked.txt").symlink_to(Path("notes") / "README.txt")  # a link inside: fine
     return folder
 
 
@@ -85,7 +83,7 @@ def test_the_tar_is_deterministic_and_sorted(tmp_path: Path) -> None:
     assert [m.name for m in members] == names
     assert all(m.mtime == 0 and m.uid == 0 and m.uname == "" for m in members)
     linked = next(m for m in members if m.name == "shapes/linked.txt")
-    assert linked.isreg() and linked.size == len("linked in\n")  # the link's content
+    assert linked.isreg() and linked.size == len("two classes\n")  # the link's content
 
 
 def test_stage_uploads_privately_and_verifies(tmp_path: Path, hub: HubServer,
@@ -124,6 +122,40 @@ def test_stage_with_a_refused_token_keeps_the_tar(tmp_path: Path, hub: HubServer
         stage(folder, "../evil", endpoint=hub.url, token=TOKEN)
     with pytest.raises(StageError, match="is not a folder"):
         stage(tmp_path / "nope", REPO, endpoint=hub.url, token=TOKEN)
+
+
+def test_a_link_out_of_the_data_set_is_refused_unless_followed_on_purpose(
+        tmp_path: Path, hub: HubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A linked `../secrets.env` would go to the Hub with the data: stage names each link
+    out of the folder and uploads nothing, unless --follow-outside says to pack them."""
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    folder = dataset(tmp_path)
+    (tmp_path / "secrets.env").write_text("WANDB_API_KEY=not-for-the-hub\n")
+    (folder / "secrets.env").symlink_to(Path("..") / "secrets.env")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "more.txt").write_text("more\n")
+    (folder / "notes" / "away").symlink_to(tmp_path / "other")  # a folder out, deeper
+    with pytest.raises(StageError) as refused:
+        stage(folder, REPO)
+    words = str(refused.value)
+    assert f"{folder}/secrets.env -> ../secrets.env ({tmp_path}/secrets.env)" in words
+    assert f"{folder}/notes/away -> {tmp_path}/other" in words
+    assert "--follow-outside" in words and "2 links" in words
+    assert hub.state.requests == []  # nothing uploaded, not even a repo made
+    code = main(["stage", str(folder), "--repo", REPO])
+    err = capsys.readouterr().err
+    assert code == 2 and "secrets.env -> ../secrets.env" in err
+    assert hub.state.requests == []
+    report = stage(folder, REPO, follow_outside=True)
+    assert report.verified, report.message
+    with tarfile.open(fileobj=io.BytesIO(hub.state.repos[f"datasets/{REPO}"]["shapes.tar"]
+                                         .data)) as tar:
+        names = tar.getnames()
+    assert "shapes/secrets.env" in names and "shapes/notes/away/more.txt" in names
+    code = main(["stage", str(folder), "--repo", REPO, "--follow-outside"])
+    assert code == 0, capsys.readouterr().err
 
 
 # -- fetch ----------------------------------------------------------------------------------

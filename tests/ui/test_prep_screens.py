@@ -18,7 +18,7 @@ from support.sshd import KeyPair, Sshd
 from support.token_box import received_text, recording_python
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import Input, Static
+from textual.widgets import Checkbox, Input, Static
 
 from tui.actions.stage import stage
 from tui.app import GpurentApp
@@ -148,6 +148,8 @@ async def test_stage_from_the_palette(tmp_path: Path, hub: HubServer,
                                       client_key: KeyPair) -> None:
     folder = tmp_path / "shapes"
     make_dataset(folder)
+    (tmp_path / "secrets.env").write_text("HF_TOKEN=not-for-the-hub\n")
+    (folder / "secrets.env").symlink_to(Path("..") / "secrets.env")
     app = GpurentApp(one_box(tmp_path, sshd_factory(), client_key))
     async with app.run_test(size=(120, 36)) as pilot:
         await until(pilot, lambda: "yolox_completed" in box_text(app))
@@ -161,6 +163,12 @@ async def test_stage_from_the_palette(tmp_path: Path, hub: HubServer,
         await until(pilot, lambda: screen.error is not None)
         assert "is not a folder" in body(app)
         screen.query_one("#folder", Input).value = str(folder)
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.error is not None and "link" in screen.error)
+        assert "secrets.env -> ../secrets.env" in body(app)  # named, and nothing uploaded
+        assert f"datasets/{REPO}" not in hub.state.repos
+        screen.query_one("#follow-outside", Checkbox).value = True  # packed on purpose
+        screen.query_one("#folder", Input).focus()
         await pilot.press("enter")
         await until(pilot, lambda: screen.report is not None, timeout=120)
         assert screen.report is not None and screen.report.verified, screen.report.message

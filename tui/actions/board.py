@@ -18,6 +18,7 @@ from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
 from tui.model.alerts import AlertEvent
 from tui.model.box import BoxState
+from tui.model.cancel import CANCELLED, CancelWords, cancel_words
 from tui.model.config import FleetConfig
 from tui.model.guard import Unpushed
 from tui.model.launch import LaunchForm, LaunchRequest
@@ -114,6 +115,15 @@ class Board:
         return lambda: destroy_from_dialog(self.fleet, self.fleet.box(box), self.journal,
                                            answer, shown, ledger=self.ledger)
 
+    def cancelled(self, box: str, what: str) -> CancelWords:
+        """Journal that the user cancelled `what` on `box` while it ran; the words for
+        what is still safe come back for the box's line."""
+        words = cancel_words(what)
+        self.journal.record(box=box, action=words.action, outcome=CANCELLED,
+                            message=f"{what} cancelled by you: {words.after}",
+                            at=self.clock(), details={"cancelled": what})
+        return words
+
     def milestone(self, state: BoxState, ring: Callable[[list[AlertEvent]], object]
                   ) -> tuple[Wish, Work] | None:
         """The push a milestone calls for (`[box.push] every_epochs`, `on_best`,
@@ -127,10 +137,15 @@ class Board:
         session = self._watched(state.name)
 
         async def work(wish: Wish = wish) -> Report:
-            report = await push_runs(
-                self.fleet, self.fleet.box(wish.box), self.journal, run_names=[wish.run],
-                include_epochs=list(wish.epochs) if wish.epochs else False,
-                session=session, state=state, why=wish.why)
+            try:
+                report = await push_runs(
+                    self.fleet, self.fleet.box(wish.box), self.journal,
+                    run_names=[wish.run],
+                    include_epochs=list(wish.epochs) if wish.epochs else False,
+                    session=session, state=state, why=wish.why)
+            except asyncio.CancelledError:
+                self.guardian.push_cancelled(wish)  # tried again after its backoff only
+                raise
             events = self.guardian.push_ended(wish, report.code == 0, report.lines)
             if events:
                 ring(events)

@@ -248,6 +248,12 @@ class Guardian:
         self._pushed_version = version
         return self._pushed
 
+    def push_cancelled(self, wish: Wish) -> None:
+        """A milestone push the user cancelled backs off as a failed one does (it is not
+        started again the moment the box is free), without an alert: the user knows."""
+        self.milestones = settle(self.milestones, wish, False, self.clock(), self.jitter(),
+                                 "cancelled by you", self.retry_seconds)
+
     def push_ended(self, wish: Wish, ok: bool, lines: list[str]) -> list[AlertEvent]:
         """Record how a milestone push ended; a failure backs off and alerts."""
         error = "; ".join(lines[-2:])

@@ -3,8 +3,9 @@
 `libreyolo monitor RUN --no-browser` serves the run's files on 127.0.0.1 of
 the box (port 8420, or the next free one). We reuse a monitor already
 serving that run, or start one detached (tui/onbox/launch.py), then forward
-a local port to it through the session the panel already holds: jump hosts
-included, since the box's own connection is tunneled through them. Closing
+a local port (the one asked for, else a free one: never the box's choice) to
+it through the session the panel already holds: jump hosts included, since
+the box's own connection is tunneled through them. Closing
 stops the forward, and the monitor only if we started it.
 """
 
@@ -159,15 +160,12 @@ async def _open_monitor(session: BoxSession, box: BoxConfig, run: str,
 
 async def _forward(conn: asyncssh.SSHClientConnection, local_port: int | None,
                    remote_port: int) -> asyncssh.SSHListener:
-    """A local listener on 127.0.0.1: the given port, else the box's own port number when
-    free here (URLs read the same on both ends), else any free port."""
-    if local_port is not None:
-        return await conn.forward_local_port("127.0.0.1", local_port, "127.0.0.1", remote_port)
-    try:
-        return await conn.forward_local_port("127.0.0.1", remote_port, "127.0.0.1",
-                                             remote_port)
-    except OSError:
-        return await conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", remote_port)
+    """A local listener on 127.0.0.1: the port the user gave, else any free one the
+    system picks. Never the box's own port number: which port this machine listens on
+    is ours to choose, and a box naming 11434 (another local service's default) would
+    take it from that service while the look lasts."""
+    return await conn.forward_local_port("127.0.0.1", local_port or 0, "127.0.0.1",
+                                         remote_port)
 
 
 async def _stop_started(session: BoxSession, handle: MonitorHandle) -> str:

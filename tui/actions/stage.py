@@ -34,6 +34,7 @@ from tui.model.config import BoxConfig, FleetConfig
 from tui.model.preflight import interpreter_command
 from tui.model.sizing import human_bytes
 from tui.model.staging import Expected, FetchReport, StageReport, read_fetch, repo_problem
+from tui.model.text import clean
 from tui.model.token_rule import SENT_KEY, TokenDecision, decide
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
@@ -72,18 +73,22 @@ class Entry:
     executable: bool = False
 
 
-def collect(folder: Path) -> tuple[list[Entry], list[str]]:
+def collect(folder: Path, *, follow_outside: bool = False) -> tuple[list[Entry], list[str]]:
     """Every directory and file under `folder`, in one sorted order, under the folder's name.
 
-    A symlink is stored as what it points to (a data set linked from elsewhere
-    still arrives whole); a directory reached twice (a link loop) and anything
-    that is neither a file nor a directory are left out, and said.
+    A symlink is stored as what it points to. One that leads out of the folder
+    (a linked `../secrets.env`) would put that file on the Hub with the data
+    set, so all such links are listed in a StageError unless `follow_outside`
+    says to pack them; links within the folder are fine. A directory reached
+    twice (a link loop) and anything that is neither a file nor a directory are
+    left out, and said.
     """
     folder = folder.resolve()
     if not folder.is_dir():
         raise StageError(f"{folder} is not a folder")
     entries: list[Entry] = []
     notes: list[str] = []
+    outside: list[str] = []
     seen: set[tuple[int, int]] = set()
 
     def walk(directory: Path, arcdir: str) -> None:
@@ -100,6 +105,9 @@ def collect(folder: Path) -> tuple[list[Entry], list[str]]:
         for name in names:
             path = directory / name
             arcname = f"{arcdir}/{name}"
+            if not follow_outside and (out := _link_out(path, folder)) is not None:
+                outside.append(out)
+                continue
             try:
                 st = path.stat()
             except OSError:
@@ -114,7 +122,30 @@ def collect(folder: Path) -> tuple[list[Entry], list[str]]:
                 notes.append(f"{path}: not a file or folder, left out")
 
     walk(folder, folder.name)
+    if outside:
+        listed = "; ".join(outside[:20]) + (f"; and {len(outside) - 20} more"
+                                            if len(outside) > 20 else "")
+        raise StageError(f"{len(outside)} link{'s' if len(outside) != 1 else ''} in {folder} "
+                         f"point out of it, so what they point to would be uploaded with the "
+                         f"data set: {listed}. Nothing was packed or uploaded: remove those "
+                         "links, or pass --follow-outside to pack what they point to")
     return entries, notes
+
+
+def _link_out(path: Path, root: Path) -> str | None:
+    """`path -> target (where it leads)` when `path` is a link that leads out of `root`
+    (through any chain of links); None for anything else."""
+    if not path.is_symlink():
+        return None
+    try:
+        target = os.readlink(path)
+        real = path.resolve()
+    except (OSError, RuntimeError):  # unreadable, or a loop of links: not followed anyway
+        return None
+    if real == root or real.is_relative_to(root):
+        return None
+    where = "" if target == str(real) else f" ({clean(str(real))})"
+    return f"{clean(str(path))} -> {clean(target)}{where}"
 
 
 class _Hashing:
@@ -227,13 +258,14 @@ def lfs_sha256(info: Any) -> str | None:
 def stage(folder: Path, repo: str, *, public: bool = False, name: str | None = None,
           tar_path: Path | None = None, keep_tar: bool = False,
           endpoint: str | None = None, token: str | None = None,
-          progress: Progress | None = None) -> StageReport:
-    """Pack `folder`, upload the tar to dataset repo `repo`, verify it there."""
+          progress: Progress | None = None, follow_outside: bool = False) -> StageReport:
+    """Pack `folder`, upload the tar to dataset repo `repo`, verify it there. Links out of
+    the folder are refused before anything is packed unless `follow_outside`."""
     if problem := repo_problem(repo):
         raise StageError(problem)
     from tui.model.staging import tar_name
 
-    entries, notes = collect(folder)
+    entries, notes = collect(folder, follow_outside=follow_outside)
     name = name or tar_name(folder.resolve().name)
     out = tar_path or paths.cache_dir() / "stage" / name
     started = time.monotonic()

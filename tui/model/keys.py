@@ -21,6 +21,7 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "destroy_without_snapshots": "w",
     "launch": "L", "monitor": "w", "launch_go": "ctrl+s", "launch_cancel": "escape",
     "check": "g", "doctor": "G", "focus_next": "tab", "focus_previous": "shift+tab",
+    "cancel": "x",
 }
 # Bound on the app: active on every screen (a screen's own binding of a key wins there).
 EVERYWHERE = ("quit", "refresh", "cost", "journal", "help", "focus_next", "focus_previous")
@@ -29,7 +30,7 @@ EVERYWHERE = ("quit", "refresh", "cost", "journal", "help", "focus_next", "focus
 PRIORITY = ("focus_next", "focus_previous")
 SCREENS: Mapping[str, tuple[str, ...]] = {
     "the fleet": ("open", "filter", "push", "push_box", "stop", "start", "destroy", "next",
-                  "previous", "back", "launch", "monitor", "check", "doctor"),
+                  "previous", "back", "launch", "monitor", "check", "doctor", "cancel"),
     "the run detail": ("back", "series"),
     "the cost screen": ("back",),
     "the journal": ("back",),

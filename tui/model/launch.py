@@ -193,7 +193,8 @@ def redact(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
 def last_entry(entries: Sequence[Mapping[str, Any]], box: str,
                action: str) -> Mapping[str, Any] | None:
     for entry in reversed(entries):
-        if entry.get("box") == box and entry.get("action") == action:
+        if entry.get("box") == box and entry.get("action") == action \
+                and entry.get("outcome") != "cancelled":  # a cancel says nothing of the box
             return entry
     return None
 

@@ -1031,6 +1031,8 @@ def last_check_verdicts(entries: Sequence[Mapping[str, Any]]) -> dict[str, Check
         if entry.get("action") != "check" or not isinstance(entry.get("box"), str):
             continue
         outcome = entry.get("outcome")
+        if outcome == "cancelled":  # the check before it still stands
+            continue
         verdict = outcome if outcome in ("ok", "warnings", "problems", "failed") else "failed"
         found[entry["box"]] = CheckVerdict(str(verdict), plain(entry.get("message"), 300),
                                            finite(entry.get("time")))

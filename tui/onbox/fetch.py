@@ -31,6 +31,7 @@ import time
 
 CHUNK = 1 << 20
 PROGRESS_SECONDS = 2.0
+CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)
 MAX_MEMBERS = 10000000
 MAX_REPORTED = 20
 
@@ -223,7 +224,12 @@ class Ticker(object):
 
 
 def watch_download(folder, total, stop):
-    """Report the size of the download in progress (huggingface_hub's `.incomplete` file)."""
+    """Report the size of the download in progress (huggingface_hub's `.incomplete` file).
+
+    A report that cannot be written means the client is gone (the fetch was given up,
+    or the link dropped: sshd closes our stdout with the channel): the program ends
+    then, rather than downloading for hours for nobody. The `.incomplete` file stays in
+    the HF cache, where the next fetch resumes it."""
     tick = Ticker("download")
     while not stop.wait(PROGRESS_SECONDS):
         done = 0
@@ -233,7 +239,10 @@ def watch_download(folder, total, stop):
                     done += os.path.getsize(os.path.join(folder, entry))
         except OSError:
             continue
-        tick(done, total, force=True)
+        try:
+            tick(done, total, force=True)
+        except (OSError, ValueError):  # a closed pipe, or a closed file
+            os._exit(CLIENT_GONE)
 
 
 def sha256_of(path):

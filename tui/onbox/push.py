@@ -46,6 +46,7 @@ SMALL_BYTES = 64 << 20
 EPOCH_FILE = re.compile(r"weights/epoch_([0-9]+)\.pt")
 CHUNK = 1 << 20
 BEAT_SECONDS = 2.0
+CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)
 HASH_TRIES = 3
 
 _OUT = getattr(sys.stdout, "buffer", sys.stdout)
@@ -85,7 +86,12 @@ def send(payload):
 
 
 class Heartbeat(threading.Thread):
-    """Says "still here" while a long hash or upload runs, so silence means trouble."""
+    """Says "still here" while a long hash or upload runs, so silence means trouble.
+
+    A beat that cannot be written means the client is gone (the panel cancelled the
+    push, or the link dropped: sshd closes our stdout with the channel): the program
+    ends then, rather than hashing or uploading for nobody. An upload cut there is
+    never committed, so the Hub keeps what it had."""
 
     def __init__(self):
         threading.Thread.__init__(self, daemon=True)
@@ -95,7 +101,10 @@ class Heartbeat(threading.Thread):
         beats = 0
         while not self.stopped.wait(BEAT_SECONDS):
             beats += 1
-            emit({"beat": beats})
+            try:
+                emit({"beat": beats})
+            except (OSError, ValueError):  # a closed pipe, or a closed file
+                os._exit(CLIENT_GONE)
 
 
 def select_files(names, include_epochs):

@@ -83,6 +83,7 @@ class FleetScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear the filter", id="back", show=False),
         Binding("g", "check", "Check box", id="check", show=False),
         Binding("G", "doctor", "Doctor a data set", id="doctor", show=False),
+        Binding("x", "cancel_action", "Cancel the box's action", id="cancel", show=False),
     ]
 
     filter: var[str] = var("", init=False)
@@ -444,6 +445,23 @@ class FleetScreen(Screen[None]):
         """The launch form for the cursor's box (the first box when no run is shown)."""
         key = self.cursor()
         self.gpurent.open_launch(key[0] if key is not None else self.gpurent.fleet.boxes[0].name)
+
+    def action_cancel_action(self) -> None:
+        """`x`: cancel what runs on the cursor's box (or on the only busy box, when the
+        cursor's box runs nothing), after a confirmation when it may be left half-done."""
+        app = self.gpurent
+        key = self.cursor()
+        busy = list(app.busy)
+        if key is not None and key[0] in app.busy:
+            app.cancel_action(key[0])
+        elif len(busy) == 1:
+            app.cancel_action(busy[0])
+        elif busy:
+            self.notify("actions run on " + ", ".join(busy) + ": move to a run of the box "
+                        "(j/k), or ctrl+p: Cancel …", timeout=5, markup=False)
+        else:
+            where = f"on {key[0]}" if key is not None else "on any box"
+            self.notify(f"nothing is running {where}", timeout=3, markup=False)
 
     def action_monitor(self) -> None:
         key = self._chosen()

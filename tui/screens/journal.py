@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 from tui.model.sizing import human_bytes
 
 OUTCOME_STYLE = {"done": "green", "failed": "bold red", "unknown": "bold yellow",
-                 "refused": "yellow"}
+                 "refused": "yellow", "cancelled": "yellow"}
 
 
 def journal_table(entries: Sequence[Mapping[str, Any]], limit: int = 500) -> Table:

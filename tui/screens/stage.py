@@ -5,8 +5,10 @@ Type the folder (on this machine) and the dataset repo (ORG/NAME); enter runs
 the same stage as `gpurent-tui stage` (tui/actions/stage.py: a deterministic
 tar, a private repo unless it exists public, the Hub's sha256 compared with
 the packed tar's) in a worker thread, with its packing and upload progress
-here, then the outcome. The token and endpoint come from this machine's
-environment (HF_TOKEN, HF_ENDPOINT), as for the command.
+here, then the outcome. Links that lead out of the folder are refused and listed, as by
+the command, unless "follow links out of the folder" is ticked (--follow-outside). The
+token and endpoint come from this machine's environment (HF_TOKEN, HF_ENDPOINT), as for
+the command.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Checkbox, Footer, Input, Label, Static
 
 from tui.actions.stage import StageError, stage
 from tui.model.sizing import human_bytes
@@ -56,6 +58,8 @@ class StageScreen(Screen[None]):
         with Horizontal():
             yield Label("dataset repo")
             yield Input(placeholder="ORG/NAME on the Hub (enter stages)", id="repo")
+        yield Checkbox("follow links out of the folder (packs what they point to)",
+                       id="follow-outside")
         with VerticalScroll(id="result"):
             yield Static(Text("packed with sorted names and no owners or times (a re-stage "
                               "uploads nothing), verified by the Hub's sha256", style="dim"),
@@ -79,7 +83,8 @@ class StageScreen(Screen[None]):
             return
         self.report, self.error = None, None
         body.update(Text(f"packing {clean(folder)}…", style="cyan"))
-        self.run_worker(self._run(Path(folder).expanduser(), repo), group="stage",
+        follow = self.query_one("#follow-outside", Checkbox).value
+        self.run_worker(self._run(Path(folder).expanduser(), repo, follow), group="stage",
                         exclusive=True, exit_on_error=False)
 
     def _show_progress(self, step: str, done: int, total: int) -> None:
@@ -89,7 +94,7 @@ class StageScreen(Screen[None]):
         self.query_one("#body", Static).update(Text(
             f"{step}: {human_bytes(done)} of {human_bytes(total)}{share}", style="cyan"))
 
-    async def _run(self, folder: Path, repo: str) -> None:
+    async def _run(self, folder: Path, repo: str, follow_outside: bool) -> None:
         body = self.query_one("#body", Static)
         loop = asyncio.get_running_loop()
 
@@ -97,7 +102,8 @@ class StageScreen(Screen[None]):
             loop.call_soon_threadsafe(self._show_progress, step, done, total)
 
         try:
-            report = await asyncio.to_thread(stage, folder, repo, progress=progress)
+            report = await asyncio.to_thread(stage, folder, repo, progress=progress,
+                                             follow_outside=follow_outside)
         except StageError as exc:
             self.error = str(exc)
             body.update(Text(clean(str(exc)), style="red"))

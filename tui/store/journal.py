@@ -28,7 +28,9 @@ JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard"
 PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
-JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome]
+CancelOutcome = Literal["cancelled"]  # the user cancelled it from the panel while it ran
+JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome,
+                         CancelOutcome]
 # Names and hashes the journal is searched by, kept whole: the rest (the message, the
 # error, the details: where a box's or a provider's words land) is redacted on the way in.
 FIXED = frozenset({"v", "time", "box", "run", "run_path", "action", "outcome", "files",
