@@ -26,7 +26,11 @@ from tui.remote.channel import PTY_ONLY_FIX, Ending, no_answer, pty_only
 from tui.remote.framing import FrameError, FrameReader, new_nonce
 
 PUSH_COMMAND = "python3 -"
-READ_BYTES = 1 << 16
+# Each read takes all the channel holds (twice its window): asyncssh opens the window
+# again as soon as it hands a packet on, whatever it still buffers, so reads smaller
+# than the window let a fast box grow that buffer without end (312 MB for a 300 MiB
+# pull); a read of the whole window consumes what was let in before more is asked.
+READ_BYTES = 1 << 22
 MAX_FRAME = 8 << 20      # the largest event or data piece a push program sends (1 MiB + 1)
 MAX_NOISE = 1 << 20      # bytes of banner or chatter tolerated around the frames
 STDERR_KEEP = 4096       # the tail of stderr kept for an error message
