@@ -279,3 +279,31 @@ def hub_push(params):
     assert "no progress for 4 s" in result.message, result.message
     assert "untouched" in result.message and TOKEN not in result.message
     assert took < 60
+
+
+async def test_a_slow_push_that_keeps_moving_bytes_is_not_taken_for_a_stall(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """An upload of one big file says nothing between "sending" and "sent": only its
+    heartbeat's count of bytes moved tells it from a hung one."""
+    patch = claimed_listing("1 << 30", hub=True) + """
+import time
+def hub_push(params):
+    emit({"sending": "weights/best.pt"})
+    end = time.time() + 12
+    while time.time() < end:  # reading slowly, as an upload on a thin line sends
+        with open("/proc/self/status", "rb") as f:
+            f.read()
+        threading.Event().wait(0.3)
+    emit({"error": "the upload ended on its own", "kind": "hub", "stage": "upload"})
+"""
+    server = sshd_factory(env=patched_push(tmp_path, patch))
+    fleet = one_box(tmp_path, server, client_key, push={"hf_repo": "me/yolo-runs"})
+    box = fleet.boxes[0]
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        (result,) = await asyncio.wait_for(
+            push_run(session, box, "/runs/r1", "r1", token=TOKEN, stall_seconds=5.0), 120)
+    finally:
+        await session.close()
+    assert "no progress" not in result.message, result.message
+    assert "the upload ended on its own" in result.message, result.message

@@ -35,7 +35,25 @@ MAX_FRAME = 8 << 20      # the largest event or data piece a push program sends 
 MAX_NOISE = 1 << 20      # bytes of banner or chatter tolerated around the frames
 STDERR_KEEP = 4096       # the tail of stderr kept for an error message
 STDOUT_KEEP = 2000       # the tail of stdout kept to recognise a PTY-only endpoint's complaint
-_BEAT = re.compile(rb'J\{"beat": ?[0-9]{1,12}\}')  # alive, and nothing more
+# A heartbeat: alive, and (where the box's kernel says) how many bytes its program moved.
+_BEAT = re.compile(rb'J\{"beat": ?[0-9]{1,12}(?:, ?"moved": ?([0-9]{1,19}))?\}')
+
+
+class _Motion:
+    """Whether a frame is progress: file bytes, a step done, or a heartbeat whose count of
+    bytes moved went up. A bare heartbeat, or one that moved nothing, is not."""
+
+    def __init__(self) -> None:
+        self.moved = -1
+
+    def saw(self, payload: bytes) -> bool:
+        beat = _BEAT.fullmatch(payload)
+        if beat is None:
+            return True
+        if beat.group(1) is None or int(beat.group(1)) <= self.moved:
+            return False
+        self.moved = int(beat.group(1))
+        return True
 
 
 class PushError(Exception):
@@ -88,6 +106,7 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
     loop = asyncio.get_running_loop()
     end = None if deadline_seconds is None else loop.time() + deadline_seconds
     moved_at = loop.time()
+    motion = _Motion()
 
     def wait() -> float:
         left = [idle_seconds]
@@ -118,7 +137,7 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
             out, out_bytes = (out + data)[-STDOUT_KEEP:], out_bytes + len(data)
             for payload in reader.feed(data):
                 final = _take(payload, on_event, on_data) or final
-                if not _BEAT.fullmatch(payload):
+                if motion.saw(payload):
                     moved_at = loop.time()
         if final is not None:
             proc.stdin.close()
