@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -215,14 +216,21 @@ def read_file(params):
     fleet = one_box(tmp_path, server, client_key, push={"local_dir": str(root)})
     box = fleet.boxes[0]
     session = BoxSession(box, fleet, host_key_store(fleet))
+    calls = [0]
+
+    def slow_disk(name: str, done: int, total: int) -> None:
+        """A destination slower than the box: the client must read no faster than this."""
+        calls[0] += 1
+        time.sleep(0.01)
+
     try:
         with peak_rss_growth() as growth:
-            (result,) = await push_run(session, box, "/runs/r1", "r1")
+            (result,) = await push_run(session, box, "/runs/r1", "r1", progress=slow_disk)
     finally:
         await session.close()
     assert growth[0] < GROWTH_LIMIT_MB, f"the client grew by {growth[0]:.0f} MB"
     assert not result.verified and "sha256 never matched" in result.message, result.message
-    assert "exec channel" in result.how
+    assert "exec channel" in result.how and calls[0] > 2 * FLOOD_MIB
 
 
 async def test_a_pull_larger_than_the_free_space_is_refused_up_front(
@@ -307,3 +315,27 @@ def hub_push(params):
         await session.close()
     assert "no progress" not in result.message, result.message
     assert "the upload ended on its own" in result.message, result.message
+
+
+async def test_a_box_flooding_stderr_keeps_the_client_bounded(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """stderr shares the channel's window: its tail is read as fast as stdout is."""
+    body = f"""
+chunk = b"e" * (1 << 20)
+for _ in range({FLOOD_MIB}):
+    sys.stderr.buffer.write(chunk)
+sys.stderr.buffer.flush()
+out.write(frame(b'{{"done": true}}')); out.flush()
+"""
+    server = sshd_factory(env=flooding_python(tmp_path / "bin", body))
+    fleet = one_box(tmp_path, server, client_key)
+    session = BoxSession(fleet.boxes[0], fleet, host_key_store(fleet))
+    try:
+        with peak_rss_growth() as growth:
+            run = await run_onbox(session, interpreter_command("python3"), program("preflight"),
+                                  params_bytes({"mode": "check"}), deadline=300, what="check")
+    finally:
+        await session.close()
+    assert growth[0] < GROWTH_LIMIT_MB, f"the client grew by {growth[0]:.0f} MB"
+    assert run.done, run.reason
+    assert run.stderr_tail.endswith("eee")
