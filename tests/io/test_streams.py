@@ -339,3 +339,11 @@ out.write(frame(b'{{"done": true}}')); out.flush()
     assert growth[0] < GROWTH_LIMIT_MB, f"the client grew by {growth[0]:.0f} MB"
     assert run.done, run.reason
     assert run.stderr_tail.endswith("eee")
+
+
+def test_a_claimed_size_cannot_raise_a_push_deadline_past_the_cap() -> None:
+    """The deadline was 600 s + size / 256 KiB/s: 194 days for a claimed 4 TiB-1 file."""
+    from tui.actions import push as push_module
+
+    assert push_module.deadline((1 << 42) - 1) == push_module.MAX_DEADLINE_SECONDS <= 12 * 3600
+    assert push_module.deadline(1 << 30) < push_module.MAX_DEADLINE_SECONDS  # 1 GB: ~75 min
