@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -26,11 +27,34 @@ from tui.remote.framing import FrameError, FrameReader, new_nonce
 from tui.store.secrets import scrub as redact_held
 
 PUSH_COMMAND = "python3 -"
-READ_BYTES = 1 << 16
+# Each read takes all the channel holds (twice its window): asyncssh opens the window
+# again as soon as it hands a packet on, whatever it still buffers, so reads smaller
+# than the window let a fast box grow that buffer without end (312 MB for a 300 MiB
+# pull); a read of the whole window consumes what was let in before more is asked.
+READ_BYTES = 1 << 22
 MAX_FRAME = 8 << 20      # the largest event or data piece a push program sends (1 MiB + 1)
 MAX_NOISE = 1 << 20      # bytes of banner or chatter tolerated around the frames
 STDERR_KEEP = 4096       # the tail of stderr kept for an error message
 STDOUT_KEEP = 2000       # the tail of stdout kept to recognise a PTY-only endpoint's complaint
+# A heartbeat: alive, and (where the box's kernel says) how many bytes its program moved.
+_BEAT = re.compile(rb'J\{"beat": ?[0-9]{1,12}(?:, ?"moved": ?([0-9]{1,19}))?\}')
+
+
+class _Motion:
+    """Whether a frame is progress: file bytes, a step done, or a heartbeat whose count of
+    bytes moved went up. A bare heartbeat, or one that moved nothing, is not."""
+
+    def __init__(self) -> None:
+        self.moved = -1
+
+    def saw(self, payload: bytes) -> bool:
+        beat = _BEAT.fullmatch(payload)
+        if beat is None:
+            return True
+        if beat.group(1) is None or int(beat.group(1)) <= self.moved:
+            return False
+        self.moved = int(beat.group(1))
+        return True
 
 
 class PushError(Exception):
@@ -68,19 +92,29 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
                           box: str, idle_seconds: float, secret: str | None = None,
                           on_event: Callable[[dict[str, Any]], None] | None = None,
                           on_data: Callable[[bytes], None] | None = None,
-                          deadline_seconds: float | None = None) -> dict[str, Any]:
+                          deadline_seconds: float | None = None,
+                          stall_seconds: float | None = None) -> dict[str, Any]:
     """Run the on-box push program and return its last word (`done` or `error`).
 
     Timed by silence: the program beats every few seconds, so a long hash or
-    upload is fine and a hung box is caught after `idle_seconds`. And bounded
-    in all by `deadline_seconds` (the caller sizes it to the work), so a box
-    that beats forever cannot hold the push, and its box's action lock, forever.
+    upload is fine and a hung box is caught after `idle_seconds`. Timed by
+    progress: beats alone for `stall_seconds` (no file bytes, no step done) end
+    it, so a box whose work hangs while its heartbeat goes on is let go. And
+    bounded in all by `deadline_seconds` (a cap the caller sets), so a box that
+    fakes progress forever cannot hold the push, and its box's action lock, forever.
     """
     loop = asyncio.get_running_loop()
     end = None if deadline_seconds is None else loop.time() + deadline_seconds
+    moved_at = loop.time()
+    motion = _Motion()
 
     def wait() -> float:
-        return idle_seconds if end is None else max(0.0, min(idle_seconds, end - loop.time()))
+        left = [idle_seconds]
+        if end is not None:
+            left.append(end - loop.time())
+        if stall_seconds is not None:
+            left.append(moved_at + stall_seconds - loop.time())
+        return max(0.0, min(left))
 
     nonce = new_nonce()
     params = {**params, "nonce": nonce}
@@ -103,6 +137,8 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
             out, out_bytes = (out + data)[-STDOUT_KEEP:], out_bytes + len(data)
             for payload in reader.feed(data):
                 final = _take(payload, on_event, on_data) or final
+                if motion.saw(payload):
+                    moved_at = loop.time()
         if final is not None:
             proc.stdin.close()
         else:
@@ -110,6 +146,11 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stderr_task, 2)
     except TimeoutError:
+        if final is None and stall_seconds is not None \
+                and loop.time() >= moved_at + stall_seconds - 0.01:
+            raise PushError(f"box {box}: the push program made no progress for "
+                            f"{stall_seconds:g} s (no file bytes and no step done: it only "
+                            "said it was alive); it was stopped") from None
         if final is None and end is not None and loop.time() >= end - 0.01:
             raise PushError(f"box {box}: the push program ran past its limit of "
                             f"{deadline_seconds:g} s (it kept talking but never finished); "

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.actions.flows import Report
+from tui.actions.onbox_run import KeptFrames
 from tui.actions.preflight import doctor_box
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
@@ -100,13 +101,19 @@ class LauncherRun:
     """What one run of the on-box launcher said, and how it ended."""
 
     ended: str  # "exited" | "lost" (after it may have started) | "not_started" | "bad_answer"
-    frames: list[dict[str, Any]] = field(default_factory=list)
+    kept: KeptFrames = field(default_factory=KeptFrames)
     exit_status: int | None = None
     stderr: str = ""
     reason: str = ""
 
+    @property
+    def frames(self) -> list[dict[str, Any]]:
+        """The frames kept (the latest of each kind), oldest first."""
+        return list(self.kept)
+
     def first(self, key: str) -> Any:
-        return next((f[key] for f in self.frames if key in f), None)
+        """The value of `key` in the oldest kept frame that has it."""
+        return next((f[key] for f in self.kept if key in f), None)
 
 
 async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline: float,
@@ -117,7 +124,7 @@ async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline:
     "not_started": no connection, so nothing ran. "lost": the connection or
     the answer broke off, and the launcher may have done its work.
     """
-    frames: list[dict[str, Any]] = []
+    frames = KeptFrames()  # every frame goes to on_frame; a bounded few are kept
 
     def seen(raw: bytes) -> None:
         try:
@@ -125,7 +132,7 @@ async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline:
         except (ValueError, RecursionError):
             return
         if isinstance(frame, dict):
-            frames.append(frame)
+            frames.add(frame, len(raw))
             if on_frame is not None:
                 on_frame(frame)
 

@@ -181,6 +181,20 @@ class RunFolder:
             os.close(out)
         os.replace(part, OWNER, src_dir_fd=fd, dst_dir_fd=fd)
 
+    def held(self, name: str) -> int:
+        """Bytes of `name` already here, whole or as its `.part` (regular files only, never
+        through a link): what a pull of it need not find room for again."""
+        folder, leaf = self.folder_of(name)
+        most = 0
+        for each in (leaf, f".{leaf}.part"):
+            try:
+                st = os.stat(each, dir_fd=folder, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                most = max(most, st.st_size)
+        return most
+
     def discard_part(self, name: str) -> None:
         folder, leaf = self.folder_of(name)
         with contextlib.suppress(FileNotFoundError):

@@ -68,6 +68,10 @@ MIN_IDLE_SECONDS = 10.0
 DEADLINE_BASE_SECONDS = 600.0
 MIN_RATE = 256 << 10  # bytes per second
 LIST_DEADLINE_SECONDS = 4 * 3600.0  # hashing a run of unknown size (1 TB at 70 MB/s)
+# The sizes come from the box: whatever it claims, a push program runs at most this long,
+# and it is stopped sooner when nothing moves for the stall time (no file bytes, no step).
+MAX_DEADLINE_SECONDS = 12 * 3600.0
+STALL_SECONDS = 600.0
 MAX_FILE_BYTES = 1 << 42  # 4 TiB: past this a size is a lie, not a checkpoint
 UNTOUCHED = "the run's files on the box are untouched"
 VIA_SFTP = "over SFTP"
@@ -129,8 +133,9 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def deadline(size: int) -> float:
-    """How long a push program moving `size` bytes may run in all."""
-    return DEADLINE_BASE_SECONDS + size / MIN_RATE
+    """How long a push program moving `size` bytes (the box's claim) may run in all: never
+    past MAX_DEADLINE_SECONDS, so a claimed 4 TiB file cannot hold the box for months."""
+    return min(DEADLINE_BASE_SECONDS + size / MIN_RATE, MAX_DEADLINE_SECONDS)
 
 
 def safe_component(name: str) -> str:
@@ -212,11 +217,13 @@ class Listing:
 
 
 async def list_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
-                   include_epochs: Epochs, idle_seconds: float) -> Listing:
+                   include_epochs: Epochs, idle_seconds: float,
+                   stall_seconds: float = STALL_SECONDS) -> Listing:
     """One round trip: the files to push, with size, mtime and sha256 taken on the box."""
     answer = await run_box_program(
         conn, {"mode": "list", "run_path": run_path, "include_epochs": include_epochs},
-        box=box, idle_seconds=idle_seconds, deadline_seconds=LIST_DEADLINE_SECONDS)
+        box=box, idle_seconds=idle_seconds, deadline_seconds=LIST_DEADLINE_SECONDS,
+        stall_seconds=stall_seconds)
     if "error" in answer:
         if answer.get("kind") == "no_run":
             raise PushError(f"box {box} has no run directory {run_path!r} (moved or deleted?)")
@@ -250,15 +257,23 @@ class _Source:
 class _Sftp(_Source):
     how = VIA_SFTP
 
-    def __init__(self, sftp: asyncssh.SFTPClient, run_path: str) -> None:
+    def __init__(self, sftp: asyncssh.SFTPClient, box: str, run_path: str,
+                 stall_seconds: float) -> None:
         self.sftp = sftp
+        self.box = box
         self.run_path = run_path
+        self.stall = stall_seconds
 
     async def fetch(self, file: PushedFile, start: int, sink: Callable[[bytes], None]) -> None:
         done = start
         async with self.sftp.open(posixpath.join(self.run_path, file.name), "rb") as src:
             while done < file.size:
-                block = await src.read(min(CHUNK, file.size - done), done)
+                try:
+                    block = await asyncio.wait_for(
+                        src.read(min(CHUNK, file.size - done), done), self.stall)
+                except TimeoutError:
+                    raise PushError(f"box {self.box}: no bytes of {file.name} came over SFTP "
+                                    f"for {self.stall:g} s; it was stopped") from None
                 if not block:
                     break
                 # asyncssh annotates read() as AnyStr whatever the mode: "rb" reads bytes.
@@ -279,12 +294,13 @@ class _Exec(_Source):
     how = VIA_EXEC
 
     def __init__(self, conn: asyncssh.SSHClientConnection, box: str, run_path: str,
-                 idle_seconds: float, how: str = VIA_EXEC) -> None:
+                 idle_seconds: float, stall_seconds: float, how: str = VIA_EXEC) -> None:
         self.how = how  # why not SFTP: none offered, or one that did not answer as SFTP
         self.conn = conn
         self.box = box
         self.run_path = run_path
         self.idle = idle_seconds
+        self.stall = stall_seconds
 
     async def fetch(self, file: PushedFile, start: int, sink: Callable[[bytes], None]) -> None:
         got = [start]
@@ -300,7 +316,7 @@ class _Exec(_Source):
             self.conn, {"mode": "read", "run_path": self.run_path, "name": file.name,
                         "offset": start, "size": file.size},
             box=self.box, idle_seconds=self.idle, on_data=on_data,
-            deadline_seconds=deadline(file.size - start))
+            deadline_seconds=deadline(file.size - start), stall_seconds=self.stall)
         if "error" in answer:
             raise PushError(f"box {self.box}: reading {file.name} failed: "
                             f"{scrub(str(answer['error']), None)}")
@@ -392,21 +408,38 @@ class _Writer:
 
 
 async def _open_source(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
-                       idle_seconds: float) -> tuple[_Source, asyncssh.SFTPClient | None]:
+                       idle_seconds: float, stall_seconds: float
+                       ) -> tuple[_Source, asyncssh.SFTPClient | None]:
     """SFTP when the box offers it, else the push program over an exec channel."""
     try:
         sftp = await asyncio.wait_for(conn.start_sftp_client(), idle_seconds)
-    except asyncssh.ChannelOpenError:
-        return _Exec(conn, box, run_path, idle_seconds), None  # no SFTP subsystem here
+    except asyncssh.ChannelOpenError:  # no SFTP subsystem here
+        return _Exec(conn, box, run_path, idle_seconds, stall_seconds), None
     except (asyncssh.SFTPError, TimeoutError):  # something else answered
-        return _Exec(conn, box, run_path, idle_seconds, VIA_EXEC_SFTP_UNUSABLE), None
-    return _Sftp(sftp, run_path), sftp
+        return _Exec(conn, box, run_path, idle_seconds, stall_seconds,
+                     VIA_EXEC_SFTP_UNUSABLE), None
+    return _Sftp(sftp, box, run_path, stall_seconds), sftp
+
+
+def no_room(folder: RunFolder, files: Iterable[PushedFile]) -> str | None:
+    """Why the destination cannot hold the files the box listed, or None when it can: the
+    bytes still to come (what is there already, whole or as .part, counts) against the
+    free space, asked before a byte is pulled."""
+    missing = [(f, max(0, f.size - folder.held(f.name))) for f in files]
+    need = sum(left for _, left in missing)
+    free = shutil.disk_usage(folder.path).free
+    if need <= free:
+        return None
+    biggest = max(missing, key=lambda pair: pair[1])[0]
+    return (f"{biggest.name} needs {human_bytes(biggest.size)} "
+            f"({human_bytes(need)} still to come for all {len(missing)} files) and "
+            f"{folder.path} has {human_bytes(free)} free")
 
 
 async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                    run_name: str, listing: Listing, base: Path, parts: list[str],
-                   progress: Progress | None, idle_seconds: float
-                   ) -> tuple[bool, str, str, Path]:
+                   progress: Progress | None, idle_seconds: float,
+                   stall_seconds: float = STALL_SECONDS) -> tuple[bool, str, str, Path]:
     """The run's files into `base/parts/`, each verified: (all verified, words, how, folder)."""
     dest = base.joinpath(*parts)
     destination = f"{dest}/"
@@ -414,8 +447,14 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     how = ""
     try:
         with RunFolder(base, parts) as folder:
+            short = no_room(folder, listing.files)
+            if short is not None:
+                return False, (f"pulling run {run_name!r} from box {box} into {destination} "
+                               f"refused: {short}; nothing was pulled or written there; "
+                               f"{UNTOUCHED}"), how, dest
             folder.claim(box, run_path)
-            source, sftp = await _open_source(conn, box, run_path, idle_seconds)
+            source, sftp = await _open_source(conn, box, run_path, idle_seconds,
+                                              stall_seconds)
             how = source.how
             try:
                 for file in listing.files:
@@ -459,12 +498,13 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
 async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                      run_name: str, listing: Listing, local_dir: str,
                      progress: Progress | None, idle_seconds: float = MIN_IDLE_SECONDS,
-                     folder: str | None = None) -> PushResult:
+                     folder: str | None = None,
+                     stall_seconds: float = STALL_SECONDS) -> PushResult:
     """The run's files into `<local_dir>/<box>/<run>/`, each verified (`folder`: the run's
     place there, run_folder())."""
     base, parts = _local_parts(local_dir, box, folder or safe_run_path(run_name))
     ok, words, how, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
-                                          progress, idle_seconds)
+                                          progress, idle_seconds, stall_seconds)
     return PushResult(box, run_name, run_path, f"{dest}/", listing.files, ok,
                       "done" if ok else "failed", clean_block(words), how)
 
@@ -515,7 +555,8 @@ async def _verify_at_hub(result: Callable[[bool, str], PushResult], listing: Lis
 async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                    run_name: str, listing: Listing, repo: str, *, token: str | None,
                    endpoint: str | None, progress: Progress | None,
-                   idle_seconds: float, folder: str | None = None) -> PushResult:
+                   idle_seconds: float, folder: str | None = None,
+                   stall_seconds: float = STALL_SECONDS) -> PushResult:
     """The box uploads the run's files into `<run>/` of the repo; the panel asks the Hub."""
     prefix = folder or safe_run_path(run_name)
     destination = f"hf://{repo}/{prefix}/"
@@ -545,7 +586,8 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     try:
         answer = await run_box_program(conn, params, box=box, idle_seconds=idle_seconds,
                                        secret=token, on_event=on_event,
-                                       deadline_seconds=deadline(sum(sizes.values())))
+                                       deadline_seconds=deadline(sum(sizes.values())),
+                                       stall_seconds=stall_seconds)
     except PushError as exc:
         return result(False, f"{exc.message}; {_commit_note(commits)}; {UNTOUCHED}")
     if "error" in answer:
@@ -561,7 +603,8 @@ async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_
                               run_name: str, listing: Listing, repo: str, *,
                               local_dir: str | None, token: str | None, endpoint: str | None,
                               progress: Progress | None, idle_seconds: float,
-                              folder: str | None = None) -> PushResult:
+                              folder: str | None = None,
+                              stall_seconds: float = STALL_SECONDS) -> PushResult:
     """`upload_from = "panel"`: pull and verify here, upload from here, then ask the Hub.
 
     The token never leaves this machine. The files are staged in the box's
@@ -583,7 +626,7 @@ async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_
                                                       *prefix.split("/")]
         staging = base.joinpath(*parts)
     ok, words, _, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
-                                        progress, idle_seconds)
+                                        progress, idle_seconds, stall_seconds)
     if not ok:
         return result(False, f"not uploaded: {words}")
     try:
@@ -629,9 +672,13 @@ def _hub_error(answer: dict[str, Any], box: str, repo: str, destination: str,
 
 async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name: str, *,
                    include_epochs: Epochs = False, progress: Progress | None = None,
-                   token: str | None = None, hub_endpoint: str | None = None
-                   ) -> list[PushResult]:
+                   token: str | None = None, hub_endpoint: str | None = None,
+                   stall_seconds: float = STALL_SECONDS) -> list[PushResult]:
     """Push one run to every destination of its box; one result per destination.
+
+    Each program on the box is stopped once nothing moves for `stall_seconds` (no file
+    bytes, no step done), and in all after deadline(): the box's claimed sizes never
+    set how long it may hold the box.
 
     Failures come back as results (outcome "failed", and what is still safe),
     not exceptions; only a box with no destination at all raises ValueError,
@@ -654,7 +701,7 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
         if push.hf_repo:
             hub_token, _ = box_token(box, token)
         conn = await session.connection()
-        listing = await list_run(conn, box.name, run_path, include_epochs, idle)
+        listing = await list_run(conn, box.name, run_path, include_epochs, idle, stall_seconds)
     except (BoxError, PushError, HubError) as exc:
         problem = f"{exc.message}; {UNTOUCHED}"
     else:
@@ -670,16 +717,17 @@ async def push_run(session: BoxSession, box: BoxConfig, run_path: str, run_name:
     for kind, where in targets:
         if kind == "local":
             results.append(await push_local(conn, box.name, run_path, run_name, listing, where,
-                                            progress, idle, folder))
+                                            progress, idle, folder, stall_seconds))
         elif push.upload_from == "panel":
             results.append(await push_hub_from_panel(
                 conn, box.name, run_path, run_name, listing, where, local_dir=push.local_dir,
                 token=hub_token, endpoint=endpoint, progress=progress, idle_seconds=idle,
-                folder=folder))
+                folder=folder, stall_seconds=stall_seconds))
         else:
             results.append(await push_hub(
                 conn, box.name, run_path, run_name, listing, where, token=hub_token,
-                endpoint=endpoint, progress=progress, idle_seconds=idle, folder=folder))
+                endpoint=endpoint, progress=progress, idle_seconds=idle, folder=folder,
+                stall_seconds=stall_seconds))
     return results
 
 

@@ -43,6 +43,9 @@ from tui.store.journal import Journal
 
 CHUNK = 1 << 20
 FETCH_DEADLINE = 4 * 3600.0
+# A fetch that sends nothing new this long (a download that repeats its size) is stopped,
+# whatever is left of its deadline.
+FETCH_STALL_SECONDS = 600.0
 
 Progress = Callable[[str, int, int], None]  # (step, bytes done, bytes total)
 
@@ -375,7 +378,8 @@ def default_dest(box: BoxConfig) -> str:
 async def fetch_box(session: BoxSession, box: BoxConfig, expected: Expected, *, dest: str,
                     token: str | None, endpoint: str | None,
                     deadline: float = FETCH_DEADLINE, keep_tar: bool = False,
-                    progress: Progress | None = None) -> FetchReport:
+                    progress: Progress | None = None,
+                    stall_seconds: float = FETCH_STALL_SECONDS) -> FetchReport:
     """Run the fetch on the box; a report always comes back."""
     params = {"repo": expected.repo, "filename": expected.filename,
               "revision": expected.revision, "size": expected.size,
@@ -393,7 +397,7 @@ async def fetch_box(session: BoxSession, box: BoxConfig, expected: Expected, *, 
 
     run = await run_onbox(session, interpreter_command(box.python), program("fetch"),
                           params_bytes(params), deadline=deadline, what="fetch",
-                          on_frame=seen)
+                          on_frame=seen, stall_seconds=stall_seconds)
     parts = run.parts()
     failure = None
     if "fetch" not in parts:

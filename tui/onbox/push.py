@@ -11,8 +11,10 @@ through the SSH channel's stdin. Everything it says goes out in frames
 (tui/remote/framing.py: a marker line with the request's nonce and the
 payload's length), so a login banner or a library's chatter around them is
 ignored. A frame's first byte says what it holds: `J` one JSON event, `D` a
-piece of a file's bytes. Events: `{"beat": n}` every few seconds while busy
-(the client's idle timeout), progress events, then exactly one
+piece of a file's bytes. Events: `{"beat": n, "moved": bytes}` every few
+seconds while busy (the client's idle timeout; `moved`, the bytes this process
+read and wrote, tells a slow hash or upload from a hung one where
+/proc/self/io exists), progress events, then exactly one
 `{"done": ...}` or `{"error": ..., "kind": ...}`.
 
 Modes:
@@ -53,6 +55,7 @@ _OUT = getattr(sys.stdout, "buffer", sys.stdout)
 _LOCK = threading.Lock()
 _SECRETS = []  # type: list[str]
 _NONCE = ["unset"]
+_OWN_IO = [0]  # bytes this program wrote to stdout or read from /proc/self/io itself
 
 
 def onbox_frame(nonce, payload):
@@ -81,12 +84,35 @@ def emit(event):
 
 def send(payload):
     with _LOCK:
-        _OUT.write(onbox_frame(_NONCE[0], payload))
+        frame = onbox_frame(_NONCE[0], payload)
+        _OUT.write(frame)
         _OUT.flush()
+        _OWN_IO[0] += len(frame)
+
+
+def io_moved():
+    """Bytes this process read and wrote (a hash reading, an upload sending), less what
+    it said on stdout and read here: what the client counts as progress, or None where
+    the kernel does not say (no /proc/self/io). Called with _LOCK held."""
+    try:
+        with open("/proc/self/io", "rb") as f:
+            text = f.read()
+    except (OSError, IOError):
+        return None
+    _OWN_IO[0] += len(text)
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(b":")
+        fields[key.strip()] = value.strip()
+    try:
+        return max(0, int(fields[b"rchar"]) + int(fields[b"wchar"]) - _OWN_IO[0])
+    except (KeyError, ValueError):
+        return None
 
 
 class Heartbeat(threading.Thread):
-    """Says "still here" while a long hash or upload runs, so silence means trouble.
+    """Says "still here" while a long hash or upload runs, so silence means trouble, and
+    how many bytes moved so far, so a hung hash or upload is told from a slow one.
 
     A beat that cannot be written means the client is gone (the panel cancelled the
     push, or the link dropped: sshd closes our stdout with the channel): the program
@@ -101,8 +127,10 @@ class Heartbeat(threading.Thread):
         beats = 0
         while not self.stopped.wait(BEAT_SECONDS):
             beats += 1
+            with _LOCK:
+                moved = io_moved()
             try:
-                emit({"beat": beats})
+                emit({"beat": beats} if moved is None else {"beat": beats, "moved": moved})
             except (OSError, ValueError):  # a closed pipe, or a closed file
                 os._exit(CLIENT_GONE)
 

@@ -22,6 +22,9 @@ from tui.remote.errors import BoxError
 from tui.remote.framing import FrameError, FrameReader
 
 CHUNK = 1 << 16
+# stdout is read a whole channel window at a time (see tui.actions.boxprog.READ_BYTES):
+# asyncssh opens the window again on each packet it hands on, not on what was read.
+STDOUT_READ = 1 << 22
 STDERR_TAIL = 2000
 STDOUT_TAIL = 2000  # what a PTY-only endpoint printed on stdout, matched against its complaint
 MAX_NOISE = 1 << 20
@@ -100,7 +103,7 @@ class OnboxProcess:
         while not self._queued:
             if self._eof:
                 return None
-            data = await self.proc.stdout.read(CHUNK)
+            data = await self.proc.stdout.read(STDOUT_READ)
             if not data:
                 self._eof = True
                 if self._reader.in_frame:

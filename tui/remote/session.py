@@ -36,6 +36,7 @@ Public API of BoxSession (the panel, the CLI, actions and preflight use it):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -74,6 +75,8 @@ MAX_ANSWER_FRAME = 16 << 20  # compressed bytes of one probe answer
 MAX_ANSWER = 16 << 20        # the same answer decompressed
 MAX_ITEMS = 1 << 20          # objects, arrays and comma-separated values in one answer
 MAX_PROGRAM_FRAME = 1 << 20
+KEPT_FRAMES = 64        # a streaming program's frames kept for its result: the last ones,
+KEPT_BYTES = 32 << 20   # within this many bytes (every frame is seen through on_frame)
 _ONE_SHOT_ENTRY = "\nsys.exit(main(sys.stdin.read(), NONCE))\n"
 _SERVE_ENTRY = "\nsys.exit(serve())\n"
 _MISSING = object()
@@ -389,11 +392,12 @@ class BoxSession:
             raise BoxError(Connection.UNREACHABLE,
                            f"box {self.box.name}: connection lost during the {what} "
                            f"({exc or type(exc).__name__})") from None
-        frames: list[bytes] = []
+        frames: collections.deque[bytes] = collections.deque()
+        kept = seen = 0
         try:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 proc.send(payload, eof=True)
-            while max_frames is None or len(frames) < max_frames:
+            while max_frames is None or seen < max_frames:
                 try:
                     got = await proc.next_frame(nonce, max_frame=max_frame)
                 except FrameError as exc:
@@ -404,16 +408,22 @@ class BoxSession:
                     got = None
                 if got is None:
                     break
+                seen += 1
                 frames.append(got)
+                kept += len(got)
+                # A program that streams (max_frames=None) shows its frames through
+                # on_frame as they come; only the last few are kept for the result.
+                while len(frames) > KEPT_FRAMES or (kept > KEPT_BYTES and len(frames) > 1):
+                    kept -= len(frames.popleft())
                 if on_frame is not None:
                     on_frame(got)
             ending = None
-            if not frames or wait_ending:
+            if not seen or wait_ending:
                 ending = await proc.ending(conn, self._lost())
-            if not frames:
+            if not seen:
                 assert ending is not None
                 raise no_answer(self.box.name, what, ending, "it wrote no answer")
-            return frames, ending, proc
+            return list(frames), ending, proc
         finally:
             proc.close()
 
@@ -425,7 +435,8 @@ class BoxSession:
                           command: str = ONE_SHOT_COMMAND) -> ProgramResult:
         """Run an on-box program once and return its framed answer(s); see the module
         docstring for the program's side. `max_frames=None` reads frames until the
-        program ends; `on_frame` sees each as it arrives (progress); `command` is the
+        program ends, and the result keeps only the last KEPT_FRAMES (within
+        KEPT_BYTES); `on_frame` sees each as it arrives (progress); `command` is the
         remote command of a Python that reads its program from stdin (another
         interpreter than `python3 -`, already shell-quoted)."""
         conn = await self.connection()
