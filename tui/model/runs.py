@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from tui.model.fields import finite, text, whole
+from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, text, whole
 from tui.model.text import clean, clean_data
 
 HISTORY_LIMIT = 5000
@@ -61,6 +61,12 @@ class WeightFile:
     mtime: float
     mtime_ns: int | None = None
     inode: int | None = None
+    # N of `epoch_<N>.pt`, parsed once here and bounded (fields.epoch_of): the guard, the
+    # sizing and the milestones read this, never the box's digits again. None: no epoch file.
+    epoch: int | None = field(default=None, init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epoch", epoch_of(self.name))
 
 
 @dataclass(frozen=True)
@@ -160,10 +166,10 @@ def check_status(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
         return None, f"status.json is not a JSON object (got {type(raw).__name__})"
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
-        return None, f"status.json schema_version {version!r} is not supported (expected 1)"
+        return None, f"status.json schema_version {brief(version)} is not supported (expected 1)"
     state = raw.get("state")
     if state not in ("running", "completed", "failed"):
-        return None, f"status.json has an unknown state {state!r}"
+        return None, f"status.json has an unknown state {brief(state)}"
     return raw, None
 
 
@@ -208,8 +214,8 @@ def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
 
 def weight_file(row: list[Any]) -> WeightFile:
     """[name, size, mtime] or [name, size, mtime, mtime_ns, inode] from the probe."""
-    exact = len(row) == 5 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                  for v in row[3:])
+    exact = len(row) == 5 and all(isinstance(v, int) and not isinstance(v, bool)
+                                  and 0 <= v <= MAX_COUNT for v in row[3:])
     return WeightFile(clean(str(row[0])), whole(row[1]) or 0, finite(row[2]) or 0.0,
                       row[3] if exact else None, row[4] if exact else None)
 

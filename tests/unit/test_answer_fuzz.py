@@ -1,0 +1,114 @@
+"""One box's hostile answer never takes down the fleet: every number a box sends is
+bounded where the model parses it, and what a front end derives from the folded
+state (the guard, the sizing, the milestones, `status`) never raises.
+
+The fuzz runs the probe's answer schema with a fixed seed for a bounded time."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from support.hostile_answers import HUGE_NAME, base_answer, hostile_answers
+
+from tui.actions.push import files_to_push
+from tui.model.box import BadAnswer, BoxState, fold_answer
+from tui.model.config import PushTarget
+from tui.model.guard import picture_gaps, unpushed_weights, verdict
+from tui.model.milestones import Milestones, plan, pushed_epochs
+from tui.model.runs import WeightFile
+from tui.model.sizing import project_disk, project_run, save_period_of
+from tui.model.status_doc import status_document, status_table
+from tui.model.unpushed import at_stake
+from widgets.fleet_text import box_head_line, box_problem_line, run_main_line
+
+NOW = 1_800_000_000.0
+SEED = 22
+FUZZ_SECONDS = 3.0
+PUSH = PushTarget(local_dir="/tmp/out", every_epochs=10, on_best=True, on_complete=True)
+
+
+def derive_everything(state: BoxState, good: BoxState) -> None:
+    """What status, watch, the panel and destroy compute from a folded box."""
+    doc = status_document([state, good], NOW, None, {})
+    assert [b["name"] for b in doc["boxes"]] == ["hostile", "good"]
+    json.dumps(doc)
+    status_table([state, good], NOW)
+    unpushed_weights(state.runs, {})
+    verdict(state, {})
+    picture_gaps(state)
+    project_disk(state, stopped_usd_per_hr=0.1)
+    plan(PUSH, state, [], Milestones(), NOW)
+    box_head_line(state, "vast", NOW)
+    box_problem_line(state, NOW)
+    for run in state.runs:
+        project_run(run)
+        at_stake(run, None, 2.0)
+        run_main_line(run)
+
+
+def good_box() -> BoxState:
+    return fold_answer(BoxState(name="good"), base_answer(NOW), NOW)
+
+
+def test_a_5000_digit_checkpoint_name_is_an_odd_file_and_not_a_crash() -> None:
+    """`weights/epoch_<5000 digits>.pt` is no epoch file: the guard lists it as a file
+    no push takes, the sizing and milestones skip it, and a push does not pick it."""
+    answer = base_answer(NOW)
+    answer["runs"][0]["weights"].insert(1, [HUGE_NAME, 1000, NOW - 55, 9, 10])
+    state = fold_answer(BoxState(name="hostile"), answer, NOW)
+    (run,) = state.runs
+    epochs = {w.name: w.epoch for w in run.weights}
+    assert epochs == {"best.pt": None, "epoch_10.pt": 10, HUGE_NAME: None, "last.pt": None}
+    (odd, stale) = unpushed_weights(state.runs, {})
+    assert odd.files == (f"weights/{HUGE_NAME}",)
+    assert odd.reason.startswith("no push takes these")
+    assert stale.files == ("weights/best.pt", "weights/last.pt", "status.json",
+                           "weights/epoch_10.pt")
+    assert save_period_of(run.weights) == 10
+    wish = plan(PUSH, state, [], Milestones(), NOW)
+    assert wish is not None and wish.epochs == (10,)
+    assert files_to_push([f"weights/{HUGE_NAME}", "weights/epoch_10.pt"], True) == \
+        ["weights/epoch_10.pt"]
+    derive_everything(state, good_box())
+
+
+def test_epoch_numbers_are_bounded_where_the_listing_is_read() -> None:
+    assert WeightFile("epoch_20.pt", 1, 0.0).epoch == 20
+    assert WeightFile("epoch_000000007.pt", 1, 0.0).epoch == 7
+    for name in ("epoch_" + "9" * 250 + ".pt", "epoch_1234567890.pt", "epoch_\u0665.pt",
+                 "epoch_-5.pt", "epoch_.pt", "epoch_1e9.pt", "best.pt"):
+        assert WeightFile(name, 1, 0.0).epoch is None, name
+    journal = [{"box": "b", "action": "push", "outcome": "done", "verified": True,
+                "run_path": "/r", "files": [{"name": f"weights/{HUGE_NAME}"},
+                                            {"name": "weights/epoch_30.pt"}]}]
+    assert pushed_epochs(journal, "b") == {"/r": {30}}
+
+
+def test_fuzzed_answers_fold_or_are_that_boxs_bad_answer_and_nothing_downstream_raises(
+        ) -> None:
+    """Fixed seed, bounded time: each hostile answer folds into a box (its odd values
+    dropped) or is that box's BadAnswer with words; then every front end's figures are
+    derived from it, beside a good box, without an exception."""
+    good = good_box()
+    deadline = time.monotonic() + FUZZ_SECONDS
+    tried = folded = 0
+    for label, answer in hostile_answers(SEED, NOW):
+        if time.monotonic() > deadline and tried >= 50:
+            break
+        tried += 1
+        try:
+            state = fold_answer(BoxState(name="hostile"), answer, NOW)
+        except BadAnswer as exc:
+            assert str(exc), label
+            continue
+        except Exception as exc:  # noqa: BLE001 - the point: name the case that broke
+            raise AssertionError(f"fold raised {type(exc).__name__} on {label}") from exc
+        folded += 1
+        try:
+            derive_everything(state, good)
+            again = fold_answer(state, base_answer(NOW), NOW + 1)  # a good answer after it
+            derive_everything(again, good)
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"{type(exc).__name__} on {label}: {exc!s:.200}") from exc
+    assert tried >= 50 and folded >= 10, (tried, folded)
