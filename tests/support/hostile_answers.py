@@ -17,6 +17,7 @@ import json
 import random
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def hostile_names() -> list[str]:
 def base_answer(now: float) -> dict[str, Any]:
     """A well-formed answer: one running run with checkpoints, one GPU, one disk."""
     status = json.loads((DATA / "yolox_running" / "status.json").read_text())
-    stamp = "2026-01-01T00:00:00+00:00"
+    stamp = datetime.fromtimestamp(now - 30, UTC).isoformat()  # running, not stalled
     status.update(updated_at=stamp, started_at=stamp)
     record = {"epoch": 3, "train/loss": 1.5, "current_metric": 0.2, "time": 40.0}
     run = {"path": "/runs/hostile", "name": "hostile", "root": "/runs", "s_sig": "1:2",
@@ -139,16 +140,9 @@ def unlimited_ints() -> Iterator[None]:
         sys.set_int_max_str_digits(limit)
 
 
-def write_crafted(path: Path, fields: dict[str, Any]) -> None:
-    """The fields the box will put in its next answers (NaN and infinity as Python writes
-    them, a 5000-digit number in full)."""
-    with unlimited_ints():
-        path.write_text(json.dumps(fields))
-
-
-def crafted_probe_env(tmp_path: Path, crafted: Path) -> dict[str, str]:
-    """Session variables for a box whose python3 replaces fields of every probe answer
-    with those in the JSON file `crafted` (when it exists), and writes any number."""
+def crafted_probe_env(tmp_path: Path, script: Path) -> dict[str, str]:
+    """Session variables for a box whose python3 runs `script` (when it exists, read
+    afresh each time) on every probe answer it sends, as `answer`, and writes any number."""
     site = tmp_path / "crafted-site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(f"""
@@ -156,10 +150,29 @@ import json, os, sys
 sys.set_int_max_str_digits(0)
 _dumps = json.dumps
 def dumps(obj, *args, **kwargs):
-    if isinstance(obj, dict) and "runs" in obj and "v" in obj and os.path.exists({str(crafted)!r}):
-        with open({str(crafted)!r}) as f:
-            obj.update(json.load(f))
+    if isinstance(obj, dict) and "runs" in obj and "v" in obj and os.path.exists({str(script)!r}):
+        with open({str(script)!r}) as f:
+            exec(f.read(), {{"answer": obj, "json": json}})
     return _dumps(obj, *args, **kwargs)
 json.dumps = dumps
 """)
     return {"PYTHONPATH": str(site)}
+
+
+def send_answer(script: Path, answer: dict[str, Any]) -> None:
+    """The box answers every probe with `answer` (its clock kept), a 5000-digit number
+    written in full, NaN and infinity as Python writes them."""
+    data = script.with_suffix(".json")
+    with unlimited_ints():
+        data.write_text(json.dumps(answer))
+    script.write_text(f"t = answer['time']\nanswer.clear()\n"
+                      f"answer.update(json.load(open({str(data)!r})))\n"
+                      "answer.setdefault('time', t)\n")
+
+
+def send_huge_checkpoint(script: Path) -> None:
+    """The box adds `weights/epoch_<5000 digits>.pt` to every weights listing it sends."""
+    script.write_text("for run in answer['runs']:\n"
+                      "    if 'weights' in run:\n"
+                      f"        run['weights'].append([{HUGE_NAME!r}, 4096, answer['time'],"
+                      " 1, 2])\n")

@@ -202,8 +202,9 @@ class _Shape:
         value = obj[key]
         ok = _KINDS[kind](value)  # only the asked kind is checked (every field, every run)
         if not ok and not (value is None and kind in ("number", "time")):
-            words = {"str": "text", "bool": "true or false", "count": "a whole number from 0 to 2**64-1",
-                     "number": "a finite number", "time": "a time in range",
+            words = {"str": "text", "bool": "true or false",
+                     "count": "a whole number from 0 to 2**64-1", "number": "a finite number",
+                     "time": "a time in range",
                      "strs": "a list of texts", "list": "a list", "object": "an object"}
             raise self.bad(key, f"is not {words[kind]} (got {type(value).__name__})")
 
@@ -308,7 +309,8 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
     if "fatal" in answer:
         raise BadAnswer(f"probe crashed on the box: {clean(str(answer['fatal']))}")
     if answer.get("v") != PROBE_VERSION:
-        raise BadAnswer(f"probe answer has version {brief(answer.get('v'))}, expected {PROBE_VERSION}")
+        raise BadAnswer(f"probe answer has version {brief(answer.get('v'))}, "
+                        f"expected {PROBE_VERSION}")
     box_time = finite(answer.get("time"))
     if box_time is None or not isinstance(answer.get("runs"), list):
         raise BadAnswer("probe answer lacks the box clock or the run list")
@@ -317,7 +319,7 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
         return _fold(prev, answer, box_time, now, refresh_seconds)
     except BadAnswer:
         raise
-    except Exception as exc:  # noqa: BLE001 - the last line of defence, see below
+    except Exception as exc:
         # The shape check and the bounded readers should have caught it; if not, it is
         # still this box's bad answer, with words, never a traceback that ends `status`,
         # `watch` or the panel for every box. The words are the box's: cleaned and short.

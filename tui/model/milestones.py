@@ -23,6 +23,7 @@ from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.config import PushTarget
+from tui.model.fields import epoch_of
 from tui.model.guard import (
     PushRecord,
     destination_writers,
@@ -30,7 +31,6 @@ from tui.model.guard import (
     overwriter,
     unpushed_weights,
 )
-from tui.model.fields import epoch_of
 from tui.model.retry import backoff_delay
 from tui.model.runs import Health, RunState, WeightFile
 

@@ -220,6 +220,19 @@ def weight_file(row: list[Any]) -> WeightFile:
                       row[3] if exact else None, row[4] if exact else None)
 
 
+def odd_checkpoints(weights: tuple[WeightFile, ...]) -> list[str]:
+    """Checkpoints named like `epoch_<N>.pt` whose N is no epoch (5000 digits, a sign, a
+    non-ASCII digit): named as odd, since no push takes them and no figure counts them."""
+    return [f"odd checkpoint weights/{_cut(w.name)}: its epoch number is not 1 to 9 ASCII "
+            "digits, so no push takes it" for w in weights
+            if w.epoch is None and w.name.startswith("epoch_") and w.name.endswith(".pt")]
+
+
+def _cut(name: str, limit: int = 48) -> str:
+    return name if len(name) <= limit else f"{name[:limit - 8]}...{name[-3:]} ({len(name)} " \
+        "characters)"
+
+
 def short_metric_name(name: str | None) -> str | None:
     """'metrics/mAP50-95' reads as 'mAP50-95'."""
     if name is None:
@@ -462,6 +475,7 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         files = tuple(weight_file(w) for w in raw["hist"]
                       if isinstance(w, list) and len(w) in (3, 5))
 
+    problems.extend(odd_checkpoints(weights))
     alive = raw.get("pid_alive")
     pid_alive = alive if isinstance(alive, bool) else None
     if raw.get("vanished"):
