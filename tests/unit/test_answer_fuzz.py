@@ -114,3 +114,15 @@ def test_fuzzed_answers_fold_or_are_that_boxs_bad_answer_and_nothing_downstream_
         except Exception as exc:
             raise AssertionError(f"{type(exc).__name__} on {label}: {exc!s:.200}") from exc
     assert tried >= 50 and folded >= 10, (tried, folded)
+
+
+def test_terabyte_disks_and_checkpoints_keep_their_size() -> None:
+    """Bytes are bounded as bytes (2**64-1), not as counts (1e12): a 4 TB disk read as
+    0 B total and 0 B free."""
+    answer = base_answer(NOW)
+    answer["disks"][0].update(total=4 * 10 ** 12, used=10 ** 12 + 5, free=3 * 10 ** 12 - 5)
+    answer["runs"][0]["weights"][0][1] = 2 * 10 ** 12
+    state = fold_answer(BoxState(name="big"), answer, NOW)
+    (disk,) = state.disks
+    assert (disk.total, disk.used, disk.free) == (4 * 10 ** 12, 10 ** 12 + 5, 3 * 10 ** 12 - 5)
+    assert state.runs[0].weights[0].size == 2 * 10 ** 12

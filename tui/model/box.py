@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from tui.model.fields import MAX_COUNT, brief, digits, finite, whole
+from tui.model.fields import MAX_COUNT, brief, digits, finite, size
 from tui.model.runs import Cursor, Health, RunState, fold_run
 from tui.model.text import clean, clean_block
 from tui.model.watchdog import GuardView, fold_guard_part
@@ -356,8 +356,8 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
         if d.get("fs") in filesystems:
             continue  # two roots on one filesystem: its use is shown once
         filesystems.add(d.get("fs"))
-        disks.append(DiskRow(clean(str(d.get("root"))), whole(d.get("total")) or 0,
-                             whole(d.get("used")) or 0, whole(d.get("free")) or 0,
+        disks.append(DiskRow(clean(str(d.get("root"))), size(d.get("total")) or 0,
+                             size(d.get("used")) or 0, size(d.get("free")) or 0,
                              _label(d.get("mount")), _label(d.get("device")),
                              _label(d.get("fstype"))))
     root_problems = []

@@ -44,6 +44,17 @@ def whole(value: object, *, from_text: bool = False) -> int | None:
     return int(number)
 
 
+def size(value: object) -> int | None:
+    """A byte count (a disk, a file): a whole number from 0 to MAX_COUNT, kept exact; a
+    count's 1e12 bound would read a 4 TB disk as nothing."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= MAX_COUNT else None
+    number = finite(value)
+    if number is None or number != int(number) or not 0 <= number <= MAX_COUNT:
+        return None
+    return int(number)
+
+
 def digits(value: str) -> int | None:
     """A whole number a box wrote as text (`7`, `007`), else None: ASCII digits only, at
     most MAX_DIGITS of them, so no text a box sends reaches int() unbounded."""

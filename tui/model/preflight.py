@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.model.fields import finite, items, table, whole
+from tui.model.fields import finite, items, size, table, whole
 from tui.model.text import plain
 
 ERROR = "error"
@@ -579,7 +579,7 @@ def _place_words(where: Mapping[str, Any]) -> str:
     if where.get("mount"):
         words += f" (on {plain(where.get('fstype'), 20) or 'a'} filesystem at " \
                  f"{plain(where.get('mount'), 200)}"
-        free = whole(where.get("free"))
+        free = size(where.get("free"))
         words += f", {free / 1e9:.1f} GB free)" if free is not None else ")"
     if where.get("exists") is False:
         words += ", does not exist yet"
@@ -595,7 +595,7 @@ def _place(raw: object) -> dict[str, Any] | None:
         if isinstance(raw.get(key), str):
             out[key] = plain(raw[key], 400)
     for key in ("dev", "free", "total"):
-        number = whole(raw.get(key))
+        number = size(raw.get(key))
         if number is not None and number >= 0:
             out[key] = number
     if isinstance(raw.get("exists"), bool):

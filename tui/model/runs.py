@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, text, whole
+from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, size, text, whole
 from tui.model.text import clean, clean_data
 
 HISTORY_LIMIT = 5000
@@ -216,7 +216,7 @@ def weight_file(row: list[Any]) -> WeightFile:
     """[name, size, mtime] or [name, size, mtime, mtime_ns, inode] from the probe."""
     exact = len(row) == 5 and all(isinstance(v, int) and not isinstance(v, bool)
                                   and 0 <= v <= MAX_COUNT for v in row[3:])
-    return WeightFile(clean(str(row[0])), whole(row[1]) or 0, finite(row[2]) or 0.0,
+    return WeightFile(clean(str(row[0])), size(row[1]) or 0, finite(row[2]) or 0.0,
                       row[3] if exact else None, row[4] if exact else None)
 
 
