@@ -120,12 +120,14 @@ def hostile_answers(seed: int, now: float = 1_800_000_000.0) -> Iterator[tuple[s
             _put(answer, place, value)
             labels.append(f"{'.'.join(map(str, place))}={_short(value)}")
         if rng.random() < 0.3:  # metrics.jsonl lines the box wrote (or claims it did)
-            record = {"epoch": rng.choice(values), "train/loss": rng.choice(values),
-                      "time": rng.choice(values)}
+            value = rng.choice(values)  # one hostile value through a whole history
+            key = rng.choice(["epoch", "train/loss", "time", "current_metric"])
+            records = [{"epoch": n, "train/loss": 1.0, "time": 40.0, key: value}
+                       for n in range(1, rng.randint(2, 12))]
             with unlimited_ints():
-                line = json.dumps(record)
-            answer["runs"][0]["metrics"]["text"] = line + "\n"
-            labels.append(f"metrics line {line[:40]!r}")
+                lines = "".join(json.dumps(r) + "\n" for r in records)
+            answer["runs"][0]["metrics"]["text"] = lines
+            labels.append(f"{len(records)} metrics lines with {key}={_short(value)}")
         yield "; ".join(labels), answer
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import time
 
-from support.hostile_answers import HUGE_NAME, base_answer, hostile_answers
+from support.hostile_answers import DIGITS, HUGE_NAME, base_answer, hostile_answers
 
 from tui.actions.push import files_to_push
 from tui.model.box import BadAnswer, BoxState, fold_answer
 from tui.model.config import PushTarget
 from tui.model.guard import picture_gaps, unpushed_weights, verdict
 from tui.model.milestones import Milestones, plan, pushed_epochs
-from tui.model.runs import WeightFile
+from tui.model.preflight import parse_arch, parse_smi_base, parse_throttle, parse_version
+from tui.model.runs import WeightFile, format_age
 from tui.model.sizing import project_disk, project_run, save_period_of
 from tui.model.status_doc import status_document, status_table
 from tui.model.unpushed import at_stake
@@ -32,7 +33,7 @@ def derive_everything(state: BoxState, good: BoxState) -> None:
     """What status, watch, the panel and destroy compute from a folded box."""
     doc = status_document([state, good], NOW, None, {})
     assert [b["name"] for b in doc["boxes"]] == ["hostile", "good"]
-    json.dumps(doc)
+    json.dumps(doc, allow_nan=False)  # `status --json` is JSON: no NaN, no Infinity
     status_table([state, good], NOW)
     unpushed_weights(state.runs, {})
     verdict(state, {})
@@ -126,3 +127,30 @@ def test_terabyte_disks_and_checkpoints_keep_their_size() -> None:
     (disk,) = state.disks
     assert (disk.total, disk.used, disk.free) == (4 * 10 ** 12, 10 ** 12 + 5, 3 * 10 ** 12 - 5)
     assert state.runs[0].weights[0].size == 2 * 10 ** 12
+
+
+def test_preflights_numbers_in_a_boxs_text_are_bounded() -> None:
+    """`check` reads nvidia-smi's and Python's words: a superscript digit (which
+    str.isdigit() passes and int() refuses) or 5000 digits is an unreadable row or no
+    version, never a ValueError."""
+    assert parse_version("9" * DIGITS) is None
+    assert parse_version("2.5.1+cu124") == (2, 5, 1)
+    assert parse_throttle("\u00b2, 0x1\n0, 0x4\n") == {0: 4}
+    gpus, bad = parse_smi_base("\u00b2," + ",".join(["x"] * 11) + "\n")
+    assert (gpus, bad) == ([], 1)
+    assert parse_arch("sm_\u0665\u0665") is None and parse_arch("sm_90a") == ("sm", 9, 0, "a")
+
+
+def test_durations_are_bounded_so_no_eta_or_json_field_is_infinite() -> None:
+    """Seven epochs of 1e308 s each summed to infinity: `status --json` wrote
+    `Infinity` (no JSON reader takes it) and the ETA read 'inf s'."""
+    answer = base_answer(NOW)
+    answer["runs"][0]["metrics"]["text"] = "".join(
+        json.dumps({"epoch": n, "train/loss": 1.0, "time": 1e308}) + "\n" for n in range(1, 8))
+    answer["runs"][0]["status"].update(mean_epoch_seconds=1e308, eta_seconds=1e308)
+    state = fold_answer(BoxState(name="slow"), answer, NOW)
+    (run,) = state.runs
+    assert run.mean_epoch_seconds is None and run.eta_seconds is None
+    json.dumps(status_document([state], NOW), allow_nan=False)
+    assert format_age(float("inf")) == "?" and format_age(float("nan")) == "?"
+    assert format_age(1e300).endswith("h") and len(format_age(1e300)) < 20

@@ -15,6 +15,7 @@ from typing import Any
 
 MAX_WHOLE = 1e12  # a count, pid, size or offset past this is garbage, not a value
 MAX_COUNT = (1 << 64) - 1  # a byte count, inode or nanosecond mtime a box may claim, at most
+MAX_SECONDS = 1e9  # a duration a run reports (an epoch, an ETA): 31 years at most
 MAX_DIGITS = 9    # a number a box writes in text (an epoch, a GPU index) has at most this
 # A checkpoint's epoch, as tui/onbox/push.py picks epoch files (ASCII digits, at most nine):
 # `epoch_<5000 digits>.pt` is an odd file, never an int() past Python's 4300-digit limit.
@@ -42,6 +43,13 @@ def whole(value: object, *, from_text: bool = False) -> int | None:
     if number is None or number != int(number) or abs(number) > MAX_WHOLE:
         return None
     return int(number)
+
+
+def seconds(value: object) -> float | None:
+    """A duration a box reports (an epoch's time, an ETA): 0 to MAX_SECONDS, else None.
+    Sums and products of these stay finite, so no ETA, cost or JSON field is inf."""
+    number = finite(value)
+    return number if number is not None and 0 <= number <= MAX_SECONDS else None
 
 
 def size(value: object) -> int | None:

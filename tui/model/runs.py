@@ -9,6 +9,7 @@ the reason, and never raises.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, size, text, whole
+from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, seconds, size, text, whole
 from tui.model.text import clean, clean_data
 
 HISTORY_LIMIT = 5000
@@ -130,8 +131,8 @@ def estimate_pace(history: tuple[EpochPoint, ...], status: Mapping[str, Any] | N
     `eta_seconds` (its mean over every epoch x epochs left) is preferred only when
     it agrees with that."""
     theirs = finite(status.get("eta_seconds")) if status else None
-    theirs = max(theirs, 0.0) if theirs is not None else None
-    their_mean = finite(status.get("mean_epoch_seconds")) if status else None
+    theirs = seconds(max(theirs, 0.0)) if theirs is not None else None  # overdue: 0
+    their_mean = seconds(status.get("mean_epoch_seconds")) if status else None
     times = [p.seconds for p in history[-PACE_WINDOW:] if p.seconds is not None and p.seconds > 0]
     if len(times) < PACE_MIN_EPOCHS:
         if theirs is not None:
@@ -208,7 +209,7 @@ def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
         metric=finite(record.get("current_metric")),
         # One string for the thousands of epochs that repeat the same name.
         metric_name=sys.intern(clean(name)) if name is not None else None,
-        seconds=finite(record.get("time")),
+        seconds=seconds(record.get("time")),
     )
 
 
@@ -314,7 +315,7 @@ class RunState:
 
     @property
     def mean_epoch_seconds(self) -> float | None:
-        mean = finite(self.status.get("mean_epoch_seconds")) if self.status else None
+        mean = seconds(self.status.get("mean_epoch_seconds")) if self.status else None
         if mean is None and self.history:
             times = [p.seconds for p in self.history if p.seconds is not None]
             mean = sum(times) / len(times) if times else None
@@ -382,7 +383,7 @@ def judge(run: RunState) -> tuple[Health, str]:
     updated = parse_time(run.status.get("updated_at"))
     if run.box_time is not None and updated is not None:
         age = run.box_time - updated
-        mean = finite(run.status.get("mean_epoch_seconds"))
+        mean = seconds(run.status.get("mean_epoch_seconds"))
         limit = max(STALL_EPOCHS * mean if mean else 0.0, STALL_FLOOR_SECONDS)
         if age > limit:
             return Health.STALLED, (
@@ -391,16 +392,18 @@ def judge(run: RunState) -> tuple[Health, str]:
     return Health.RUNNING, where
 
 
-def format_age(seconds: float) -> str:
-    """A short duration: 45s, 14m, 3h05m, 2d04h."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+def format_age(duration: float) -> str:
+    """A short duration: 45s, 14m, 3h05m, 2d04h ("?" for no number: NaN, infinity)."""
+    if not math.isfinite(duration):
+        return "?"
+    whole_s = max(0, int(min(duration, 1e15)))
+    if whole_s < 60:
+        return f"{whole_s}s"
+    if whole_s < 3600:
+        return f"{whole_s // 60}m"
+    if whole_s < 86400:
+        return f"{whole_s // 3600}h{whole_s % 3600 // 60:02d}m"
+    return f"{whole_s // 86400}d{whole_s % 86400 // 3600:02d}h"
 
 
 def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> RunState:
