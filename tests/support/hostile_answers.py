@@ -64,7 +64,13 @@ def base_answer(now: float) -> dict[str, Any]:
             "runs": [run], "gone": [], "roots": [{"root": "/runs", "path": "/runs"}],
             "disks": [{"root": "/runs", "total": 10 ** 11, "used": 10 ** 10, "free": 9 * 10 ** 10,
                        "fs": 1, "mount": "/", "device": "/dev/sda1", "fstype": "ext4"}],
-            "hidden": [], "gpus": {"rows": ["0, NVIDIA H100, 88, 7000, 80000, 55, 400.5"]}}
+            "hidden": [], "gpus": {"rows": ["0, NVIDIA H100, 88, 7000, 80000, 55, 400.5"]},
+            "guard": {"at": now - 5, "sig": "7:8", "state": {
+                "v": 1, "armed": True, "armed_at": now - 3600, "max_hours": 12,
+                "no_progress_minutes": 20, "beat_seconds": 30, "last_progress_at": now - 60,
+                "actions": {"max_hours": ["push", "stop"]},
+                "did": [{"action": "push", "outcome": "done", "at": now - 30, "detail": "ok"}],
+                "fired": {"trigger": "max_hours", "at": now - 40, "why": "12 h"}}}}
 
 
 # Where a hostile value may go: a path of keys and list indexes into base_answer().
@@ -86,6 +92,10 @@ PLACES: list[tuple[Any, ...]] = [
     ("runs", 0, "weights", 0, 0), ("runs", 0, "weights", 1, 0), ("runs", 0, "weights", 1, 1),
     ("runs", 0, "weights", 1, 2), ("runs", 0, "weights", 1, 3), ("runs", 0, "weights", 2, 1),
     ("runs", 0, "hist", 0, 1),
+    ("guard", "at"), ("guard", "state", "v"), ("guard", "state", "armed_at"),
+    ("guard", "state", "max_hours"), ("guard", "state", "beat_seconds"),
+    ("guard", "state", "actions"), ("guard", "state", "did"), ("guard", "state", "fired"),
+    ("guard", "state", "did", 0, "at"), ("guard", "state", "fired", "at"),
 ]
 
 
@@ -97,10 +107,15 @@ def _short(value: Any) -> str:
 
 
 def _put(answer: dict[str, Any], place: tuple[Any, ...], value: Any) -> None:
+    """Put `value` at `place`, unless an earlier pick replaced a container on the way."""
     target: Any = answer
     for key in place[:-1]:
+        if not isinstance(target, dict | list) or (isinstance(target, list) and key >= len(
+                target)) or (isinstance(target, dict) and key not in target):
+            return
         target = target[key]
-    target[place[-1]] = value
+    if isinstance(target, dict) or (isinstance(target, list) and place[-1] < len(target)):
+        target[place[-1]] = value
 
 
 def hostile_answers(seed: int, now: float = 1_800_000_000.0) -> Iterator[tuple[str, Any]]:

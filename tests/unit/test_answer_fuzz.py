@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from support.hostile_answers import DIGITS, HUGE_NAME, base_answer, hostile_answers
+from support.hostile_answers import DIGITS, HUGE_NAME, base_answer, hostile_answers, huge_int
 
 from tui.actions.push import files_to_push
 from tui.model.box import BadAnswer, BoxState, fold_answer
@@ -21,6 +21,7 @@ from tui.model.runs import WeightFile, format_age
 from tui.model.sizing import project_disk, project_run, save_period_of
 from tui.model.status_doc import status_document, status_table
 from tui.model.unpushed import at_stake
+from tui.model.watchdog import fold_guard
 from widgets.fleet_text import box_head_line, box_problem_line, run_main_line
 
 NOW = 1_800_000_000.0
@@ -154,3 +155,16 @@ def test_durations_are_bounded_so_no_eta_or_json_field_is_infinite() -> None:
     json.dumps(status_document([state], NOW), allow_nan=False)
     assert format_age(float("inf")) == "?" and format_age(float("nan")) == "?"
     assert format_age(1e300).endswith("h") and len(format_age(1e300)) < 20
+
+
+def test_a_bad_value_is_named_briefly() -> None:
+    """Naming a box's bad value in words (a version, a state) must not itself raise:
+    repr() of a 5000-digit number does."""
+    assert "16610-bit number" in (fold_guard({"v": huge_int()}, None).error or "")
+    answer = base_answer(NOW)
+    answer["runs"][0]["status"]["state"] = huge_int()
+    (run,) = fold_answer(BoxState(name="b"), answer, NOW).runs
+    assert run.reason == "status.json has an unknown state a 16610-bit number"
+    answer["runs"][0]["status"]["state"] = "x" * 100_000
+    (run,) = fold_answer(BoxState(name="b"), answer, NOW).runs
+    assert len(run.reason) < 100
