@@ -11,6 +11,7 @@ hostile box's runs root too.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.hostile_answers import (
     crafted_probe_env,
@@ -195,16 +197,32 @@ def read_until(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) 
     raise AssertionError(f"no {wanted!r} in the watch's output:\n" + "".join(lines))
 
 
+def painted(app: GpurentApp) -> str:
+    """Every character the panel would paint on the terminal now, without its styles."""
+    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
+                      force_terminal=True, color_system="truecolor", record=True)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
+
+
 async def test_the_panel_stays_up_and_shows_every_box(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
         isolated_dirs: Path) -> None:
-    """Before, the panel exited on the 5000-digit name; fuzzed answers follow it."""
+    """Before, the panel exited on the 5000-digit name. The run view names it odd; the
+    fuzzer's answers follow, and the good box stays on screen through them."""
     fleet, script = two_boxes(tmp_path, sshd_factory, client_key, vast)
     send_huge_checkpoint(script)
     app = GpurentApp(fleet)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: "yolox_completed" in box_text(app, "bad")
                     and "yolox_completed" in box_text(app, "good"))
+        run = next(r for r in app.states["bad"].runs if r.name == "yolox_completed")
+        app.open_run("bad", run.path)
+        await pilot.pause(0.5)
+        shown = painted(app)
+        (state,) = [line for line in shown.splitlines() if line.startswith("state ")]
+        assert "odd checkpoint" in shown and "completed" in state.split("│")[0], shown
+        await pilot.press("escape")
         for label, answer in itertools.islice(hostile_answers(SEED), 4):
             send_answer(script, answer)
             await pilot.pause(1.2)
