@@ -15,9 +15,11 @@ import io
 import itertools
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,48 +155,83 @@ def test_status_reports_each_fuzzed_answer_as_that_boxs_own(
 def test_watch_keeps_watching_every_box_beside_the_hostile_one(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
         isolated_dirs: Path) -> None:
-    """Before, `watch` exited within a second (a crash loop under systemd, and no
-    milestones, budget actions or alerts for any box)."""
+    """Before, `watch` died on the 5000-digit name (a crash loop under systemd, and no
+    milestones, budget actions or alerts for any box). Now it pushes the good box's
+    completed run, says the hostile box's bad answers, and sees it recover."""
     fleet, script = two_boxes(tmp_path, sshd_factory, client_key, vast)
     send_huge_checkpoint(script)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+    out = Lines(proc)
     try:
-        lines = read_until(proc, "milestone push of yolox_completed (run completed): done")
-        time.sleep(3)  # three more looks at the hostile box
-        assert proc.poll() is None, "".join(lines)
-        for label, answer in itertools.islice(hostile_answers(SEED), 3):
+        out.wait_for("box bad: ok")
+        out.wait_for("box good: milestone push of yolox_completed (run completed): done")
+        time.sleep(2)  # more looks at the box listing the 5000-digit name
+        for _, answer in bad_answers():
             send_answer(script, answer)
-            time.sleep(1.2)
-            assert proc.poll() is None, label
+            time.sleep(2.5)
+        out.wait_for("box bad: probe_failed")
+        script.unlink()  # the box answers plainly again
+        out.wait_for("box bad: ok")
+        assert proc.poll() is None, out.text()
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    text = "".join(lines) + out
+    text = out.rest()
     assert proc.returncode == 0, text
-    assert "box bad: ok" in text and "box good: ok" in text
     assert "Traceback" not in text and "crashed" not in text, text
     assert text.rstrip().endswith("watch: stopped, every connection closed")
 
 
-def read_until(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) -> list[str]:
-    """The watch's lines up to the first holding `wanted` (fails if it ends first)."""
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if wanted in line:
-            return lines
-    raise AssertionError(f"no {wanted!r} in the watch's output:\n" + "".join(lines))
+def bad_answers() -> list[tuple[str, dict[str, object]]]:
+    """Two of the fuzzer's answers that are that box's bad answer: a 16610-bit number
+    (no JSON reader takes it) and a NaN where a list belongs."""
+    cases = list(itertools.islice(hostile_answers(SEED), 9, 11))
+    assert all("hidden=nan" in label or "16610-bit" in label for label, _ in cases), cases
+    return cases
+
+
+class Lines:
+    """The watch's output, read by a thread so a silent process cannot hang the test."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        stream = proc.stdout
+        self.lines: list[str] = []
+        self.queue: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            for line in stream:
+                self.queue.put(line)
+            self.queue.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def wait_for(self, wanted: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                raise AssertionError(f"no {wanted!r} in the watch's output:\n{self.text()}")
+            self.lines.append(line)
+            if wanted in line:
+                return line
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def rest(self) -> str:
+        while (line := self.queue.get(timeout=30)) is not None:
+            self.lines.append(line)
+        return self.text()
 
 
 def painted(app: GpurentApp) -> str:
@@ -223,9 +260,13 @@ async def test_the_panel_stays_up_and_shows_every_box(
         (state,) = [line for line in shown.splitlines() if line.startswith("state ")]
         assert "odd checkpoint" in shown and "completed" in state.split("│")[0], shown
         await pilot.press("escape")
-        for label, answer in itertools.islice(hostile_answers(SEED), 4):
+        for label, answer in [*itertools.islice(hostile_answers(SEED), 2), *bad_answers()]:
             send_answer(script, answer)
             await pilot.pause(1.2)
             assert app.is_running, label
             assert "yolox_completed" in box_text(app, "good")
+        await until(pilot, lambda: app.states["bad"].connection == "probe_failed")
+        assert "probe" in box_text(app, "bad")
+        script.unlink()  # the box answers plainly again
+        await until(pilot, lambda: app.states["bad"].connection == "ok")
         assert app.states["good"].connection == "ok"
