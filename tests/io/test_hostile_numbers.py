@@ -19,6 +19,7 @@ import queue
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,11 +34,13 @@ from support.hostile_answers import (
     send_answer,
     send_huge_checkpoint,
 )
+from support.hub_server import HubServer
 from support.pilot import box_text, until
 from support.provider_servers import VastServer, vast_instance
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
+from tui.actions.stage import fetch, stage
 from tui.app import GpurentApp
 from tui.model.config import FleetConfig
 
@@ -45,6 +48,7 @@ Factory = Callable[..., Sshd]
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 22
 FUZZ_SECONDS = 6.0
+HUB_TOKEN = "hf_NumbersTestToken0123456789abcdefgh"
 LONG_REAL = "epoch_" + "7" * 245 + ".pt"  # 254 bytes: a name a filesystem takes
 
 
@@ -270,3 +274,45 @@ async def test_the_panel_stays_up_and_shows_every_box(
         script.unlink()  # the box answers plainly again
         await until(pilot, lambda: app.states["bad"].connection == "ok")
         assert app.states["good"].connection == "ok"
+
+
+PROGRESS_LIAR = textwrap.dedent(r'''
+    import json, re, sys
+    sys.set_int_max_str_digits(0)
+    stdin = sys.stdin.read()
+    nonce = re.search(r"NONCE = '([0-9a-f]+)'", stdin).group(1)
+    def frame(obj):
+        data = json.dumps(obj).encode()
+        sys.stdout.buffer.write(b"\n--gpurent-%s %d\n" % (nonce.encode(), len(data)) + data)
+    for done, total in ((10 ** 4000, 10 ** 4000), (10 ** 30, 10 ** 30), (9, 5), (True, 5)):
+        frame({"progress": {"step": "download", "done": done, "total": total}})
+    frame({"progress": {"step": "download", "done": 5, "total": 9}})
+    frame({"done": True})
+''')
+
+
+async def test_a_fetchs_progress_numbers_are_bounded(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fetch's progress frames are the box's numbers too: a 4001-digit byte count
+    (float() overflows on it, in the fetch screen's sizes), 10**30 bytes, more done than
+    the total. Only the sane one is reported."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # the loopback Hub is LFS
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a\n")
+    liar = tmp_path / "liar"
+    liar.write_text(f"#!{sys.executable}\n{PROGRESS_LIAR}")
+    liar.chmod(0o755)
+    server = sshd_factory("box")
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, python=str(liar))],
+                       known_hosts=[server.known_hosts_line()])
+    steps: list[tuple[str, int, int]] = []
+    with HubServer([], token=HUB_TOKEN) as hub:
+        assert stage(folder, "me/data", endpoint=hub.url, token=HUB_TOKEN).verified
+        report = await fetch(fleet, fleet.boxes[0], "me/data", endpoint=hub.url,
+                             token=HUB_TOKEN, progress=lambda *a: steps.append(a))
+    assert not report.verified
+    assert steps == [("download", 5, 9)]
