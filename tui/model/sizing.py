@@ -46,7 +46,6 @@ CHECKPOINT_BYTES: dict[str, int] = {
 }
 
 
-
 def human_bytes(size: float) -> str:
     """Decimal units, as providers bill disks: 1.2 GB, 340 MB."""
     value = float(size)
