@@ -65,9 +65,9 @@ def running(name: str, epoch: int, total: int, files: tuple[WeightFile, ...],
 
 
 def test_a_runs_future_checkpoints() -> None:
-    assert save_period_of(["epoch_10.pt", "epoch_20.pt", "last.pt"]) == 10
-    assert save_period_of(["epoch_15.pt", "epoch_5.pt"]) == 5
-    assert save_period_of(["best.pt"]) is None
+    assert save_period_of(weights(("epoch_10.pt", 1), ("epoch_20.pt", 1), ("last.pt", 1))) == 10
+    assert save_period_of(weights(("epoch_15.pt", 1), ("epoch_5.pt", 1))) == 5
+    assert save_period_of(weights(("best.pt", 1))) is None
     run = running("r", 37, 100, weights(("last.pt", 300 * 10**6), ("best.pt", 300 * 10**6),
                                         ("epoch_10.pt", 300 * 10**6),
                                         ("epoch_20.pt", 300 * 10**6),

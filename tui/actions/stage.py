@@ -31,6 +31,7 @@ from tui.actions.onbox_run import describe_end, interpreter_missing, run_onbox
 from tui.actions.preflight import params_bytes, program
 from tui.actions.push import resolve_token, scrub
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.fields import size as byte_count
 from tui.model.preflight import interpreter_command
 from tui.model.sizing import human_bytes
 from tui.model.staging import Expected, FetchReport, StageReport, read_fetch, repo_problem
@@ -390,9 +391,12 @@ async def fetch_box(session: BoxSession, box: BoxConfig, expected: Expected, *, 
         event = frame.get("progress")
         if progress is None or not isinstance(event, dict):
             return
-        step, done, total = event.get("step"), event.get("done"), event.get("total")
-        if step in ("download", "extract") and isinstance(done, int) \
-                and isinstance(total, int) and done >= 0 and total >= 0:
+        # The box's numbers, bounded as bytes (a 4001-digit count overflows float(), in
+        # the fetch screen's sizes), and no more done than the total.
+        step, done, total = (event.get("step"), byte_count(event.get("done")),
+                             byte_count(event.get("total")))
+        if step in ("download", "extract") and done is not None and total is not None \
+                and done <= total:
             progress(step, done, total)
 
     run = await run_onbox(session, interpreter_command(box.python), program("fetch"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from tui.model.fields import finite, whole
+from tui.model.fields import MAX_COUNT, brief, digits, finite, size
 from tui.model.runs import Cursor, Health, RunState, fold_run
 from tui.model.text import clean, clean_block
 from tui.model.watchdog import GuardView, fold_guard_part
@@ -114,12 +114,13 @@ def parse_gpu_rows(lines: list[str]) -> tuple[tuple[GpuRow, ...], str | None]:
     bad = 0
     for line in lines:
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 7 or not parts[0].isdigit():
+        index = digits(parts[0]) if len(parts) >= 7 else None
+        if index is None:
             bad += 1
             continue
         name = clean(", ".join(parts[1:-5]))
         util, used, total, temp, power = (_gpu_value(p) for p in parts[-5:])
-        rows.append(GpuRow(int(parts[0]), name, util, used, total, temp, power))
+        rows.append(GpuRow(index, name, util, used, total, temp, power))
     note = f"{bad} nvidia-smi line(s) could not be read" if bad else None
     return tuple(rows), note
 
@@ -174,7 +175,7 @@ MAX_TIME = 1e11  # epoch seconds past the year 5000: not a clock
 _KINDS: dict[str, Callable[[Any], bool]] = {
     "str": lambda v: isinstance(v, str),
     "bool": lambda v: isinstance(v, bool),
-    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT,
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool)
     and finite(v) is not None,
     "time": lambda v: isinstance(v, int | float) and not isinstance(v, bool)
@@ -201,8 +202,9 @@ class _Shape:
         value = obj[key]
         ok = _KINDS[kind](value)  # only the asked kind is checked (every field, every run)
         if not ok and not (value is None and kind in ("number", "time")):
-            words = {"str": "text", "bool": "true or false", "count": "a whole number >= 0",
-                     "number": "a finite number", "time": "a time in range",
+            words = {"str": "text", "bool": "true or false",
+                     "count": "a whole number from 0 to 2**64-1", "number": "a finite number",
+                     "time": "a time in range",
                      "strs": "a list of texts", "list": "a list", "object": "an object"}
             raise self.bad(key, f"is not {words[kind]} (got {type(value).__name__})")
 
@@ -241,11 +243,9 @@ def check_run(index: int, raw: object) -> None:
             raise shape.bad(key, "is not a list")
         for n, row in enumerate(rows):
             ok = (isinstance(row, list) and len(row) in (3, 5) and isinstance(row[0], str)
-                  and isinstance(row[1], int) and not isinstance(row[1], bool) and row[1] >= 0
+                  and all(_KINDS["count"](v) for v in (row[1], *row[3:]))
                   and isinstance(row[2], int | float) and not isinstance(row[2], bool)
-                  and finite(row[2]) is not None
-                  and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                          for v in row[3:]))
+                  and finite(row[2]) is not None)
             if not ok:
                 raise shape.bad(f"{key}[{n}]", "is not [name, size, mtime(, mtime_ns, inode)]")
 
@@ -309,17 +309,23 @@ def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
     if "fatal" in answer:
         raise BadAnswer(f"probe crashed on the box: {clean(str(answer['fatal']))}")
     if answer.get("v") != PROBE_VERSION:
-        raise BadAnswer(f"probe answer has version {answer.get('v')!r}, expected {PROBE_VERSION}")
+        raise BadAnswer(f"probe answer has version {brief(answer.get('v'))}, "
+                        f"expected {PROBE_VERSION}")
     box_time = finite(answer.get("time"))
     if box_time is None or not isinstance(answer.get("runs"), list):
         raise BadAnswer("probe answer lacks the box clock or the run list")
-    check_answer(answer)
     try:
+        check_answer(answer)
         return _fold(prev, answer, box_time, now, refresh_seconds)
-    except (TypeError, ValueError, KeyError, AttributeError, RecursionError,
-            OverflowError) as exc:
-        # The shape check should have caught it; if not, it is still this box's bad answer.
-        raise BadAnswer(f"malformed probe answer ({type(exc).__name__}: {exc})") from None
+    except BadAnswer:
+        raise
+    except Exception as exc:
+        # The shape check and the bounded readers should have caught it; if not, it is
+        # still this box's bad answer, with words, never a traceback that ends `status`,
+        # `watch` or the panel for every box. The words are the box's: cleaned and short.
+        words = clean(str(exc))
+        words = words if len(words) <= 200 else words[:197] + "..."
+        raise BadAnswer(f"malformed probe answer ({type(exc).__name__}: {words})") from None
 
 
 def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float,
@@ -350,8 +356,8 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
         if d.get("fs") in filesystems:
             continue  # two roots on one filesystem: its use is shown once
         filesystems.add(d.get("fs"))
-        disks.append(DiskRow(clean(str(d.get("root"))), whole(d.get("total")) or 0,
-                             whole(d.get("used")) or 0, whole(d.get("free")) or 0,
+        disks.append(DiskRow(clean(str(d.get("root"))), size(d.get("total")) or 0,
+                             size(d.get("used")) or 0, size(d.get("free")) or 0,
                              _label(d.get("mount")), _label(d.get("device")),
                              _label(d.get("fstype"))))
     root_problems = []

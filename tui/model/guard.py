@@ -18,7 +18,6 @@ without overriding anything else (destroy --without-snapshots).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,6 @@ from tui.model.sizing import human_bytes
 from tui.model.text import clean
 
 GUARDED = ("best.pt", "last.pt")
-EPOCH_FILE = re.compile(r"epoch_([0-9]+)\.pt")
 PICTURE = "picture incomplete"
 
 FileId = tuple[int, int, int]  # size, mtime_ns, inode
@@ -193,11 +191,11 @@ def guarded_files(run: RunState) -> list[tuple[str, WeightFile]]:
     """Every file of the run a destroy would lose and a push keeps, by its name in the
     run: best.pt and last.pt, the run's history (status.json, metrics.jsonl, train.log,
     train_config.yaml, results.csv, summary.json), then every epoch_<N>.pt."""
-    epochs = sorted((int(m.group(1)), w) for w in run.weights
-                    if (m := EPOCH_FILE.fullmatch(w.name)) is not None)
+    epochs = sorted((w for w in run.weights if w.epoch is not None),
+                    key=lambda w: (w.epoch, w.name))
     return [*((f"weights/{w.name}", w) for w in run.weights if w.name in GUARDED),
             *((f.name, f) for f in run.files),
-            *((f"weights/{w.name}", w) for _, w in epochs)]
+            *((f"weights/{w.name}", w) for w in epochs)]
 
 
 def _short(names: Iterable[str]) -> str:

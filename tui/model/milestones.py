@@ -17,13 +17,13 @@ same file. One push per box at a time: the caller asks again when it is free.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tui.model.box import BoxState, Connection
 from tui.model.config import PushTarget
+from tui.model.fields import epoch_of
 from tui.model.guard import (
     PushRecord,
     destination_writers,
@@ -34,7 +34,6 @@ from tui.model.guard import (
 from tui.model.retry import backoff_delay
 from tui.model.runs import Health, RunState, WeightFile
 
-EPOCH_WEIGHT = re.compile(r"epoch_([0-9]+)\.pt")  # fullmatch, ASCII digits: as a push picks
 RETRY_BASE_SECONDS = 30.0
 RETRY_CAP_SECONDS = 1800.0
 MAX_EPOCHS_PER_PUSH = 32
@@ -79,10 +78,10 @@ def pushed_epochs(entries: Iterable[Mapping[str, Any]], box: str) -> dict[str, s
         rows = entry.get("files")
         for row in rows if isinstance(rows, list) else ():
             name = row.get("name") if isinstance(row, Mapping) else None
-            match = EPOCH_WEIGHT.fullmatch(name.removeprefix("weights/")) \
+            epoch = epoch_of(name.removeprefix("weights/")) \
                 if isinstance(name, str) and name.startswith("weights/") else None
-            if match:
-                found.setdefault(entry["run_path"], set()).add(int(match.group(1)))
+            if epoch is not None:
+                found.setdefault(entry["run_path"], set()).add(epoch)
     return found
 
 
@@ -99,12 +98,9 @@ def triggers(push: PushTarget, run: RunState, record: PushRecord | None,
         return found
     weights = {w.name: w for w in run.weights}
     if push.every_epochs:
-        for name, weight in weights.items():
-            match = EPOCH_WEIGHT.fullmatch(name)
-            if match is None:
-                continue
-            k = int(match.group(1))
-            if k > 0 and k % push.every_epochs == 0 and k not in epochs_pushed:
+        for weight in weights.values():
+            k = weight.epoch
+            if k is not None and k > 0 and k % push.every_epochs == 0 and k not in epochs_pushed:
                 found.append((f"epoch:{run.path}:{k}:{_identity(weight)}", f"epoch {k}", k))
     best = weights.get("best.pt")
     if push.on_best and best is not None:

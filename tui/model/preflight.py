@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.model.fields import finite, items, table, whole
+from tui.model.fields import digits, finite, items, size, table, whole
 from tui.model.text import plain
 
 ERROR = "error"
@@ -48,7 +48,7 @@ THROTTLE_BITS: tuple[tuple[int, str, str], ...] = (
 # (CUDA's minor version compatibility). Newer drivers run older CUDA builds.
 MIN_DRIVER_FOR_CUDA: dict[int, tuple[int, int]] = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
 
-_ARCH = re.compile(r"^(sm|compute)_(\d{2,3})([a-z]?)$")
+_ARCH = re.compile(r"^(sm|compute)_([0-9]{2,3})([a-z]?)$")
 
 
 def interpreter_command(python: str) -> str:
@@ -138,8 +138,9 @@ def wheel_suggestion(capability: tuple[int, int] | None) -> str:
 def parse_version(text: object) -> tuple[int, ...] | None:
     if not isinstance(text, str):
         return None
-    parts = re.findall(r"\d+", text)
-    return tuple(int(p) for p in parts[:3]) if parts else None
+    numbers = [digits(p) for p in re.findall(r"[0-9]+", text)[:3]]
+    return tuple(n for n in numbers if n is not None) if numbers and None not in numbers \
+        else None
 
 
 def driver_too_old(driver: str | None, cuda: str | None) -> tuple[int, int] | None:
@@ -225,7 +226,7 @@ def parse_smi_base(text: str) -> tuple[list[GpuHealth], int]:
         if not line.strip():
             continue
         parts = line.split(",", BASE_FIELDS - 1)
-        if len(parts) != BASE_FIELDS or not parts[0].strip().isdigit() \
+        if len(parts) != BASE_FIELDS or digits(parts[0].strip()) is None \
                 or len(parts[0].strip()) > 4:
             bad += 1
             continue
@@ -245,8 +246,9 @@ def _rows_by_index(text: str, width: int) -> dict[int, list[str]]:
     rows: dict[int, list[str]] = {}
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == width and parts[0].isdigit() and len(parts[0]) <= 4:
-            rows[int(parts[0])] = parts[1:]
+        index = digits(parts[0]) if len(parts[0]) <= 4 else None
+        if len(parts) == width and index is not None:
+            rows[index] = parts[1:]
     return rows
 
 
@@ -579,7 +581,7 @@ def _place_words(where: Mapping[str, Any]) -> str:
     if where.get("mount"):
         words += f" (on {plain(where.get('fstype'), 20) or 'a'} filesystem at " \
                  f"{plain(where.get('mount'), 200)}"
-        free = whole(where.get("free"))
+        free = size(where.get("free"))
         words += f", {free / 1e9:.1f} GB free)" if free is not None else ")"
     if where.get("exists") is False:
         words += ", does not exist yet"
@@ -595,7 +597,7 @@ def _place(raw: object) -> dict[str, Any] | None:
         if isinstance(raw.get(key), str):
             out[key] = plain(raw[key], 400)
     for key in ("dev", "free", "total"):
-        number = whole(raw.get(key))
+        number = size(raw.get(key))
         if number is not None and number >= 0:
             out[key] = number
     if isinstance(raw.get("exists"), bool):

@@ -9,6 +9,7 @@ the reason, and never raises.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from tui.model.fields import finite, text, whole
+from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, seconds, size, text, whole
 from tui.model.text import clean, clean_data
 
 HISTORY_LIMIT = 5000
@@ -61,6 +62,12 @@ class WeightFile:
     mtime: float
     mtime_ns: int | None = None
     inode: int | None = None
+    # N of `epoch_<N>.pt`, parsed once here and bounded (fields.epoch_of): the guard, the
+    # sizing and the milestones read this, never the box's digits again. None: no epoch file.
+    epoch: int | None = field(default=None, init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epoch", epoch_of(self.name))
 
 
 @dataclass(frozen=True)
@@ -124,8 +131,8 @@ def estimate_pace(history: tuple[EpochPoint, ...], status: Mapping[str, Any] | N
     `eta_seconds` (its mean over every epoch x epochs left) is preferred only when
     it agrees with that."""
     theirs = finite(status.get("eta_seconds")) if status else None
-    theirs = max(theirs, 0.0) if theirs is not None else None
-    their_mean = finite(status.get("mean_epoch_seconds")) if status else None
+    theirs = seconds(max(theirs, 0.0)) if theirs is not None else None  # overdue: 0
+    their_mean = seconds(status.get("mean_epoch_seconds")) if status else None
     times = [p.seconds for p in history[-PACE_WINDOW:] if p.seconds is not None and p.seconds > 0]
     if len(times) < PACE_MIN_EPOCHS:
         if theirs is not None:
@@ -160,10 +167,10 @@ def check_status(raw: object) -> tuple[Mapping[str, Any] | None, str | None]:
         return None, f"status.json is not a JSON object (got {type(raw).__name__})"
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
-        return None, f"status.json schema_version {version!r} is not supported (expected 1)"
+        return None, f"status.json schema_version {brief(version)} is not supported (expected 1)"
     state = raw.get("state")
     if state not in ("running", "completed", "failed"):
-        return None, f"status.json has an unknown state {state!r}"
+        return None, f"status.json has an unknown state {brief(state)}"
     return raw, None
 
 
@@ -202,16 +209,29 @@ def epoch_point(record: Mapping[str, Any]) -> EpochPoint:
         metric=finite(record.get("current_metric")),
         # One string for the thousands of epochs that repeat the same name.
         metric_name=sys.intern(clean(name)) if name is not None else None,
-        seconds=finite(record.get("time")),
+        seconds=seconds(record.get("time")),
     )
 
 
 def weight_file(row: list[Any]) -> WeightFile:
     """[name, size, mtime] or [name, size, mtime, mtime_ns, inode] from the probe."""
-    exact = len(row) == 5 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                  for v in row[3:])
-    return WeightFile(clean(str(row[0])), whole(row[1]) or 0, finite(row[2]) or 0.0,
+    exact = len(row) == 5 and all(isinstance(v, int) and not isinstance(v, bool)
+                                  and 0 <= v <= MAX_COUNT for v in row[3:])
+    return WeightFile(clean(str(row[0])), size(row[1]) or 0, finite(row[2]) or 0.0,
                       row[3] if exact else None, row[4] if exact else None)
+
+
+def odd_checkpoints(weights: tuple[WeightFile, ...]) -> list[str]:
+    """Checkpoints named like `epoch_<N>.pt` whose N is no epoch (5000 digits, a sign, a
+    non-ASCII digit): named as odd, since no push takes them and no figure counts them."""
+    return [f"odd checkpoint weights/{_cut(w.name)}: its epoch number is not 1 to 9 ASCII "
+            "digits, so no push takes it" for w in weights
+            if w.epoch is None and w.name.startswith("epoch_") and w.name.endswith(".pt")]
+
+
+def _cut(name: str, limit: int = 48) -> str:
+    return name if len(name) <= limit else f"{name[:limit - 8]}...{name[-3:]} ({len(name)} " \
+        "characters)"
 
 
 def short_metric_name(name: str | None) -> str | None:
@@ -295,7 +315,7 @@ class RunState:
 
     @property
     def mean_epoch_seconds(self) -> float | None:
-        mean = finite(self.status.get("mean_epoch_seconds")) if self.status else None
+        mean = seconds(self.status.get("mean_epoch_seconds")) if self.status else None
         if mean is None and self.history:
             times = [p.seconds for p in self.history if p.seconds is not None]
             mean = sum(times) / len(times) if times else None
@@ -363,7 +383,7 @@ def judge(run: RunState) -> tuple[Health, str]:
     updated = parse_time(run.status.get("updated_at"))
     if run.box_time is not None and updated is not None:
         age = run.box_time - updated
-        mean = finite(run.status.get("mean_epoch_seconds"))
+        mean = seconds(run.status.get("mean_epoch_seconds"))
         limit = max(STALL_EPOCHS * mean if mean else 0.0, STALL_FLOOR_SECONDS)
         if age > limit:
             return Health.STALLED, (
@@ -372,16 +392,18 @@ def judge(run: RunState) -> tuple[Health, str]:
     return Health.RUNNING, where
 
 
-def format_age(seconds: float) -> str:
-    """A short duration: 45s, 14m, 3h05m, 2d04h."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+def format_age(duration: float) -> str:
+    """A short duration: 45s, 14m, 3h05m, 2d04h ("?" for no number: NaN, infinity)."""
+    if not math.isfinite(duration):
+        return "?"
+    whole_s = max(0, int(min(duration, 1e15)))
+    if whole_s < 60:
+        return f"{whole_s}s"
+    if whole_s < 3600:
+        return f"{whole_s // 60}m"
+    if whole_s < 86400:
+        return f"{whole_s // 3600}h{whole_s % 3600 // 60:02d}m"
+    return f"{whole_s // 86400}d{whole_s % 86400 // 3600:02d}h"
 
 
 def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> RunState:
@@ -456,6 +478,7 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         files = tuple(weight_file(w) for w in raw["hist"]
                       if isinstance(w, list) and len(w) in (3, 5))
 
+    problems.extend(odd_checkpoints(weights))
     alive = raw.get("pid_alive")
     pid_alive = alive if isinstance(alive, bool) else None
     if raw.get("vanished"):

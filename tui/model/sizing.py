@@ -9,7 +9,6 @@ tools/measure_checkpoints.py); a finished run's real checkpoint beats them.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -21,7 +20,7 @@ from tui.model.cost import (
     RUNPOD_STOPPED_USD_PER_GB_MONTH,
     stopped_usd_per_hr,
 )
-from tui.model.runs import Health, RunState
+from tui.model.runs import Health, RunState, WeightFile
 
 HEADROOM = 0.30
 GB = 1000**3
@@ -45,8 +44,6 @@ CHECKPOINT_BYTES: dict[str, int] = {
     "yolo9-m": 331443241,
     "yolo9-c": 429036861,
 }
-
-_EPOCH_FILE = re.compile(r"epoch_([0-9]+)\.pt")  # fullmatch, ASCII digits: as a push picks
 
 
 def human_bytes(size: float) -> str:
@@ -182,9 +179,9 @@ def disk_rate(provider: str | None, pricing: Pricing | None = None, *, box: str 
 
 # -- a watched box ----------------------------------------------------------------------
 
-def save_period_of(names: Iterable[str]) -> int | None:
+def save_period_of(weights: Iterable[WeightFile]) -> int | None:
     """The save period a run's `epoch_<N>.pt` files show (their greatest common step)."""
-    numbers = sorted({int(m.group(1)) for n in names if (m := _EPOCH_FILE.fullmatch(n))})
+    numbers = sorted({w.epoch for w in weights if w.epoch is not None})
     if not numbers:
         return None
     period = 0
@@ -219,7 +216,7 @@ def project_run(run: RunState) -> RunProjection | None:
         return None  # no checkpoint yet: nothing to size from
     checkpoint = max(sizes)
     guess = ""
-    period = save_period_of(weights)
+    period = save_period_of(run.weights)
     if period is None:
         if current >= DEFAULT_SAVE_PERIOD:
             period = 0  # past the default period without an epoch file: saving is off

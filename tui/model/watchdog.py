@@ -244,7 +244,7 @@ def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
         return GuardView(heartbeat=heartbeat, error="guard state is not a JSON object")
     if raw.get("v") != 1:
         return GuardView(heartbeat=heartbeat,
-                         error=f"guard state has version {_text(repr(raw.get('v')), 20)}, "
+                         error=f"guard state has version {_text(fields.brief(raw.get('v')), 20)}, "
                                "expected 1")
     fired = None
     if isinstance(raw.get("fired"), Mapping):

@@ -45,7 +45,9 @@ GROWING = ("metrics.jsonl", "train.log")
 SMALL_BYTES = 64 << 20
 # The whole name, ASCII digits only (fullmatch: `$` would take a trailing newline, `\d`
 # would take other scripts' digits): only names the push itself would pick.
-EPOCH_FILE = re.compile(r"weights/epoch_([0-9]+)\.pt")
+# At most nine ASCII digits, as the panel reads them (tui/model/fields.py EPOCH_NAME): a
+# longer number is no epoch a run reached, and int() refuses past 4300 digits.
+EPOCH_FILE = re.compile(r"weights/epoch_([0-9]{1,9})\.pt")
 CHUNK = 1 << 20
 BEAT_SECONDS = 2.0
 CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)

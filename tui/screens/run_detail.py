@@ -34,15 +34,18 @@ def compact_log_line(line: str) -> str:
     return _LOG_PREFIX.sub(lambda m: f"{m.group(1)} {m.group(2)} ", line, count=1)
 
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")
 _FIRST = ("last.pt", "best.pt")
+LABEL_CELLS = 24  # the fields' first column: labels and checkpoint names
 
 
-def weight_order(name: str) -> tuple[int, tuple[tuple[int, int | str], ...]]:
-    """Sort key: last.pt, best.pt, then natural order (epoch_2 before epoch_10)."""
+def weight_order(name: str) -> tuple[int, tuple[tuple[int, int, str], ...]]:
+    """Sort key: last.pt, best.pt, then natural order (epoch_2 before epoch_10). A run of
+    digits orders by its length, then its text, never by int(): a box's file name may
+    hold 5000 digits, past int()'s limit."""
     rank = _FIRST.index(name) if name in _FIRST else len(_FIRST)
-    parts = tuple((0, int(p)) if p.isdigit() else (1, p)
-                  for p in _DIGITS.split(name) if p)
+    parts = tuple((0, len(p.lstrip("0")), p.lstrip("0")) if p.isascii() and p.isdigit()
+                  else (1, 0, p) for p in _DIGITS.split(name) if p)
     return rank, parts
 
 
@@ -50,7 +53,9 @@ def fields_table(run: RunState, stake: AtStake | None = None) -> Table:
     """The run's status fields and weights, as a two-column table; `stake`: what a crash
     would cost now (epochs since the last verified push, in GPU money)."""
     table = Table.grid(padding=(0, 1))
-    table.add_column(style="bold", no_wrap=True)
+    # A box's checkpoint name (254 bytes, or 5000 digits in an answer) is cut here: at
+    # its full width it took the whole panel and left every value unseen.
+    table.add_column(style="bold", no_wrap=True, max_width=LABEL_CELLS, overflow="ellipsis")
     table.add_column()
     status = run.status or {}
 
