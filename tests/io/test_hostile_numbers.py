@@ -313,6 +313,7 @@ async def test_a_fetchs_progress_numbers_are_bounded(
     with HubServer([], token=HUB_TOKEN) as hub:
         assert stage(folder, "me/data", endpoint=hub.url, token=HUB_TOKEN).verified
         report = await fetch(fleet, fleet.boxes[0], "me/data", endpoint=hub.url,
-                             token=HUB_TOKEN, progress=lambda *a: steps.append(a))
+                             token=HUB_TOKEN, confirmed=True,
+                             progress=lambda *a: steps.append(a))
     assert not report.verified
     assert steps == [("download", 5, 9)]
