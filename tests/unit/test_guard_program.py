@@ -107,3 +107,29 @@ def test_weights_no_push_takes_are_named_within_what_the_probe_reads(tmp_path) -
     view = fold_guard({**state, "fired": {"trigger": "timeout", "at": 999.0, "why": "limit"}},
                       1000.0)
     assert f"+{30 - 2} more run(s)" in guard_summary(view, 1000.0)[0]
+
+
+def test_a_folder_in_weights_is_left_out_of_every_push_so_it_blocks_a_destroy(
+        tmp_path) -> None:
+    """weights/old/epoch_5.pt is in no push (a push takes files of weights/ only): a destroy
+    would lose it. A run holding only what a destroying push takes blocks nothing."""
+    import json
+
+    folder = tmp_path / "guard"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"id": "x", "provider": "manual"}))
+    runs = []
+    for name in ("clean", "nested"):
+        run = tmp_path / "runs" / name
+        (run / "weights").mkdir(parents=True)
+        for w in ("best.pt", "last.pt", "epoch_10.pt"):
+            (run / "weights" / w).write_bytes(b"w")
+        runs.append((str(run), str(run.parent), name))
+    watchdog = guard.Guard(str(folder))
+    watchdog.watch.runs = runs[:1]
+    assert not watchdog.left_out() and watchdog.kept == []
+    (tmp_path / "runs" / "nested" / "weights" / "old").mkdir()
+    (tmp_path / "runs" / "nested" / "weights" / "old" / "epoch_5.pt").write_bytes(b"w")
+    watchdog.watch.runs = runs
+    assert watchdog.left_out()
+    assert [(k["run"], k["files"]) for k in watchdog.kept] == [("nested", ["weights/old/"])]

@@ -393,12 +393,30 @@ def hub_sha256s(api, repo, paths, commit, token, endpoint):
 
 
 def run_files(push, run_path, epochs):
-    """(the run's files a push takes, its weights/ files none takes). `epochs`: the push
+    """(the run's files a push takes, what in its weights/ none takes). `epochs`: the push
     takes every epoch_<N>.pt too (as `push --epochs`), so only others are left out."""
-    names = push.candidate_names(run_path)
-    chosen = push.select_files(names, epochs)
-    left = sorted(n for n in names if n.startswith("weights/") and n not in chosen)
-    return chosen, left
+    chosen = push.select_files(push.candidate_names(run_path), epochs)
+    return chosen, weights_left(run_path, chosen)
+
+
+def weights_left(run_path, taken):
+    """What in weights/ no push takes: files not in `taken`, and folders (`weights/old/`:
+    a push takes none of what is below). Raises OSError when weights/ cannot be listed:
+    what cannot be seen is not safe to destroy."""
+    wdir = os.path.join(run_path, "weights")
+    try:
+        entries = sorted(os.listdir(wdir))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    left = []
+    for entry in entries:
+        name = "weights/" + entry
+        full = os.path.join(wdir, entry)
+        if os.path.isdir(full):
+            left.append(name + "/")
+        elif os.path.isfile(full) and name not in taken:
+            left.append(name)
+    return left
 
 
 def push_run(push, run_path, name, config, token, epochs=False):
