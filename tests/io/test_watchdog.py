@@ -688,3 +688,111 @@ def test_a_watchdog_that_pushes_asks_before_the_first_token(
         assert "sends your Hugging Face token" not in "".join(capsys.readouterr())
     finally:
         assert main(["--config", fleet.source, "guard", "box", "--remove"]) == 0
+
+
+def finished_run(tmp_path: Path, trainer: Callable, *extra: str) -> Path:
+    """A run the stand-in trainer finished (best.pt, last.pt, its history), with more
+    files written into its weights/ (`epoch_10.pt`, `best_ema.pt`), each of its own bytes."""
+    run = tmp_path / "runs" / "r1"
+    trainer(run, 2, 0.01).wait(10)
+    for name in extra:
+        (run / "weights" / name).write_bytes(f"{name} of r1".encode() * 64)
+    return run
+
+
+def push_destroy(tmp_path: Path, server: Sshd, key: KeyPair, hub: HubServer,
+                 monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Arm `timeout=push,destroy` on a manual box whose commands write into done.log."""
+    done = tmp_path / "done.log"
+    fleet = manual_fleet(tmp_path, server, key, push={"hf_repo": REPO},
+                         stop_command=f"echo stop >> {done}",
+                         destroy_command=f"echo destroy >> {done}")
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    assert main(["--config", fleet.source, "guard", "box", "--poll-seconds", str(POLL),
+                 "--max-hours", "0.0005", "--on", "timeout=push,destroy", "--yes"]) == 0
+    return done
+
+
+def test_a_destroying_watchdog_pushes_the_epoch_snapshots_too_and_verifies_them(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, trainer: Callable,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """push,destroy: the box and every epoch_<N>.pt on it go, so the push takes them (as
+    `push --epochs` does) and the Hub must hold each with the hash taken on the box."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run = finished_run(tmp_path, trainer, "epoch_10.pt")
+    with HubServer([REPO], token=TOKEN) as hub:
+        done = push_destroy(tmp_path, server, client_key, hub, monkeypatch)
+        final = ended_state(tmp_path)
+    steps = [(d["action"], d["outcome"]) for d in final["did"]]
+    assert steps == [("fired", "acting"), ("push", "verified"), ("destroy", "ran")], steps
+    assert done.read_text() == "destroy\n"
+    stored = hub.state.repos[REPO]
+    for name in ("best.pt", "last.pt", "epoch_10.pt"):
+        assert stored[f"r1/weights/{name}"].sha256 == sha(run / "weights" / name), name
+    assert not final.get("kept")
+
+
+def test_a_weights_file_no_push_takes_stops_the_box_instead_and_is_named(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, trainer: Callable,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """best_ema.pt is in no push (only best.pt, last.pt and epoch_<N>.pt are): a destroy
+    would lose it, so the watchdog stops the box (disk kept) and its state names the file,
+    as does the panel's guard line."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    finished_run(tmp_path, trainer, "best_ema.pt")
+    with HubServer([REPO], token=TOKEN) as hub:
+        done = push_destroy(tmp_path, server, client_key, hub, monkeypatch)
+        final = ended_state(tmp_path)
+    steps = [(d["action"], d["outcome"]) for d in final["did"]]
+    assert steps == [("fired", "acting"), ("push", "verified"), ("destroy", "refused"),
+                     ("stop", "ran")], steps
+    assert done.read_text() == "stop\n"
+    assert "weights/best_ema.pt" in final["did"][2]["detail"]
+    (kept,) = final["kept"]
+    assert kept["run"] == "r1" and kept["files"] == ["weights/best_ema.pt"]
+    assert "no push takes" in kept["why"]
+    assert "r1/weights/best_ema.pt" not in hub.state.repos[REPO]
+    view = fold_guard(final, (guard_dir(tmp_path) / "state.json").stat().st_mtime)
+    words, _ = guard_summary(view, view.heartbeat)
+    assert "kept on the box: r1: weights/best_ema.pt (no push takes" in words, words
+
+
+def test_files_the_hub_did_not_verify_are_named_and_the_box_only_stopped(
+        tmp_path: Path, trainer: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog's own decision, run here on its folder: the Hub refuses the token, so
+    nothing was verified; every file the push meant to take (epoch snapshots included) is
+    named as kept, and the box is stopped, not destroyed."""
+    import huggingface_hub.constants
+
+    from tui.onbox import guard
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    for var in ("HF_ENDPOINT", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_TELEMETRY"):
+        monkeypatch.setenv(var, "1")  # the watchdog sets them; they are put back after
+    run = finished_run(tmp_path, trainer, "epoch_10.pt")
+    done = tmp_path / "done.log"
+    folder = tmp_path / "guard"
+    folder.mkdir()
+    with HubServer([REPO], token=TOKEN) as hub:
+        (folder / "config.json").write_text(json.dumps({
+            "id": "x", "provider": "manual", "hf_repo": REPO, "hf_endpoint": hub.url,
+            "actions": {"timeout": ["push", "destroy"]},
+            "stop_command": f"echo stop >> {done}",
+            "destroy_command": f"echo destroy >> {done}"}))
+        (folder / "secrets.json").write_text(json.dumps({"hf_token": "hf_NotTheHubsToken"}))
+        watchdog = guard.Guard(str(folder))
+        watchdog.watch.runs = [(str(run), str(run.parent), "r1")]
+        watchdog.act("timeout", "the wall-clock limit of 1 h is reached", None)
+    did = [(d["action"], d["outcome"]) for d in watchdog.did]
+    assert did == [("fired", "acting"), ("push", "failed"), ("destroy", "refused"),
+                   ("stop", "ran")], watchdog.did
+    assert done.read_text() == "stop\n"
+    state = json.loads((folder / "state.json").read_text())
+    (kept,) = state["kept"]
+    assert kept["run"] == "r1" and "not verified" in kept["why"]
+    assert {"weights/best.pt", "weights/last.pt", "weights/epoch_10.pt"} <= set(kept["files"])
+    assert "hf_NotTheHubsToken" not in json.dumps(state)

@@ -71,3 +71,65 @@ def test_without_its_own_key_it_says_it_cannot_stop(monkeypatch: pytest.MonkeyPa
 def test_plain_http_goes_to_loopback_only() -> None:
     status, words, _ = guard.http("GET", "http://api.example.com/x", "key")
     assert status is None and words.startswith("refused: plain http to api.example.com")
+
+
+def test_weights_no_push_takes_are_named_within_what_the_probe_reads(tmp_path) -> None:
+    """30 runs, each with 50 long-named weights/ files no push takes: a destroy would lose
+    them, so it is refused; the state names what fits in a bounded `kept` (the probe reads
+    64 KiB of state at most) and counts the rest, never reading as "nothing else"."""
+    import json
+
+    from tui.model.watchdog import fold_guard, guard_summary
+
+    folder = tmp_path / "guard"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"id": "x", "provider": "manual"}))
+    runs = []
+    for r in range(30):
+        run = tmp_path / "runs" / f"run{r:02d}"
+        (run / "weights").mkdir(parents=True)
+        (run / "weights" / "best.pt").write_bytes(b"b")
+        (run / "weights" / "epoch_10.pt").write_bytes(b"e")  # taken when a destroy follows
+        for n in range(50):
+            (run / "weights" / f"{'é' * 100}{n:02d}.pt").write_bytes(b"x")
+        runs.append((str(run), str(run.parent), run.name))
+    watchdog = guard.Guard(str(folder))
+    watchdog.watch.runs = runs
+    assert watchdog.left_out()
+    state = watchdog.state(1000.0)
+    assert len(json.dumps(state["kept"])) <= guard.KEPT_BYTES
+    assert len(json.dumps(state)) < 1 << 16
+    assert 1 <= len(state["kept"]) <= guard.MAX_KEPT
+    assert len(state["kept"]) + state["kept_more"] == 30
+    first = state["kept"][0]
+    assert first["run"] == "run00" and len(first["files"]) + first["more"] == 50
+    assert not any("epoch_10" in f or "best.pt" in f for k in state["kept"] for f in k["files"])
+    view = fold_guard({**state, "fired": {"trigger": "timeout", "at": 999.0, "why": "limit"}},
+                      1000.0)
+    assert f"+{30 - 2} more run(s)" in guard_summary(view, 1000.0)[0]
+
+
+def test_a_folder_in_weights_is_left_out_of_every_push_so_it_blocks_a_destroy(
+        tmp_path) -> None:
+    """weights/old/epoch_5.pt is in no push (a push takes files of weights/ only): a destroy
+    would lose it. A run holding only what a destroying push takes blocks nothing."""
+    import json
+
+    folder = tmp_path / "guard"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"id": "x", "provider": "manual"}))
+    runs = []
+    for name in ("clean", "nested"):
+        run = tmp_path / "runs" / name
+        (run / "weights").mkdir(parents=True)
+        for w in ("best.pt", "last.pt", "epoch_10.pt"):
+            (run / "weights" / w).write_bytes(b"w")
+        runs.append((str(run), str(run.parent), name))
+    watchdog = guard.Guard(str(folder))
+    watchdog.watch.runs = runs[:1]
+    assert not watchdog.left_out() and watchdog.kept == []
+    (tmp_path / "runs" / "nested" / "weights" / "old").mkdir()
+    (tmp_path / "runs" / "nested" / "weights" / "old" / "epoch_5.pt").write_bytes(b"w")
+    watchdog.watch.runs = runs
+    assert watchdog.left_out()
+    assert [(k["run"], k["files"]) for k in watchdog.kept] == [("nested", ["weights/old/"])]

@@ -201,3 +201,45 @@ def test_a_watchdog_staying_to_retry_says_when_and_which_attempt() -> None:
         odd = fold_guard(json.loads(json.dumps({**raw, "staying": bad})), 2001.0)
         assert odd.staying is None or odd.staying.retry_at is None, bad
         assert guard_summary(odd, 2031.0)[0].isprintable()
+
+
+def test_files_kept_instead_of_a_destroy_are_named_in_the_guard_line() -> None:
+    """A push,destroy watchdog that stopped because a destroy would lose files names them:
+    the header says which, of which run, and why; status --json carries them."""
+    kept = [{"run": "r1", "files": ["weights/best_ema.pt"], "more": 0,
+             "why": "no push takes it (only best.pt, last.pt, epoch_<N>.pt and the history)"},
+            {"run": "r2", "files": [f"weights/epoch_{n}.pt" for n in range(10, 70, 10)],
+             "more": 0, "why": "not verified on the Hub: 401"}]
+    view = fold_guard({**ACTED, "kept": kept, "ended": "exited after acting"}, 2001.0)
+    words, level = guard_summary(view, 2002.0)
+    assert ("; kept on the box: r1: weights/best_ema.pt (no push takes it (only best.pt, "
+            "last.pt, epoch_<N>.pt and the history)); r2: weights/epoch_10.pt, "
+            "weights/epoch_20.pt, weights/epoch_30.pt, weights/epoch_40.pt, +2 more (not "
+            "verified on the Hub: 401); guard exited after acting") in words, words
+    assert level == "acted"
+    doc = guard_document(view, 2002.0)
+    assert doc["kept"][0] == {"run": "r1", "files": ["weights/best_ema.pt"], "more": 0,
+                              "why": kept[0]["why"]}
+    assert len(doc["kept"][1]["files"]) == 6
+    assert guard_summary(fold_guard(ACTED, 2001.0), 2002.0)[0].count("kept") == 0
+
+
+@pytest.mark.parametrize("kept", [
+    5, "x", {"run": "r1"}, [None, 3, [], {"files": ["a"]}, {"run": 7}],
+    [{"run": "\x1b]0;owned\x07r" * 500, "files": ["\x1b[2Jw" * 200] * 50,
+      "more": 10 ** 400, "why": "w\n" * 5000}] * 30,
+    [{"run": "r", "files": "weights/x.pt", "more": -5, "why": None}],
+])
+def test_a_hostile_kept_list_is_bounded_and_clean(kept: object) -> None:
+    """`kept` is written on the box: every entry typed, every text cleaned and cut, the
+    lists bounded, a count that is no sane number read as none."""
+    view = fold_guard(json.loads(json.dumps({**ACTED, "kept": kept, "kept_more": 10 ** 400})),
+                      2001.0)
+    assert len(view.kept) <= 20 and 0 <= view.kept_more <= 10 ** 6
+    if isinstance(kept, list) and len(kept) > 20:
+        assert view.kept_more == len(kept) - 20  # the runs past the bound are counted
+    for k in view.kept:
+        assert len(k.files) <= 20 and 0 <= k.more <= 10 ** 6
+        assert all(len(t) <= 200 and t.isprintable() for t in (k.run, k.why, *k.files))
+    words, _ = guard_summary(view, 2002.0)
+    assert words.isprintable() and len(words) < 3000, len(words)

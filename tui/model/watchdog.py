@@ -47,6 +47,11 @@ STALE_SLACK = 5.0
 POWER_TRIES = 3
 RETRY_SECONDS = 120.0
 MAX_TRIES = 100
+MAX_KEPT = 20          # runs named in `kept` (as the watchdog writes at most)
+MAX_KEPT_FILES = 20    # files per run there
+MAX_MORE = 10**6
+KEPT_SHOWN = 2         # runs, then files per run, named in the one-line summary
+KEPT_FILES_SHOWN = 4
 
 
 class GuardPlanError(ValueError):
@@ -151,6 +156,17 @@ class GuardStay:
 
 
 @dataclass(frozen=True)
+class GuardKept:
+    """Files of one run a destroy would have lost (no push takes them, or the Hub did not
+    verify them), so the watchdog stopped the box instead: they are on its disk."""
+
+    run: str
+    files: tuple[str, ...]
+    more: int  # files beyond those named
+    why: str
+
+
+@dataclass(frozen=True)
 class GuardView:
     """The watchdog's state as the panel may show it; `error` when it cannot be read."""
 
@@ -170,6 +186,8 @@ class GuardView:
     fired: GuardStep | None = None
     did: tuple[GuardStep, ...] = ()
     staying: GuardStay | None = None
+    kept: tuple[GuardKept, ...] = ()
+    kept_more: int = 0  # runs with kept files beyond those named
     ended: str | None = None
     actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -238,6 +256,49 @@ def _stay(raw: object) -> GuardStay | None:
                      attempts=attempts)
 
 
+def _kept(raw: object) -> tuple[GuardKept, ...]:
+    """`kept` as the watchdog writes it, bounded: at most MAX_KEPT runs, MAX_KEPT_FILES
+    names each (the rest counted), every text cleaned and cut; an entry naming no run is
+    dropped."""
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw[:MAX_KEPT]:
+        if not isinstance(item, Mapping):
+            continue
+        run = _text(item.get("run"), 120)
+        if run is None:
+            continue
+        files_raw = item.get("files")
+        files_raw = files_raw if isinstance(files_raw, list) else []
+        files = tuple(f for f in (_text(x, 120) for x in files_raw[:MAX_KEPT_FILES]) if f)
+        more = _kept_more(item.get("more")) + max(0, len(files_raw) - MAX_KEPT_FILES)
+        out.append(GuardKept(run=run, files=files, more=min(more, MAX_MORE),
+                             why=_text(item.get("why")) or "kept"))
+    return tuple(out)
+
+
+def _kept_more(raw: object) -> int:
+    said = fields.whole(raw)
+    return said if said is not None and 0 <= said <= MAX_MORE else 0
+
+
+def kept_words(kept: Sequence[GuardKept], runs_more: int = 0) -> str:
+    """`kept on the box: r1: weights/best_ema.pt (no push takes it ...)`: what a destroy
+    would have lost, so the box was stopped and they are on its disk."""
+    parts = []
+    for k in kept[:KEPT_SHOWN]:
+        names = list(k.files[:KEPT_FILES_SHOWN])
+        more = k.more + len(k.files) - len(names)
+        if more:
+            names.append(f"+{more} more")
+        parts.append(f"{k.run}: {', '.join(names) or 'its files'} ({k.why})")
+    hidden = max(0, len(kept) - KEPT_SHOWN) + runs_more
+    if hidden:
+        parts.append(f"+{hidden} more run(s)")
+    return "kept on the box: " + "; ".join(parts)
+
+
 def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
     """The watchdog's state.json, read as hostile input: bounded, typed, cleaned."""
     if not isinstance(raw, Mapping):
@@ -273,7 +334,9 @@ def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
         gpu_note=_text(raw.get("gpu_note")),
         can_stop=_text(raw.get("can_stop")),
         hf_repo=_text(raw.get("hf_repo"), 120),
-        fired=fired, did=did, staying=_stay(raw.get("staying")),
+        fired=fired, did=did, staying=_stay(raw.get("staying")), kept=_kept(raw.get("kept")),
+        kept_more=min(MAX_MORE, _kept_more(raw.get("kept_more")) + max(
+            0, len(raw["kept"]) - MAX_KEPT if isinstance(raw.get("kept"), list) else 0)),
         ended=_text(raw.get("ended"), 120), actions=actions)
 
 
@@ -325,6 +388,8 @@ def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
             view.fired.at is not None else ""
         head = f"guard fired{ago}{dry} ({view.fired.action}: {view.fired.detail})"
         tail, level = _after_acting(view, box_time, now)
+        if view.kept or view.kept_more:
+            tail = f"; {kept_words(view.kept, view.kept_more)}{tail}"
         return (f"{head}: {steps}{tail}" if steps else f"{head}{tail}"), level
     if view.stale(box_time):
         age = format_age(box_time - view.heartbeat) if box_time is not None and \
@@ -390,5 +455,8 @@ def guard_document(view: GuardView | None, box_time: float | None) -> dict[str, 
         "staying": None if view.staying is None else {
             "action": view.staying.action, "retry_at": view.staying.retry_at,
             "attempt": view.staying.attempt, "attempts": view.staying.attempts},
+        "kept": [{"run": k.run, "files": list(k.files), "more": k.more, "why": k.why}
+                 for k in view.kept],
+        "kept_more": view.kept_more,
         "ended": view.ended,
     }

@@ -22,7 +22,13 @@ then stop or destroy the box from inside: Vast with the instance's own
 CONTAINER_API_KEY / CONTAINER_ID, RunPod with RUNPOD_POD_ID and the pod's own
 RUNPOD_API_KEY, a manual box with its own stop_command / destroy_command. It
 never destroys with weights it could not verify on the Hub, or a picture of the
-runs it could not see whole: it stops instead, and says why.
+runs it could not see whole: it stops instead, and says why. A push that a destroy
+follows takes every epoch_<N>.pt too (as `push --epochs`), verified like the rest;
+a weights/ file no push takes (best_ema.pt, model.pt) or one the Hub did not
+verify means a stop, not a destroy, and the state's `kept` names each such file
+and why. There is no watchdog counterpart of `destroy --without-snapshots`: giving
+up snapshots is a choice made at a panel, so a destroying watchdog keeps them
+(on the Hub, or on the stopped box's disk).
 
 Once it has acted it ends: it fires once, so nothing is left to watch. It
 records the outcome in its state (`ended`) and exits, whatever the outcome
@@ -74,6 +80,9 @@ STATUS_CAP = 1 << 20
 TEXT_CAP = 300
 MAX_RUNS_SHOWN = 50
 MAX_DID = 20
+MAX_KEPT = 10          # runs named in the state's `kept` (the rest counted in `kept_more`)
+MAX_KEPT_FILES = 10    # files named per run there (the rest counted in `more`)
+KEPT_BYTES = 12 << 10  # `kept` as JSON, at most: the probe reads a state of 64 KiB at most
 HTTP_TIMEOUT = 20.0
 READ_BACK_SECONDS = 90.0
 COMMAND_TIMEOUT = 300.0
@@ -383,29 +392,57 @@ def hub_sha256s(api, repo, paths, commit, token, endpoint):
     return found
 
 
-def push_run(push, run_path, name, config, token):
+def run_files(push, run_path, epochs):
+    """(the run's files a push takes, what in its weights/ none takes). `epochs`: the push
+    takes every epoch_<N>.pt too (as `push --epochs`), so only others are left out."""
+    chosen = push.select_files(push.candidate_names(run_path), epochs)
+    return chosen, weights_left(run_path, chosen)
+
+
+def weights_left(run_path, taken):
+    """What in weights/ no push takes: files not in `taken`, and folders (`weights/old/`:
+    a push takes none of what is below). Raises OSError when weights/ cannot be listed:
+    what cannot be seen is not safe to destroy."""
+    wdir = os.path.join(run_path, "weights")
+    try:
+        entries = sorted(os.listdir(wdir))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    left = []
+    for entry in entries:
+        name = "weights/" + entry
+        full = os.path.join(wdir, entry)
+        if os.path.isdir(full):
+            left.append(name + "/")
+        elif os.path.isfile(full) and name not in taken:
+            left.append(name)
+    return left
+
+
+def push_run(push, run_path, name, config, token, epochs=False):
     """Upload one run's files to the Hub in one commit, then ask the Hub what the commit
-    holds. Returns (verified, words)."""
+    holds. Returns (verified, words, the files it meant to push and could not verify)."""
     repo = config["hf_repo"]
     endpoint = config.get("hf_endpoint") or None
     if endpoint:
         os.environ["HF_ENDPOINT"] = endpoint
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    try:
-        from huggingface_hub import CommitOperationAdd, HfApi
-    except ImportError:
-        return False, "huggingface_hub is not installed for python3 on this box"
     rows = []
-    for rel in push.select_files(push.candidate_names(run_path), False):
+    for rel in run_files(push, run_path, epochs)[0]:
         try:
             row = push.describe_file(os.path.join(run_path, rel), rel in push.GROWING)
         except OSError:
             continue
         row["name"] = rel
         rows.append(row)
+    names = [r["name"] for r in rows]
     if not rows:
-        return True, "nothing to push"
+        return True, "nothing to push", []
+    try:
+        from huggingface_hub import CommitOperationAdd, HfApi
+    except ImportError:
+        return False, "huggingface_hub is not installed for python3 on this box", names
     prefix = name.strip("/")
     api = HfApi(endpoint=endpoint, token=token)
     ops = [CommitOperationAdd(path_in_repo=prefix + "/" + r["name"],
@@ -420,16 +457,20 @@ def push_run(push, run_path, name, config, token):
         paths = [prefix + "/" + r["name"] for r in rows]
         held = hub_sha256s(api, repo, paths, commit, token, endpoint)
     except Exception as exc:  # huggingface_hub raises many kinds: all mean "not verified"
-        return False, scrub("%s: %s" % (type(exc).__name__, exc))
+        return False, scrub("%s: %s" % (type(exc).__name__, exc)), names
     wrong = [r["name"] for r, p in zip(rows, paths) if held.get(p) != r["sha256"]]
     if wrong:
         return False, "the Hub does not hold %s as hashed here (commit %s): not verified" % (
-            ", ".join(wrong)[:150], commit[:12])
+            ", ".join(wrong)[:150], commit[:12]), wrong
     changed = [r["name"] for r in rows if r["name"] not in push.GROWING
                and _changed(os.path.join(run_path, r["name"]), r)]
     if changed:
-        return False, "%s changed during the push: not verified" % ", ".join(changed)[:150]
-    return True, "%d file(s) verified on the Hub at %s" % (len(rows), commit[:12])
+        return False, "%s changed during the push: not verified" % ", ".join(changed)[:150], \
+            changed
+    snapshots = sum(1 for n in names if push.EPOCH_FILE.fullmatch(n))
+    return True, "%d file(s) verified on the Hub at %s%s" % (
+        len(rows), commit[:12],
+        " (%d epoch snapshot(s) among them)" % snapshots if snapshots else ""), []
 
 
 def _changed(path, row):
@@ -636,6 +677,8 @@ class Guard:
         self.fired = None
         self.did = []
         self.staying = None  # {action, retry_at, attempt, attempts} while a retry waits
+        self.kept = []  # {run, files, more, why}: what a destroy would have lost, so it stopped
+        self.kept_more = 0  # runs with such files beyond those `kept` names
         self.ended = None
         self.doc = None
         self.lock = threading.Lock()
@@ -670,6 +713,7 @@ class Guard:
             "fired": self.fired,
             "did": self.did[-MAX_DID:],
             "staying": self.staying,
+            "kept": self.kept, "kept_more": self.kept_more,
             "ended": self.ended,
         }
 
@@ -721,14 +765,20 @@ class Guard:
         self.record("fired", "dry_run" if self.dry_run else "acting",
                     "%s: %s; then %s" % (trigger, why, ", ".join(steps)))
         self.save(now)
-        verified = False  # a destroy needs this run's own verified push, nothing less
-        if "push" in steps:
-            verified = self.push_all(probe)
-            self.save(time.time())
         final = "destroy" if "destroy" in steps else "stop" if "stop" in steps else None
+        verified = False  # a destroy needs this run's own verified push, nothing less
+        if "push" in steps:  # a destroy loses the epoch snapshots too: they go along
+            verified = self.push_all(probe, epochs=final == "destroy")
+            self.save(time.time())
         if final == "destroy" and not verified and not self.dry_run:
             self.record("destroy", "refused", "weights not verified on the Hub (see the push): "
-                                              "stopping instead, the disk is kept")
+                                              "stopping instead, the disk is kept%s"
+                        % self.kept_words())
+            final = "stop"
+        if final == "destroy" and self.left_out():
+            self.record("destroy", "refused", "weights no push takes would be lost with the "
+                                              "box: stopping instead, the disk is kept%s"
+                        % self.kept_words())
             final = "stop"
         if final == "destroy" and self.watch.picture:
             self.record("destroy", "refused", "the look at the runs is incomplete (%s): "
@@ -766,8 +816,49 @@ class Guard:
         return "exited: the %s failed %d times; the box may still be billing" % (
             action, self.tries)
 
-    def push_all(self, probe):
-        """Every run, pushed and verified; True only if every one is."""
+    def keep(self, name, files, why):
+        """Name, in the state, files a destroy would lose and why the box was not destroyed."""
+        files = [scrub(f, 120) for f in files]
+        entry = {"run": scrub(name, 120), "files": files[:MAX_KEPT_FILES],
+                 "more": max(0, len(files) - MAX_KEPT_FILES), "why": scrub(why, 200)}
+        while entry["files"] and len(json.dumps(self.kept + [entry])) > KEPT_BYTES:
+            entry["files"].pop()
+            entry["more"] += 1
+        if len(self.kept) >= MAX_KEPT or len(json.dumps(self.kept + [entry])) > KEPT_BYTES:
+            self.kept_more += 1  # counted, so the state never reads as "nothing else kept"
+            return
+        self.kept.append(entry)
+
+    def kept_words(self):
+        """`; kept: r1: weights/best_ema.pt; r2: ...` for a refusal's record."""
+        if not self.kept:
+            return ""
+        return "; kept: " + "; ".join("%s: %s" % (k["run"], ", ".join(k["files"]) or "?")
+                                      for k in self.kept)
+
+    def left_out(self):
+        """Whether a run holds weights/ files no push takes (best_ema.pt, model.pt): a destroy
+        would lose them. Each run's are named in `kept`; a run whose weights cannot be
+        listed counts too (what cannot be seen is not safe)."""
+        push = sibling("push")
+        found = False
+        for path, _root, name in list(self.watch.runs):
+            try:
+                left = run_files(push, path, True)[1]
+            except Exception as exc:
+                self.keep(name, [], "its weights/ could not be listed (%s: %s)" % (
+                    type(exc).__name__, exc))
+                found = True
+                continue
+            if left:
+                self.keep(name, left, "no push takes it (only best.pt, last.pt, epoch_<N>.pt "
+                                      "and the history): a destroy would lose it")
+                found = True
+        return found
+
+    def push_all(self, probe, epochs=False):
+        """Every run, pushed and verified; True only if every one is. `epochs`: the epoch
+        snapshots go too (a destroy follows). What it could not verify is named in `kept`."""
         if not self.config.get("hf_repo"):
             self.record("push", "skipped", "no hf_repo in the box's [box.push]: nothing pushed")
             return False
@@ -787,14 +878,18 @@ class Guard:
         push = sibling("push")
         push._SECRETS.append(token)
         results = []
+        runs = list(self.watch.runs)
 
         def every_run():
-            for path, _root, name in list(self.watch.runs):
+            for path, _root, name in runs:
                 try:
-                    ok, words = push_run(push, path, name, self.config, token)
+                    ok, words, unverified = push_run(push, path, name, self.config, token,
+                                                     epochs)
                 except Exception as exc:  # one run's trouble is recorded, the others go on
-                    ok, words = False, "%s: %s" % (type(exc).__name__, exc)
+                    ok, words, unverified = False, "%s: %s" % (type(exc).__name__, exc), []
                 self.record("push", "verified" if ok else "failed", "%s: %s" % (name, words))
+                if not ok:
+                    self.keep(name, unverified, "not verified on the Hub: " + words)
                 results.append(ok)
 
         # A Hub that never answers must not keep the box billing: past the limit the
@@ -806,8 +901,10 @@ class Guard:
         if worker.is_alive():
             self.record("push", "failed", "the push did not finish within %s s; going on "
                                           "without it" % _num(limit))
+            for _path, _root, name in runs[len(results):]:
+                self.keep(name, [], "its push did not finish within %s s" % _num(limit))
             return False
-        return bool(results) and len(results) == len(self.watch.runs) and all(results)
+        return bool(results) and len(results) == len(runs) and all(results)
 
     def power(self, action):
         """One attempt at stopping or destroying the box; its outcome, recorded."""
@@ -834,7 +931,8 @@ class Guard:
         outcome = "dry_run" if self.dry_run else "failed" if not ok else \
             "ran" if provider == "manual" else "done"
         if self.dry_run and action == "destroy":
-            words += " (only once every run's push verified; else it would stop)"
+            words += (" (only once every run's push, epoch snapshots included, verified and "
+                      "no weights/ file is one no push takes; else it would stop)")
         if sending is not None and sending in self.did:
             self.did.remove(sending)
         self.record(action, outcome, words, answer)
