@@ -814,3 +814,38 @@ def test_the_journal_redacts_every_words_field_at_its_door(
     (entry,) = Journal().entries
     assert entry["files"][0]["sha256"] == sha and entry["commit"] == "c" * 40
     assert entry["run"] == "r" and entry["message"] == "RunPod said: key *** refused"
+
+
+def test_a_folder_in_weights_refuses_a_destroy_after_a_verified_push(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer,
+        isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe listed only weights/'s own files and the search below a run skipped
+    weights/: after a verified push of best.pt, last.pt and the history, `destroy --yes`
+    destroyed the box and lost weights/old/epoch_5.pt (and a linked folder) without a word."""
+    server = sshd_factory()
+    root, config = box_with_weights(tmp_path, server, client_key, vast,
+                                    push={"local_dir": str(tmp_path / "out")})
+    weights = root / "yolox_completed" / "weights"
+    (weights / "old").mkdir()
+    (weights / "old" / "epoch_5.pt").write_bytes(b"5" * 5000)
+    elsewhere = tmp_path / "archive-elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "best.pt").write_bytes(b"a" * 100)
+    (weights / "archive").symlink_to(elsewhere)
+    assert main(["push", "gpu-a", "--config", config]) == 0
+    assert "verified" in capsys.readouterr().out
+    for extra in ([], ["--without-snapshots"], ["--push-first"]):
+        assert main(["destroy", "gpu-a", "--yes", *extra, "--config", config]) == 3, extra
+        said = capsys.readouterr().out
+        assert "refused" in said and "yolox_completed" in said, said
+        assert "weights/old/" in said and "weights/archive/" in said, said
+        assert "a folder in weights/ no push takes" in said, said
+    assert vast.count("DELETE") == 0
+    assert main(["destroy", "gpu-a", "--yes", "--force-unpushed", "--config", config]) == 0
+    said = capsys.readouterr().out
+    assert "overriding the guard" in said and "destroy gpu-a: done" in said, said
+    assert vast.count("DELETE") == 1
+    done = journal(isolated_dirs)[-1]
+    assert (done["action"], done["outcome"]) == ("destroy", "done")
+    lost = {(f["run"], f["name"]) for f in done["files"]}
+    assert lost == {("yolox_completed", "weights/archive/"), ("yolox_completed", "weights/old/")}

@@ -246,3 +246,35 @@ def test_one_answer_carries_at_most_its_budgets_of_history_and_logs(tmp_path: Pa
     assert logs <= probe_script.LOG_BUDGET and metrics <= probe_script.METRICS_BUDGET
     waiting = [r for r in answer["runs"] if r["log"].get("more") and not r["log"]["text"]]
     assert waiting and all("off" not in r["log"] for r in waiting)  # read next round
+
+
+def test_folders_in_weights_are_listed_bounded_and_only_when_changed(tmp_path: Path) -> None:
+    """A push takes only weights/'s own files, so a folder there (weights/old/, a link to
+    one) is named to the guard: at most 16 names and a count of the rest, sent with the
+    weights listing only when it changes (an idle refresh stays as small as before)."""
+    run_dir = copy_run("yolox_completed", tmp_path / "runs" / "r")
+    weights = run_dir / "weights"
+    weights.mkdir()
+    (weights / "best.pt").write_bytes(b"b" * 10)
+    (weights / "old").mkdir()
+    (weights / "old" / "epoch_5.pt").write_bytes(b"5" * 10)
+    (tmp_path / "elsewhere").mkdir()
+    (weights / "archive").symlink_to(tmp_path / "elsewhere")
+    roots = (str(tmp_path / "runs"),)
+    state = fold_answer(BoxState(name="b"), probe(probe_request(BoxState(name="b"), roots)), 0)
+    (run,) = state.runs
+    assert [w.name for w in run.weights] == ["best.pt"]
+    assert (run.weight_dirs, run.weight_dirs_more) == (("archive", "old"), 0)
+    idle = probe(probe_request(state, roots))["runs"][0]
+    assert "weights" not in idle and "w_dirs" not in idle
+    for n in range(20):
+        (weights / f"f{n:02d}").mkdir()
+    state = fold_answer(state, probe(probe_request(state, roots)), 1)
+    (run,) = state.runs
+    assert run.weight_dirs == ("archive", *(f"f{n:02d}" for n in range(15)))
+    assert run.weight_dirs_more == 6  # f15 to f19, old
+    for folder in [*weights.glob("f*"), weights / "old"]:
+        shutil.rmtree(folder)
+    (weights / "archive").unlink()
+    state = fold_answer(state, probe(probe_request(state, roots)), 2)
+    assert state.runs[0].weight_dirs == () and state.runs[0].weight_dirs_more == 0

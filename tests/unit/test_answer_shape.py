@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tui.model.box import BadAnswer, BoxState, fold_answer
+from tui.model.guard import describe, verdict
 from tui.model.text import clean, clean_block, clean_data
 
 GOOD: dict[str, Any] = {
@@ -70,6 +71,10 @@ def test_a_good_answer_folds() -> None:
     ("roots.0", 5, "roots[0]"),
     ("roots.0.warnings", -2, "roots[0].warnings"),
     ("truncated", "no", "truncated"),
+    ("runs.0.w_dirs", "old", "runs[0].w_dirs"),
+    ("runs.0.w_dirs", [["old"]], "runs[0].w_dirs"),
+    ("runs.0.w_more", -3, "runs[0].w_more"),
+    ("runs.0.w_more", 2**70, "runs[0].w_more"),
 ])
 def test_a_malformed_field_is_a_bad_answer_naming_it(path: str, value: object,
                                                      where: str) -> None:
@@ -94,3 +99,38 @@ def test_clean_replaces_every_control_and_keeps_the_rest() -> None:
     assert clean_block("a\nb\x1b[2J\r\n") == "a\nb\ufffd[2J\n"
     assert clean("exp/yolo 9 ñ 中文 🚀") == "exp/yolo 9 ñ 中文 🚀"
     assert clean_data({"e\x1b": ["\x07", 1, None]}) == {"e\ufffd": ["\ufffd", 1, None]}
+
+
+def test_folders_in_weights_are_bounded_cleaned_and_refuse_a_destroy() -> None:
+    """A box may claim 10,000 folders in a run's weights/, or one named with 5000
+    characters and escapes: the run keeps at most 16 short, cleaned names and a count
+    of the rest, and the destroy guard names them in a bounded line."""
+    many = [f"old{n}" for n in range(10_000)]
+    for names, more in ((many, 0), (["x\x1b]52;c;eA==\x07" * 300 + "y" * 2000], 7)):
+        answer = bad("runs.0.w_dirs", names)
+        answer["runs"][0]["w_more"] = more
+        state = fold_answer(BoxState(name="b"), answer, 0.0)
+        (run,) = state.runs
+        assert 1 <= len(run.weight_dirs) <= 16
+        assert all(len(name) <= 64 and "\x1b" not in name and "\x07" not in name
+                   for name in run.weight_dirs)
+        assert run.weight_dirs_more == len(names) + more - len(run.weight_dirs)
+        judged = verdict(state, {})
+        (gap,) = [g for g in judged.gaps if g.run == "r1"]
+        assert "a folder in weights/ no push takes" in gap.reason
+        assert len(describe(judged.gaps)) < 2000
+        assert any(p.startswith("weights/") and p.endswith("/") for p in gap.files)
+
+
+def test_weights_sent_again_without_folders_clears_them() -> None:
+    """The folders come with each weights listing: one without them means none are left."""
+    answer = bad("runs.0.w_dirs", ["old"])
+    state = fold_answer(BoxState(name="b"), answer, 0.0)
+    assert state.runs[0].weight_dirs == ("old",)
+    idle = copy.deepcopy(GOOD)
+    del idle["runs"][0]["weights"]
+    state = fold_answer(state, idle, 1.0)
+    assert state.runs[0].weight_dirs == ("old",)  # not sent: unchanged
+    state = fold_answer(state, GOOD, 2.0)
+    assert state.runs[0].weight_dirs == ()
+    assert not [g for g in verdict(state, {}).gaps if g.run == "r1"]

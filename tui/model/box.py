@@ -232,6 +232,8 @@ def check_run(index: int, raw: object) -> None:
     for key in ("status_missing", "vanished", "pid_alive"):
         shape.opt(raw, key, "bool")
     shape.opt(raw, "errors", "strs")
+    shape.opt(raw, "w_dirs", "strs")  # folders in weights/ (bounded where folded)
+    shape.opt(raw, "w_more", "count")
     for key in ("metrics", "log"):
         if key in raw:
             check_increment(_Shape(f"runs[{index}].{key}."), raw[key])

@@ -36,7 +36,8 @@ FileId = tuple[int, int, int]  # size, mtime_ns, inode
 @dataclass(frozen=True)
 class Unpushed:
     """One reason a destroy is refused: a run's unpushed files, or a gap in the picture
-    (then `run` is PICTURE and `files` names the place the panel could not see)."""
+    (then `run` is PICTURE and `files` names the place the panel could not see, or `run`
+    is the run whose weights/ holds the folders in `files`)."""
 
     run: str
     run_path: str
@@ -287,7 +288,22 @@ def picture_gaps(state: BoxState) -> list[Unpushed]:
         if run.weights_error:
             gap(f"{run.name}/weights", f"the weights folder could not be listed "
                                        f"({run.weights_error})", run.path)
+        folders = weight_folders(run)
+        if folders:
+            gaps.append(Unpushed(run.name, run.path, folders, FOLDER_GAP))
     return gaps
+
+
+FOLDER_GAP = ("a folder in weights/ no push takes, nor the panel looks into: a destroy would "
+              "lose what it holds; move its checkpoints out of it, or remove it")
+
+
+def weight_folders(run: RunState) -> tuple[str, ...]:
+    """`weights/old/` for each folder in the run's weights/, then `N more folders in
+    weights/` for those the box only counted: the places a forced destroy journals."""
+    more = (f"{run.weight_dirs_more} more folder{'' if run.weight_dirs_more == 1 else 's'} "
+            "in weights/",) if run.weight_dirs_more else ()
+    return (*(f"weights/{name}/" for name in run.weight_dirs), *more)
 
 
 def verdict(state: BoxState, pushes: Mapping[str, PushRecord]) -> Verdict:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, seconds, size, text, whole
+from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, items, seconds, size, text, whole
 from tui.model.text import clean, clean_data
 
 HISTORY_LIMIT = 5000
@@ -229,6 +229,35 @@ def odd_checkpoints(weights: tuple[WeightFile, ...]) -> list[str]:
             if w.epoch is None and w.name.startswith("epoch_") and w.name.endswith(".pt")]
 
 
+MAX_WEIGHT_DIRS = 16  # folders in weights/ a run keeps by name (the probe sends no more)
+WEIGHT_DIR_NAME = 48  # characters of such a folder's name kept for display
+
+
+def weight_dirs_of(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:
+    """The folders a weights listing names (`w_dirs`) and the count of the rest (`w_more`):
+    at most MAX_WEIGHT_DIRS short, cleaned names, whatever a box claims."""
+    names = [n for n in items(raw.get("w_dirs")) if isinstance(n, str)]
+    kept = tuple(_short_name(clean(n)) for n in names[:MAX_WEIGHT_DIRS])
+    more = (whole(raw.get("w_more")) or 0) + len(names) - len(kept)
+    return kept, max(more, 0)
+
+
+def _short_name(name: str) -> str:
+    return name if len(name) <= WEIGHT_DIR_NAME else name[:WEIGHT_DIR_NAME - 3] + "..."
+
+
+def folder_words(dirs: tuple[str, ...], more: int) -> str | None:
+    """`weights/old/: a folder in weights/ no push takes` (three names at most, then a
+    count), or None when a run's weights/ holds no folder."""
+    shown = [f"weights/{name}/" for name in dirs[:3]]
+    more += len(dirs) - len(shown)
+    if not shown and not more:
+        return None
+    names = ", ".join(shown) + (f" and {more} more" if more else "")
+    one = len(shown) + more == 1
+    return f"{names}: {'a folder' if one else 'folders'} in weights/ no push takes"
+
+
 def _cut(name: str, limit: int = 48) -> str:
     return name if len(name) <= limit else f"{name[:limit - 8]}...{name[-3:]} ({len(name)} " \
         "characters)"
@@ -260,6 +289,10 @@ class RunState:
     log_tail: tuple[str, ...] = ()
     weights: tuple[WeightFile, ...] = ()
     weights_error: str | None = None  # the weights folder could not be listed (whole)
+    # Folders in weights/ (weights/old/, a link to one), bounded and cleaned, and how many
+    # more the box counted: no push takes what they hold, so the destroy guard refuses.
+    weight_dirs: tuple[str, ...] = ()
+    weight_dirs_more: int = 0
     files: tuple[WeightFile, ...] = ()  # the run's history files (status.json, train.log...)
     pid_alive: bool | None = None
     problems: tuple[str, ...] = ()
@@ -465,12 +498,14 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
                          log_head=text(log.get("head")))
 
     weights, weights_error = run.weights, run.weights_error
+    dirs, dirs_more = run.weight_dirs, run.weight_dirs_more
     if "w_sig" in raw:
         cursor = replace(cursor, weights_sig=str(raw["w_sig"]))
         weights_error = clean(str(raw["w_error"])) if raw.get("w_error") else None
     if isinstance(raw.get("weights"), list):
         weights = tuple(weight_file(w) for w in raw["weights"]
                         if isinstance(w, list) and len(w) in (3, 5))
+        dirs, dirs_more = weight_dirs_of(raw)  # sent with every listing: none sent, none left
     files = run.files
     if "h_sig" in raw:
         cursor = replace(cursor, hist_sig=str(raw["h_sig"]))
@@ -479,6 +514,9 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
                       if isinstance(w, list) and len(w) in (3, 5))
 
     problems.extend(odd_checkpoints(weights))
+    folders = folder_words(dirs, dirs_more)
+    if folders:
+        problems.append(f"{folders}: a destroy would lose what it holds")
     alive = raw.get("pid_alive")
     pid_alive = alive if isinstance(alive, bool) else None
     if raw.get("vanished"):
@@ -487,7 +525,7 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     folded = replace(
         run, status=status, status_problem=status_problem, last_record=last_record,
         history=history, log_tail=log_tail, weights=weights, weights_error=weights_error,
-        files=files,
+        weight_dirs=dirs, weight_dirs_more=dirs_more, files=files,
         pid_alive=pid_alive,
         problems=tuple(problems), restarts=restarts, box_time=box_time, cursor=cursor)
     health, reason = judge(folded)

@@ -209,13 +209,21 @@ HISTORY_FILES = ("summary.json", "results.csv", "status.json", "train_config.yam
                  "metrics.jsonl", "train.log")
 
 
+# Folders in weights/ named per run (no push takes them), and characters per name.
+MAX_WEIGHT_DIRS = 16
+WEIGHT_DIR_NAME_CAP = 200
+
+
 def list_weights(run_dir, cursor, out):
     """The checkpoints as [name, size, mtime, mtime_ns, inode]: the destroy guard compares
     the exact mtime_ns, size and inode with its last verified push (a checkpoint rewritten
     at the same size is a new one). A weights folder that cannot be listed is said so
-    (`w_error`): the guard must not read it as "no checkpoints"."""
+    (`w_error`): the guard must not read it as "no checkpoints". Its folders (links too):
+    the first by name in `w_dirs`, the rest counted in `w_more`."""
     wdir = os.path.join(run_dir, "weights")
     rows = []
+    dirs = []
+    dir_count = 0
     problem = None
     try:
         with os.scandir(wdir) as it:
@@ -225,6 +233,11 @@ def list_weights(run_dir, cursor, out):
                         st = entry.stat()
                         rows.append([entry.name, st.st_size, round(st.st_mtime, 3),
                                      st.st_mtime_ns, st.st_ino])
+                    elif entry.is_dir():  # a link to a folder too
+                        dir_count += 1
+                        dirs.append(entry.name[:WEIGHT_DIR_NAME_CAP])
+                        if len(dirs) > 4 * MAX_WEIGHT_DIRS:
+                            dirs = sorted(dirs)[:MAX_WEIGHT_DIRS]
                 except OSError as exc:
                     problem = "%s: %s" % (entry.name, _errstr(exc))
     except FileNotFoundError:
@@ -237,10 +250,17 @@ def list_weights(run_dir, cursor, out):
         out["w_error"] = problem
         out.setdefault("errors", []).append("weights: " + problem)
     rows.sort()
-    sig = hashlib.sha1(json.dumps([rows, problem]).encode()).hexdigest()[:16]
+    dirs = sorted(dirs)[:MAX_WEIGHT_DIRS]
+    more = dir_count - len(dirs)
+    listing = [rows, problem, dirs, more] if dirs else [rows, problem]
+    sig = hashlib.sha1(json.dumps(listing).encode()).hexdigest()[:16]
     out["w_sig"] = sig
     if cursor.get("w_sig") != sig:
         out["weights"] = rows
+        if dirs:
+            out["w_dirs"] = dirs
+        if more:
+            out["w_more"] = more
 
 
 def list_history(run_dir, cursor, out):
