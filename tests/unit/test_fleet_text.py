@@ -119,3 +119,23 @@ def test_the_disk_figure_says_which_filesystem_it_is() -> None:
     full = next(span for span in head.spans if head.plain[span.start:span.end].startswith(
         "  disk 95%"))
     assert "red" in str(full.style)
+
+
+def test_a_folder_in_weights_is_named_in_the_run_row_and_status() -> None:
+    """A folder in a run's weights/ (weights/old/) is what no push takes: the run's row,
+    its detail (problems), `status` and `status --json` say so, short, where a push's
+    note and the run's problems go."""
+    from tui.model.box import fold_answer
+    from tui.model.status_doc import status_document, status_table
+    from widgets.fleet_text import BoxView, box_lines
+
+    raw = {"path": "/r/r1", "name": "r1", "root": "/r", "w_sig": "s",
+           "weights": [["best.pt", 10, 1.5, 1_500_000_000, 7]], "w_dirs": ["old"]}
+    state = fold_answer(BoxState(name="b"), {"v": 1, "time": 1_800_000_000.0, "runs": [raw]},
+                        0.0)
+    words = "weights/old/: a folder in weights/ no push takes"
+    row = "\n".join(line.text.plain for line in box_lines(BoxView(state), "", 0.0).lines)
+    assert words in row, row
+    assert words in status_table([state], 0.0)
+    (doc_run,) = status_document([state], 0.0)["boxes"][0]["runs"]
+    assert any(words in p for p in doc_run["problems"]), doc_run["problems"]

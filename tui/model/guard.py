@@ -6,8 +6,9 @@ nanosecond and inode as on the box now (a checkpoint rewritten at the same
 size is a new one). And the guard refuses when its picture of the box is
 incomplete: a runs root missing or unreadable (an unmounted volume), a search
 cut short, a weights folder that could not be listed, runs or checkpoints the
-search saw but could not look into. Each refusal says why; only a typed
-override goes past it, and a forced destroy journals exactly what was lost.
+search saw but could not look into, a folder inside a run's weights/ (no push takes
+what it holds). Each refusal says why; only a typed override goes past it, and a
+forced destroy journals exactly what was lost.
 
 Epoch snapshots (epoch_<N>.pt) that a run's verified push left out (a push
 without --epochs) are a refusal of their own: LibreYOLO saves one every ten
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.model.box import BoxState, Connection
-from tui.model.runs import Health, RunState, WeightFile, finite, format_age, whole
+from tui.model.runs import Health, RunState, WeightFile, finite, folder_words, format_age, whole
 from tui.model.sizing import human_bytes
 from tui.model.text import clean
 
@@ -331,7 +332,14 @@ def describe(blockers: Sequence[Unpushed]) -> str:
 
 
 def push_note(run: RunState, pushes: Mapping[str, PushRecord], now: float) -> str | None:
-    """`pushed 3m ago, verified` or `best.pt changed since last push`, for the run's row."""
+    """`pushed 3m ago, verified` or `best.pt changed since last push`, for the run's row,
+    then the folders in its weights/ that no push takes, if any."""
+    words = [w for w in (_push_words(run, pushes, now),
+                         folder_words(run.weight_dirs, run.weight_dirs_more)) if w]
+    return "; ".join(words) or None
+
+
+def _push_words(run: RunState, pushes: Mapping[str, PushRecord], now: float) -> str | None:
     record = pushes.get(run.path)
     if record is None:
         return None

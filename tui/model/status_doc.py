@@ -11,7 +11,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.cost import RunCost, percent_words, usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
-from tui.model.runs import Health, RunState, format_age
+from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
 from tui.model.unpushed import AtStake, at_stake, rate_share
 from tui.model.watchdog import guard_document, guard_summary
@@ -170,6 +170,9 @@ def _run_line(run: RunState) -> str:
             f"loss {_num(run.train_loss):<8} {best}")
     if run.health not in ("running", "completed"):
         line += f"\n      {run.reason}"
+    folders = folder_words(run.weight_dirs, run.weight_dirs_more)
+    if folders:
+        line += f"\n      ! {folders}: a destroy would lose what it holds"
     return line
 
 
