@@ -168,3 +168,27 @@ def test_a_bad_value_is_named_briefly() -> None:
     answer["runs"][0]["status"]["state"] = "x" * 100_000
     (run,) = fold_answer(BoxState(name="b"), answer, NOW).runs
     assert len(run.reason) < 100
+
+
+def test_hostile_folder_listings_in_weights_fold_bounded_or_are_a_bad_answer() -> None:
+    """Each hostile value as the folders in weights/ (the list, a name, the count of the
+    rest) folds to at most 16 short names and a whole count, or is that box's BadAnswer;
+    a folded one refuses a destroy and nothing downstream raises."""
+    from support.hostile_answers import hostile_values
+
+    good = good_box()
+    for value in hostile_values():
+        for key, raw in (("w_dirs", value), ("w_dirs", [value, "old"]), ("w_more", value)):
+            answer = base_answer(NOW)
+            answer["runs"][0].update({"w_dirs": ["old"], key: raw})
+            try:
+                state = fold_answer(BoxState(name="hostile"), answer, NOW)
+            except BadAnswer as exc:
+                assert len(str(exc)) < 300
+                continue
+            (run,) = state.runs
+            assert len(run.weight_dirs) <= 16 and all(len(n) <= 48 for n in run.weight_dirs)
+            assert 0 <= run.weight_dirs_more <= 2 ** 64
+            refused = any(g.run == "hostile" for g in verdict(state, {}).gaps)
+            assert refused == bool(run.weight_dirs or run.weight_dirs_more), key
+            derive_everything(state, good)

@@ -238,7 +238,7 @@ def weight_dirs_of(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:
     at most MAX_WEIGHT_DIRS short, cleaned names, whatever a box claims."""
     names = [n for n in items(raw.get("w_dirs")) if isinstance(n, str)]
     kept = tuple(_short_name(clean(n)) for n in names[:MAX_WEIGHT_DIRS])
-    more = (whole(raw.get("w_more")) or 0) + len(names) - len(kept)
+    more = (size(raw.get("w_more")) or 0) + len(names) - len(kept)
     return kept, max(more, 0)
 
 
