@@ -286,8 +286,9 @@ def cmd_guard(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     """LibreYOLO's monitor for a run, forwarded to 127.0.0.1 here until Ctrl+C."""
-    if args.port is not None and not 1 <= args.port <= 65535:
-        print(f"monitor: --port {args.port} is not a port (1 to 65535)", file=sys.stderr)
+    if args.port is not None and not 0 <= args.port <= 65535:  # 0: a free one, as bind
+        print(f"monitor: --port {args.port} is not a port (1 to 65535, or 0 for a free one)",
+              file=sys.stderr)
         return EXIT_CONFIG
     fleet = load_fleet(args.config)
     box = _box(fleet, args.box)

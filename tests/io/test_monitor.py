@@ -172,5 +172,9 @@ def test_ctrl_c_or_a_hangup_while_the_monitor_starts_stops_it_on_the_box(
             proc.kill()
     assert proc.returncode == 0, err
     assert out == ""  # no URL: it never served
-    assert "interrupted while the monitor started" in err and "monitor stopped" in err
+    assert "interrupted while the monitor started" in err
+    # Either the client had the monitor's pid and stopped it, or the signal came between the
+    # monitor's start on the box and the answer naming it: then the box stops it (a loaded
+    # machine makes that window wide). Both are told; the monitor dies either way, below.
+    assert "monitor stopped" in err or "the box stops one it starts for nobody" in err, err
     wait_for(lambda: not any(_alive(p) for p in monitors), timeout=10, interval=0.1)
