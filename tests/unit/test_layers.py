@@ -30,6 +30,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tui.messages": ("tui.model",),
     "tui.memory": ("tui.model",),
     "tui.__main__": ("tui", "widgets"),
+    "tui.cli": ("tui", "widgets"),
     "tui": (),  # tui/__init__.py
 }
 UI_ONLY = ("textual", "rich", "textual_plotext", "plotext")
@@ -71,7 +72,7 @@ def test_imports_point_down(path: Path) -> None:
 
 @pytest.mark.parametrize("path", [p for p in all_modules()
                                   if layer_of(module_name(p)) not in
-                                  ("tui.app", "tui.screens", "tui.__main__", "widgets",
+                                  ("tui.app", "tui.screens", "tui.__main__", "tui.cli", "widgets",
                                    "tui.messages")],
                          ids=module_name)
 def test_below_the_ui_nothing_imports_textual(path: Path) -> None:
@@ -113,4 +114,4 @@ def test_onbox_programs_are_stdlib_only_and_old_python_syntax(path: Path) -> Non
 def test_only_two_import_packages_are_shipped() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert 'packages = ["tui", "widgets"]' in text
-    assert 'gpurent-tui = "tui.__main__:main"' in text
+    assert 'gpurent-tui = "tui.cli.main:main"' in text

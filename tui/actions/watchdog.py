@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from tui.actions.flows import EXIT_FAILED, Report
+from tui.actions.flows import Report
 from tui.actions.hub import HubError, token_value
 from tui.actions.launch import box_python, start_detached
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.exit_codes import EXIT_FAILED, EXIT_USAGE
 from tui.model.fields import items
 from tui.model.text import clean, clean_block
 from tui.model.token_rule import SENT_KEY, TokenDecision, decide
@@ -59,7 +60,6 @@ from tui.store.journal import GuardOutcome, Journal
 GUARD_DIR = "~/.gpurent-tui/guard"
 SHIPPED = ("guard.py", "probe.py", "push.py")
 INSTALL_WAIT = 30.0
-EXIT_ASK = 2  # asked and not answered (off a terminal, no --yes): as push
 CONTROL_TIMEOUT = 30.0
 Say = Callable[[str], None]
 
@@ -196,7 +196,7 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         secrets, no_token, notices = _secrets(fleet, box, request, env, decision, confirmed)
     except TokenQuestion as asked:
         return report.fail(f"guard {box.name}: not armed, nothing sent: {asked.notice} "
-                           "(say yes to it: --yes)", EXIT_ASK)
+                           "(say yes to it: --yes)", EXIT_USAGE)
     except ValueError as exc:
         return report.fail(f"guard {box.name}: {exc}")
     for notice in notices:
