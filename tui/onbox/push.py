@@ -34,6 +34,8 @@ import re
 import sys
 import threading
 
+from tui.onbox.prelude import _NONCE, _SECRETS, CLIENT_GONE, scrub, send
+
 # Everything a run is worth keeping: its weights and its whole history, so a
 # push-verify-destroy loses nothing but the box.
 FIXED_FILES = ("weights/best.pt", "weights/last.pt", "summary.json", "results.csv",
@@ -46,28 +48,7 @@ SMALL_BYTES = 64 << 20
 EPOCH_FILE = re.compile(r"weights/epoch_([0-9]+)\.pt")
 CHUNK = 1 << 20
 BEAT_SECONDS = 2.0
-CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)
 HASH_TRIES = 3
-
-_OUT = getattr(sys.stdout, "buffer", sys.stdout)
-_LOCK = threading.Lock()
-_SECRETS = []  # type: list[str]
-_NONCE = ["unset"]
-
-
-def onbox_frame(nonce, payload):
-    """One frame (tui/remote/framing.py): a marker line with the nonce and the length."""
-    return (b"\n--gpurent-" + nonce.encode("ascii") + b" " + str(len(payload)).encode()
-            + b"\n" + payload)
-
-
-def scrub(text):
-    """The text with every secret this program holds replaced: errors leave the box."""
-    text = str(text)
-    for secret in _SECRETS:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 def one_line(text, cap=400):
@@ -76,13 +57,8 @@ def one_line(text, cap=400):
 
 
 def emit(event):
+    """One event as a `J` frame (the prelude's `send`; `D` frames carry file bytes)."""
     send(b"J" + json.dumps(event).encode("utf-8"))
-
-
-def send(payload):
-    with _LOCK:
-        _OUT.write(onbox_frame(_NONCE[0], payload))
-        _OUT.flush()
 
 
 class Heartbeat(threading.Thread):
