@@ -25,7 +25,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     notice = token_notice(box, journal.entries)
     # The first push that sends the Hub token to this box: asked, as the panel asks.
     if notice is not None and (code := token_asked(notice, box.name, args.yes,
-                                                      "pushed")) is not None:
+                                                     "pushed")) is not None:
         return code
 
     def progress(name: str, done: int, total: int) -> None:
@@ -43,8 +43,8 @@ def cmd_power(args: argparse.Namespace) -> int:
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
-    return print_report(asyncio.run(power(fleet, box_named(fleet, args.box), args.command,
-                                           Journal())))
+    box = box_named(fleet, args.box)
+    return print_report(asyncio.run(power(fleet, box, args.command, Journal())))
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -133,7 +133,7 @@ def cmd_guard(args: argparse.Namespace) -> int:
     journal = Journal()
     rule = guard_token(box, request, journal.entries)
     if rule.ask and (code := token_asked(rule.notice or "", box.name, args.yes,
-                                          "armed")) is not None:
+                                         "armed")) is not None:
         return code  # the first token to this box: asked, as push asks
     report = asyncio.run(install_guard(fleet, box, request, journal, confirmed=True,
                                        say=lambda line: print(line, file=sys.stderr)))
