@@ -41,8 +41,7 @@ from _fleet import (
 )
 
 from tui.onbox import probe
-
-ONBOX = Path(__file__).resolve().parents[1] / "tui" / "onbox"
+from tui.remote.programs import program_source
 
 
 def write_status(run: Path, epoch: int, total: int) -> None:
@@ -79,8 +78,8 @@ def main() -> None:
 
         folder = home / ".gpurent-tui" / "guard"
         folder.mkdir(parents=True)
-        for name in ("guard.py", "probe.py", "push.py"):
-            shutil.copy(ONBOX / name, folder / name)
+        for name in ("guard.py", "probe.py", "push.py"):  # as the watchdog's install ships them
+            (folder / name).write_text(program_source(name.removesuffix(".py")))
         (folder / "config.json").write_text(json.dumps({
             "v": 1, "id": "bench", "provider": "manual", "runs_roots": ["~/runs"],
             "max_hours": 24.0, "no_progress_minutes": 30.0, "poll_seconds": args.poll,

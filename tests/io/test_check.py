@@ -26,6 +26,7 @@ from support.sshd import KeyPair, Sshd
 from tui.__main__ import main
 from tui.actions.preflight import check
 from tui.model.config import FleetConfig
+from tui.model.preflight_doc import check_document
 from tui.store.journal import Journal
 
 LIBREYOLO_CHECKS = {"python": "3.11.7", "torch": "2.14.1+cu130", "cuda": "13.0",
@@ -268,7 +269,7 @@ async def test_a_hostile_answer_is_read_safely(tmp_path: Path, fleet_of: Boxes) 
     fake.chmod(0o755)
     fleet = fleet_of(fake)
     report = await check(fleet, fleet.boxes[0])
-    text = "\n".join(report.lines()) + json.dumps(report.document())
+    text = "\n".join(report.lines()) + json.dumps(check_document(report))
     assert "\x1b" not in text and "\x07" not in text
     assert report.python_version == "3.11" and report.executable is None
     assert [g.index for g in report.gpus] == [0]

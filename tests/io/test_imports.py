@@ -20,7 +20,8 @@ def loaded_after_import(modules: list[str]) -> dict[str, set[str]]:
 def test_core_and_io_load_no_textual_at_run_time() -> None:
     """A jump host running `gpurent-tui status` never pays for importing Textual."""
     modules = ["tui.model.box", "tui.model.status_doc", "tui.store.journal",
-               "tui.remote.watch", "tui.providers.meter", "tui.actions.flows", "tui.__main__"]
+               "tui.remote.watch", "tui.providers.meter", "tui.actions.flows", "tui.__main__",
+               "tui.cli.main"]
     for module, loaded in loaded_after_import(modules).items():
         assert "textual" not in {n.split(".")[0] for n in loaded}, module
         assert not {n for n in loaded if n.startswith(("tui.app", "tui.screens", "widgets"))}

@@ -26,6 +26,7 @@ from tui.model.preflight import (
     read_smi,
     throttle_reasons,
 )
+from tui.model.preflight_doc import doctor_document
 
 SMI = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
 
@@ -286,10 +287,10 @@ def test_strict_doctor_fails_on_warnings_alone() -> None:
               "findings": DOCTOR["findings"][1:], "exit_code": 0}
     lenient = judge_doctor({"installed": True, "report": warned, "rc": 0}, box="b", data="d",
                            python="p")
-    assert lenient.exit_code == 0 and lenient.document()["strict"] is False
+    assert lenient.exit_code == 0 and doctor_document(lenient)["strict"] is False
     strict = judge_doctor({"installed": True, "report": warned, "rc": 0}, box="b", data="d",
                           python="p", strict=True)
-    assert strict.exit_code == 1 and strict.document()["strict"] is True
+    assert strict.exit_code == 1 and doctor_document(strict)["strict"] is True
     assert strict.lines()[1] == "  0 errors, 1 warnings, 0 infos (--strict: warnings fail)"
     # LibreYOLO's own verdict counts even where its findings were trimmed away.
     said = {**warned, "findings": [], "summary": {}, "exit_code": 1}

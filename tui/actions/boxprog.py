@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import re
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 import asyncssh
@@ -24,6 +22,7 @@ import asyncssh
 from tui.model.text import clean_block
 from tui.remote.channel import PTY_ONLY_FIX, Ending, no_answer, pty_only
 from tui.remote.framing import FrameError, FrameReader, new_nonce
+from tui.remote.programs import program_source
 from tui.store.secrets import scrub as redact_held
 
 PUSH_COMMAND = "python3 -"
@@ -71,15 +70,10 @@ def scrub(text: str, secret: str | None) -> str:
     return clean_block(redact_held(text, secret))
 
 
-@functools.cache
-def _box_source() -> str:
-    return resources.files("tui.onbox").joinpath("push.py").read_text()
-
-
 def box_payload(params: dict[str, Any]) -> bytes:
     """What `python3 -` reads: the on-box program, its parameters as a literal, the call."""
     literal = repr(json.dumps(params, separators=(",", ":")))
-    return f"{_box_source()}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
+    return f"{program_source('push')}\nPARAMS = {literal}\nsys.exit(main(PARAMS))\n".encode()
 
 
 async def _stderr_tail(stream: asyncssh.SSHReader[bytes], keep: list[bytes]) -> None:

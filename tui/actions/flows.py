@@ -29,6 +29,7 @@ from tui.actions.power import PowerOutcome, destroy_box, start_box, stop_box
 from tui.actions.push import Epochs, Progress, PushResult, push_run
 from tui.model.box import BoxState, Connection
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_UNPUSHED
 from tui.model.guard import (
     PICTURE,
     Unpushed,
@@ -50,10 +51,6 @@ from tui.remote.session import BoxSession
 from tui.remote.watch import STREAM_BUDGET, BoxWatcher
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_UNPUSHED = 3
 
 # What the destroy dialog answers (tui.screens.confirm.DestroyScreen).
 DIALOG_DESTROY = "destroy"

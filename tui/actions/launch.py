@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import getpass
 import hashlib
 import json
@@ -32,7 +31,6 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +54,7 @@ from tui.model.launch import (
 from tui.model.text import clean_block
 from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
+from tui.remote.programs import program_source
 from tui.remote.session import BoxError, BoxSession
 from tui.store.journal import Journal
 from tui.store.secrets import scrub
@@ -75,11 +74,6 @@ Event = Callable[[str], object]  # told of each step; what it returns is ignored
 def box_python(box: BoxConfig) -> str:
     """The interpreter the box trains with (the `python` key, python3 where not set)."""
     return box.python or "python3"
-
-
-@functools.cache
-def _source() -> str:
-    return resources.files("tui.onbox").joinpath("launch.py").read_text()
 
 
 def _cut(line: str) -> str:
@@ -142,8 +136,9 @@ async def run_launcher(session: BoxSession, params: dict[str, Any], *, deadline:
         return LauncherRun("not_started", reason=exc.message)
     try:
         result = await session.run_program(
-            _source(), json.dumps(params).encode(), timeout=deadline, max_frames=None,
-            max_frame=MAX_FRAME, on_frame=seen, what="launcher", command=LAUNCHER_COMMAND)
+            program_source("launch"), json.dumps(params).encode(), timeout=deadline,
+            max_frames=None, max_frame=MAX_FRAME, on_frame=seen, what="launcher",
+            command=LAUNCHER_COMMAND)
     except BoxError as exc:
         # Lost or timed out: the launcher may have done its work, so ask again. Anything
         # else (an answer over the cap, a flood, no python3) is not asked again.

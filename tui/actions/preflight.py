@@ -13,7 +13,6 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 from tui.actions.onbox_run import ProgramRun, describe_end, interpreter_missing, run_onbox
@@ -28,6 +27,7 @@ from tui.model.preflight import (
     judge_doctor,
 )
 from tui.remote.hostkeys import host_key_store
+from tui.remote.programs import program_source
 from tui.remote.session import BoxSession
 from tui.store.journal import Journal
 
@@ -43,7 +43,7 @@ ENTRY = "\nsys.exit(main(sys.stdin.read(), NONCE))\n"
 def program(name: str) -> str:
     """An on-box program of tui/onbox with its entry call: it reads its parameters (JSON)
     from stdin and answers in frames with the NONCE it is given."""
-    return resources.files("tui.onbox").joinpath(f"{name}.py").read_text() + ENTRY
+    return program_source(name) + ENTRY
 
 
 def params_bytes(params: dict[str, Any]) -> bytes:

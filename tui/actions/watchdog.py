@@ -23,20 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-from tui.actions.flows import EXIT_FAILED, Report
+from tui.actions.flows import Report
 from tui.actions.hub import HubError, token_value
 from tui.actions.launch import box_python, start_detached
 from tui.model.box import Connection
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.exit_codes import EXIT_FAILED, EXIT_USAGE
 from tui.model.fields import items
 from tui.model.text import clean, clean_block
 from tui.model.token_rule import SENT_KEY, TokenDecision, decide
@@ -53,13 +52,13 @@ from tui.model.watchdog import (
 from tui.providers import ADAPTERS
 from tui.remote.framing import new_nonce
 from tui.remote.hostkeys import host_key_store
+from tui.remote.programs import program_source
 from tui.remote.session import BoxError, BoxSession
 from tui.store.journal import GuardOutcome, Journal
 
 GUARD_DIR = "~/.gpurent-tui/guard"
 SHIPPED = ("guard.py", "probe.py", "push.py")
 INSTALL_WAIT = 30.0
-EXIT_ASK = 2  # asked and not answered (off a terminal, no --yes): as push
 CONTROL_TIMEOUT = 30.0
 Say = Callable[[str], None]
 
@@ -79,15 +78,10 @@ class GuardRequest:
     retry_seconds: float = RETRY_SECONDS  # between tries of a failed final stop or destroy
 
 
-@functools.cache
-def _onbox(name: str) -> str:
-    return resources.files("tui.onbox").joinpath(name).read_text()
-
-
 async def guard_control(session: BoxSession, params: dict[str, Any]) -> dict[str, Any]:
     """One control request to the watchdog's program on the box (stop, state); BoxError
     when it gives no readable answer."""
-    result = await session.run_program(_onbox("guard.py"), json.dumps(params).encode(),
+    result = await session.run_program(program_source("guard"), json.dumps(params).encode(),
                                        timeout=CONTROL_TIMEOUT, what="watchdog control")
     try:
         answer = json.loads(result.frames[0])
@@ -196,7 +190,7 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         secrets, no_token, notices = _secrets(fleet, box, request, env, decision, confirmed)
     except TokenQuestion as asked:
         return report.fail(f"guard {box.name}: not armed, nothing sent: {asked.notice} "
-                           "(say yes to it: --yes)", EXIT_ASK)
+                           "(say yes to it: --yes)", EXIT_USAGE)
     except ValueError as exc:
         return report.fail(f"guard {box.name}: {exc}")
     for notice in notices:
@@ -228,7 +222,8 @@ async def install_guard(fleet: FleetConfig, box: BoxConfig, request: GuardReques
         elif (ended := _ended(old)) is not None:
             report.say(f"box {box.name}: the watchdog there had already ended ({ended}); "
                        "replaced")
-        files = [{"path": f"{GUARD_DIR}/{name}", "text": _onbox(name), "mode": 0o600}
+        files = [{"path": f"{GUARD_DIR}/{name}", "text": program_source(name.removesuffix(".py")),
+                  "mode": 0o600}
                  for name in SHIPPED]
         files.append({"path": f"{GUARD_DIR}/config.json", "text": json.dumps(config),
                       "mode": 0o600})

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from tui.model.exit_codes import EXIT_FAILED, EXIT_OK
 from tui.model.redact import redact_args
 
 # "cli": `libreyolo train` with the form's options; "script": the user's own file.
@@ -330,7 +331,7 @@ class LaunchOutcome:
 
     @property
     def code(self) -> int:
-        return 0 if self.outcome == "started" else 1
+        return EXIT_OK if self.outcome == "started" else EXIT_FAILED
 
 
 def ssh_forward_hint(port: int, ssh_connection: str | None, user: str) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tui.model.exit_codes import EXIT_FAILED, EXIT_OK
 from tui.model.fields import digits, finite, items, size, table, whole
 from tui.model.text import plain
 
@@ -471,7 +472,7 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.errors else 0
+        return EXIT_FAILED if self.errors else EXIT_OK
 
     @property
     def summary(self) -> str:
@@ -484,20 +485,6 @@ class CheckReport:
         if self.warnings:
             return f"{cards} ok, {len(self.warnings)} warning(s): {self.warnings[0].message}"
         return f"{cards} ok, torch {plain(self.torch.get('version'), 40)}"
-
-    def document(self) -> dict[str, Any]:
-        """The `check --json` document (schema gpurent.check/1)."""
-        return {
-            "schema": "gpurent.check/1", "box": self.box, "python": self.python,
-            "python_version": self.python_version, "executable": self.executable,
-            "checked_at": self.checked_at, "verdict": self.verdict,
-            "exit_code": self.exit_code, "complete": self.complete,
-            "findings": [f.as_dict() for f in self.findings],
-            "torch": dict(self.torch), "gpus": [g.as_dict() for g in self.gpus],
-            "health": [_health_dict(h) for h in self.health],
-            "libreyolo": dict(self.libreyolo), "places": dict(self.places),
-            "notes": list(self.notes),
-        }
 
     def lines(self) -> list[str]:
         """The report as text, most important last (the verdict and its fixes)."""
@@ -538,14 +525,6 @@ class CheckReport:
             if finding.fix:
                 out.append(f"      fix: {finding.fix}")
         return out
-
-
-def _health_dict(h: GpuHealth) -> dict[str, Any]:
-    data = dict(h.__dict__)
-    data["compute_cap"] = list(h.compute_cap) if h.compute_cap else None
-    data["throttle_reasons"] = [w for w, _ in throttle_reasons(h.throttle_mask)] \
-        if h.throttle_mask else []
-    return data
 
 
 def _gpu_line(gpu: GpuCheck | None, health: GpuHealth | None) -> str:
@@ -918,17 +897,10 @@ class DoctorReport:
         """1 on errors, on warnings too under --strict, or when LibreYOLO itself said 1
         (its verdict holds even where findings were trimmed on the box)."""
         if self.failure or self.errors or self.summary.get("errors") or self.libreyolo_exit:
-            return 1
-        return 1 if self.strict and (self.warnings or self.summary.get("warnings")) else 0
-
-    def document(self) -> dict[str, Any]:
-        return {"schema": "gpurent.doctor/1", "box": self.box, "data": self.data,
-                "exit_code": self.exit_code, "strict": self.strict, "failure": self.failure,
-                "libreyolo_version": self.libreyolo_version, "summary": dict(self.summary),
-                "stats": dict(self.stats), "findings_dropped": self.dropped,
-                "findings": [{"severity": f.severity, "check_id": f.check_id,
-                              "message": f.message, "split": f.split, "count": f.count,
-                              "paths": list(f.paths)} for f in self.findings]}
+            return EXIT_FAILED
+        if self.strict and (self.warnings or self.summary.get("warnings")):
+            return EXIT_FAILED
+        return EXIT_OK
 
     def lines(self) -> list[str]:
         head = f"box {self.box}: libreyolo doctor {self.data}"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tui.model.exit_codes import EXIT_FAILED, EXIT_OK
 from tui.model.fields import finite, whole
 from tui.model.sizing import human_bytes
 from tui.model.text import plain
@@ -60,7 +61,7 @@ class StageReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verified else 1
+        return EXIT_OK if self.verified else EXIT_FAILED
 
 
 @dataclass(frozen=True)
@@ -97,15 +98,7 @@ class FetchReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verified else 1
-
-    def document(self) -> dict[str, Any]:
-        return {"schema": "gpurent.fetch/1", "box": self.box, "repo": self.repo,
-                "file": self.filename, "dest": self.dest, "verified": self.verified,
-                "message": self.message, "bytes": self.bytes,
-                "download_seconds": self.download_seconds,
-                "extract_seconds": self.extract_seconds, "members": self.members,
-                "refused": list(self.refused), "kind": self.kind}
+        return EXIT_OK if self.verified else EXIT_FAILED
 
 
 def _seconds(value: object) -> float | None:

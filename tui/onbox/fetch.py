@@ -29,37 +29,12 @@ import tarfile
 import threading
 import time
 
+from tui.onbox.prelude import _NONCE, _SECRETS, CLIENT_GONE, emit, scrub, stage
+
 CHUNK = 1 << 20
 PROGRESS_SECONDS = 2.0
-CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)
 MAX_MEMBERS = 10000000
 MAX_REPORTED = 20
-
-_OUT = None
-_NONCE = ""
-_LOCK = threading.Lock()
-_SECRETS = []  # type: list[str]
-
-
-def scrub(text):
-    text = str(text)
-    for secret in _SECRETS:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
-def emit(obj):
-    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    head = ("\n--gpurent-%s %d\n" % (_NONCE, len(data))).encode("ascii")
-    with _LOCK:
-        _OUT.write(head + data)
-        _OUT.flush()
-
-
-def stage(name):
-    emit({"stage": name})
-
 
 def errstr(exc):
     return scrub("%s: %s" % (type(exc).__name__, exc))[:1000]
@@ -364,11 +339,9 @@ def fetch(params):
 def main(params_text, nonce):
     """Entry point: the client ends this source with `sys.exit(main(sys.stdin.read(), NONCE))`
     (tui/remote/programs.py sets NONCE and stdin)."""
-    global _OUT, _NONCE
     params = json.loads(params_text)
     _SECRETS.append(params.get("token"))
-    _NONCE = str(nonce)
-    _OUT = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout
+    _NONCE[0] = str(nonce)
     sys.stdout = sys.stderr  # library chatter must not reach the frames' stream
     deadline = int(params.get("deadline") or 0)
     if deadline > 0 and hasattr(signal, "alarm"):

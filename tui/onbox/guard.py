@@ -65,6 +65,8 @@ import sys
 import threading
 import time
 
+from tui.onbox.prelude import alive, read_json, start_ticks, write_json
+
 VERSION = 1
 GUARD_DIR = "~/.gpurent-tui/guard"
 STATE = "state.json"
@@ -76,7 +78,6 @@ SHIPPED = ("guard.py", "probe.py", "push.py")
 TRIGGERS = ("timeout", "done", "stalled", "idle")
 FINISHED = ("completed", "failed")
 IDLE_PCT = 5.0
-STATUS_CAP = 1 << 20
 TEXT_CAP = 300
 MAX_RUNS_SHOWN = 50
 MAX_DID = 20
@@ -116,57 +117,6 @@ def scrub(text, cap=TEXT_CAP):
     text = "".join(c if c.isprintable() else " " for c in text)
     text = " ".join(text.split())
     return text if len(text) <= cap else text[:cap - 1] + "~"
-
-
-def read_json(path, cap=STATUS_CAP):
-    try:
-        with open(path, "rb") as f:
-            data = f.read(cap + 1)
-    except OSError:
-        return None
-    if len(data) > cap:
-        return None
-    try:
-        value = json.loads(data.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def write_json(path, obj, mode=0o600):
-    """Atomically (tmp + rename): a reader sees the old or the new document, never half."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, separators=(",", ":"), sort_keys=True)
-    os.replace(tmp, path)
-
-
-def start_ticks(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0], fields[19]
-    except (OSError, IndexError, ValueError):
-        return None, None
-
-
-def alive(pid, ticks):
-    """Whether `pid` is still the process recorded (not a zombie, not a reused pid)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except (OSError, OverflowError):
-        return False
-    state, now_ticks = start_ticks(pid)
-    if state in ("Z", "X"):
-        return False
-    return ticks is None or now_ticks is None or now_ticks == ticks
 
 
 def sibling(name):

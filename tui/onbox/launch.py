@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+from tui.onbox.prelude import alive, read_json, send, start_ticks, write_json
+
 OUTPUT = "output.log"
 RECORD = "launch.json"
 LAUNCH_SUFFIX = ".launch"
@@ -56,12 +58,8 @@ def emit(obj):
     """One framed answer; a client that went away is noted, never an error."""
     if _GONE:
         return False
-    payload = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    nonce = globals().get("NONCE", "")  # set by the loader before this source runs
-    head = ("\n--gpurent-%s %d\n" % (nonce, len(payload))).encode("ascii")
     try:
-        sys.stdout.buffer.write(head + payload)
-        sys.stdout.buffer.flush()
+        send(json.dumps(obj, separators=(",", ":")).encode("utf-8"))
     except (OSError, ValueError):
         _GONE.append(True)
         return False
@@ -94,35 +92,6 @@ def detach(argv, log_path, cwd=None, env=None):
         os.close(fd)
 
 
-def start_ticks(pid):
-    """(state, start time in clock ticks since boot) of `pid` from /proc, or (None, None)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0], fields[19]
-    except (OSError, IndexError, ValueError):
-        return None, None
-
-
-def alive(pid, ticks):
-    """Whether `pid` is still the process that was started (a zombie is dead; a reused
-    pid, with another start time, is not ours)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except (OSError, OverflowError):
-        return False
-    state, now_ticks = start_ticks(pid)
-    if state in ("Z", "X"):
-        return False
-    return ticks is None or now_ticks is None or now_ticks == ticks
-
-
 def find_python(python):
     """The interpreter's path on this box, or None."""
     python = os.path.expanduser(python)
@@ -151,29 +120,6 @@ def read_tail(path, offset=0, limit=TAIL_BYTES):
     except OSError:
         return ""
     return data.decode("utf-8", "replace")
-
-
-def write_json(path, obj):
-    """Atomically (tmp + rename), so a reader sees the old or the new record."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
-
-
-def read_json(path, cap=STATUS_CAP):
-    try:
-        with open(path, "rb") as f:
-            data = f.read(cap + 1)
-    except OSError:
-        return None
-    if len(data) > cap:
-        return None
-    try:
-        value = json.loads(data.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def status_sig(path):
@@ -235,7 +181,7 @@ def launch(params):
     if params.get("resume") and not os.path.isdir(run_dir):
         return emit({"refused": "--resume: there is no run directory %s to continue"
                                 % run_dir, "code": "missing", "run_dir": run_dir})
-    earlier = read_json(os.path.join(launch_dir, RECORD))
+    earlier = read_json(os.path.join(launch_dir, RECORD), STATUS_CAP)
     if earlier and alive(earlier.get("pid"), earlier.get("ticks")):
         return emit({"refused": "a process started for this run is still running there "
                                 "(pid %s)" % earlier.get("pid"), "code": "running",
@@ -277,7 +223,7 @@ def launch(params):
     record = {"id": params.get("id"), "pid": proc.pid, "ticks": start_ticks(proc.pid)[1],
               "argv": argv, "run_dir": run_dir, "log": log, "offset": offset,
               "before": before, "time": time.time()}
-    write_json(os.path.join(launch_dir, RECORD), record)
+    write_json(os.path.join(launch_dir, RECORD), record, 0o666)  # as open() makes it
     emit({"started": {"pid": proc.pid, "run_dir": run_dir, "log": log, "argv": argv}})
     return watch(record, proc, float(params.get("wait") or 600))
 
@@ -287,7 +233,7 @@ def wait_again(params):
     if name_problem(name):
         return emit({"error": name_problem(name)})
     _, run_dir, launch_dir = run_paths(params["project"], name)
-    record = read_json(os.path.join(launch_dir, RECORD))
+    record = read_json(os.path.join(launch_dir, RECORD), STATUS_CAP)
     if not record or record.get("id") != params.get("id"):
         return emit({"not_started": "no launch %s recorded in %s"
                                     % (params.get("id"), launch_dir), "run_dir": run_dir})
@@ -297,7 +243,7 @@ def wait_again(params):
 
 
 def _status_brief(path):
-    status = read_json(path) or {}
+    status = read_json(path, STATUS_CAP) or {}
     brief = {}
     for key in ("state", "pid", "total_epochs", "current_epoch", "save_dir", "started_at"):
         if key in status:

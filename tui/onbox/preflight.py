@@ -38,6 +38,8 @@ import threading
 import time
 import warnings
 
+from tui.onbox.prelude import _NONCE, emit, stage
+
 OUT_CAP = 1 << 16  # bytes kept of one tool's stdout or stderr
 DOCTOR_OUT_CAP = 8 << 20
 MAX_FINDINGS = 500
@@ -54,24 +56,6 @@ SMI_BASE = ("index,pci.bus_id,driver_version,memory.total,temperature.gpu,"
 SMI_THROTTLE = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 SMI_PCIE = "index,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current," \
            "pcie.link.width.max"
-
-_OUT = None
-_NONCE = ""
-_LOCK = threading.Lock()
-
-
-def emit(obj):
-    """One frame on the real stdout (library chatter goes to stderr)."""
-    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    head = ("\n--gpurent-%s %d\n" % (_NONCE, len(data))).encode("ascii")
-    with _LOCK:
-        _OUT.write(head + data)
-        _OUT.flush()
-
-
-def stage(name):
-    emit({"stage": name})
-
 
 def part(name, data):
     emit({"part": name, "data": data})
@@ -408,10 +392,8 @@ def check(params):
 def main(params_text, nonce):
     """Entry point: the client ends this source with `sys.exit(main(sys.stdin.read(), NONCE))`
     (tui/remote/programs.py sets NONCE and stdin)."""
-    global _OUT, _NONCE
     params = json.loads(params_text)
-    _NONCE = str(nonce)
-    _OUT = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout
+    _NONCE[0] = str(nonce)
     sys.stdout = sys.stderr  # torch and friends print; only frames go to the real stdout
     deadline = int(params.get("deadline") or 0)
     if deadline > 0 and hasattr(signal, "alarm"):

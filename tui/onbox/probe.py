@@ -39,6 +39,8 @@ import sys
 import time
 import zlib
 
+from tui.onbox.prelude import frame
+
 PROBE_VERSION = 1
 RUN_MARKERS = ("status.json", "metrics.jsonl", "results.csv")
 SKIP_DIRS = ("weights", "val", "__pycache__", ".git")
@@ -49,7 +51,6 @@ PID_START_SLACK = 120  # seconds a run's process may start before its started_at
 # history and log tails, shared by all runs; the rest waits for the next round.
 METRICS_BUDGET = 2 << 20
 LOG_BUDGET = 1 << 20
-FRAME_PREFIX = b"--gpurent-"
 # The on-box watchdog's state (tui/onbox/guard.py): its mtime is the heartbeat.
 GUARD_STATE = os.path.join("~", ".gpurent-tui", "guard", "state.json")
 GUARD_CAP = 1 << 16
@@ -700,8 +701,7 @@ def answer_payload(req, boot=None):
 def write_frame(nonce, payload):
     """One answer, framed with the request's nonce (tui/remote/framing.py's format)."""
     out = sys.stdout.buffer
-    out.write(b"\n" + FRAME_PREFIX + nonce.encode("ascii") + b" "
-              + str(len(payload)).encode("ascii") + b"\n" + payload)
+    out.write(frame(nonce, payload))
     out.flush()
 
 

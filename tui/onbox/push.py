@@ -36,6 +36,8 @@ import re
 import sys
 import threading
 
+from tui.onbox.prelude import _LOCK, _NONCE, _SECRETS, _WROTE, CLIENT_GONE, scrub, send
+
 # Everything a run is worth keeping: its weights and its whole history, so a
 # push-verify-destroy loses nothing but the box.
 FIXED_FILES = ("weights/best.pt", "weights/last.pt", "summary.json", "results.csv",
@@ -50,29 +52,9 @@ SMALL_BYTES = 64 << 20
 EPOCH_FILE = re.compile(r"weights/epoch_([0-9]{1,9})\.pt")
 CHUNK = 1 << 20
 BEAT_SECONDS = 2.0
-CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)
 HASH_TRIES = 3
 
-_OUT = getattr(sys.stdout, "buffer", sys.stdout)
-_LOCK = threading.Lock()
-_SECRETS = []  # type: list[str]
-_NONCE = ["unset"]
-_OWN_IO = [0]  # bytes this program wrote to stdout or read from /proc/self/io itself
-
-
-def onbox_frame(nonce, payload):
-    """One frame (tui/remote/framing.py): a marker line with the nonce and the length."""
-    return (b"\n--gpurent-" + nonce.encode("ascii") + b" " + str(len(payload)).encode()
-            + b"\n" + payload)
-
-
-def scrub(text):
-    """The text with every secret this program holds replaced: errors leave the box."""
-    text = str(text)
-    for secret in _SECRETS:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+_PROC_READ = [0]  # bytes of /proc/self/io this program read itself
 
 
 def one_line(text, cap=400):
@@ -81,33 +63,28 @@ def one_line(text, cap=400):
 
 
 def emit(event):
+    """One event as a `J` frame (the prelude's `send`; `D` frames carry file bytes)."""
     send(b"J" + json.dumps(event).encode("utf-8"))
-
-
-def send(payload):
-    with _LOCK:
-        frame = onbox_frame(_NONCE[0], payload)
-        _OUT.write(frame)
-        _OUT.flush()
-        _OWN_IO[0] += len(frame)
 
 
 def io_moved():
     """Bytes this process read and wrote (a hash reading, an upload sending), less what
-    it said on stdout and read here: what the client counts as progress, or None where
-    the kernel does not say (no /proc/self/io). Called with _LOCK held."""
+    it said on stdout (the prelude's count) and read here: what the client counts as
+    progress, or None where the kernel does not say (no /proc/self/io). Called with
+    _LOCK held."""
     try:
         with open("/proc/self/io", "rb") as f:
             text = f.read()
     except (OSError, IOError):
         return None
-    _OWN_IO[0] += len(text)
+    _PROC_READ[0] += len(text)
     fields = {}
     for line in text.splitlines():
         key, _, value = line.partition(b":")
         fields[key.strip()] = value.strip()
     try:
-        return max(0, int(fields[b"rchar"]) + int(fields[b"wchar"]) - _OWN_IO[0])
+        return max(0, int(fields[b"rchar"]) + int(fields[b"wchar"]) - _WROTE[0]
+                   - _PROC_READ[0])
     except (KeyError, ValueError):
         return None
 

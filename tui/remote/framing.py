@@ -13,7 +13,7 @@ byte stream fed in pieces, ignores everything else, and bounds what it keeps:
 a frame longer than `max_frame` or more than `max_noise` bytes of noise is an
 error, so a box that floods cannot take the client's memory with it.
 
-The on-box side is two lines (see `onbox_frame` in each program of tui/onbox);
+The on-box side is two lines (`frame` in tui/onbox/prelude.py, packed with every program);
 `frame()` here is the same, for tests and the panel's own stand-ins.
 """
 

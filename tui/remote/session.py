@@ -42,7 +42,6 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import asyncssh
@@ -59,6 +58,7 @@ from tui.remote.programs import (
     ONE_SHOT_COMMAND,
     SERVE_COMMAND,
     one_shot_payload,
+    program_source,
     serve_loader,
 )
 from tui.remote.route import RouteError, resolve_route, ssh_destination
@@ -82,14 +82,9 @@ _SERVE_ENTRY = "\nsys.exit(serve())\n"
 _MISSING = object()
 
 
-def probe_source() -> str:
-    """The probe script's text, as shipped in the package."""
-    return resources.files("tui.onbox").joinpath("probe.py").read_text()
-
-
 @functools.cache
 def _probe_program(entry: str) -> str:
-    return probe_source() + entry
+    return program_source("probe") + entry
 
 
 def probe_payload(request: dict[str, Any], nonce: str) -> bytes:

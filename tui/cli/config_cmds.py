@@ -1,0 +1,45 @@
+"""The config's commands: `init` writes an example, `check-config` validates one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tui.cli.fleet import load_fleet
+from tui.model.exit_codes import EXIT_OK, EXIT_USAGE
+from tui.store import paths
+
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "fleet.example.toml"
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    fleet = load_fleet(args.config)
+    print(f"{fleet.source}: ok, {len(fleet.boxes)} box(es): "
+          + ", ".join(b.name for b in fleet.boxes))
+    return EXIT_OK
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = paths.locate_config(args.config)
+    if path.exists() and not args.force:
+        print(f"{path} exists; not overwritten (use --force)", file=sys.stderr)
+        return EXIT_USAGE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(EXAMPLE_CONFIG.read_text())
+    print(f"wrote {path}: edit the [[box]] tables, then run `gpurent-tui check-config`")
+    return EXIT_OK
+
+
+def add_check_config(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """`check-config`."""
+    check = sub.add_parser("check-config", parents=[common],
+                           help="validate the fleet config (exit 0 if good, 2 if not)")
+    check.set_defaults(func=cmd_check_config)
+
+
+def add_init(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """`init`."""
+    init = sub.add_parser("init", parents=[common], help="write an example fleet config")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(func=cmd_init)

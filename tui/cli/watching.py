@@ -1,0 +1,188 @@
+"""Commands that look at the fleet: the panel, the demo, `status`, `watch`, `costs`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+
+from tui.cli.fleet import load_fleet
+from tui.cli.output import print_json
+from tui.model.box import BoxState, Connection
+from tui.model.config import FleetConfig
+from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE
+from tui.model.meter import FleetCost
+from tui.model.status_doc import status_document, status_table
+from tui.model.text import clean_block
+
+
+def cmd_panel(args: argparse.Namespace) -> int:
+    from tui.app import GpurentApp
+
+    fleet = load_fleet(args.config)
+    GpurentApp(fleet).run()
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The panel over the built-in demo fleet on 127.0.0.1: no config, no network."""
+    from tui.demo.real import real_training_problem
+
+    if args.real and (problem := real_training_problem()):
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return asyncio.run(_demo(args.real))
+    except asyncio.CancelledError:  # SIGTERM or SIGHUP: the fleet has been taken down
+        return EXIT_SIGNAL_BASE + signal.SIGTERM
+
+
+async def _demo(real: bool) -> int:
+    from tui.app import GpurentApp
+    from tui.demo.fleet import DemoFleet
+
+    # A closed terminal or a kill still takes the fleet down: cancel, let `async with` clean up.
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    caught: list[int] = []
+
+    def stop(sig: int) -> None:
+        caught.append(sig)
+        if main is not None:
+            main.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform
+            loop.add_signal_handler(sig, stop, sig)
+    demo = DemoFleet(real=real)
+    async with demo as fleet:
+        saved = {var: os.environ.get(var) for var in demo.env}
+        os.environ.update(demo.env)  # the panel's ledger and provider keys stay in the demo
+        try:
+            app = GpurentApp(fleet)
+            await app.run_async()
+        finally:
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
+    return EXIT_SIGNAL_BASE + caught[0] if caught else app.return_code or EXIT_OK
+
+
+async def _status(fleet: FleetConfig) -> tuple[list[BoxState], FleetCost]:
+    """Every box once and every provider once, in parallel; then the money picture."""
+    from tui.providers.meter import CostMeter
+    from tui.remote.watch import snapshot_fleet
+
+    meter = CostMeter(fleet)
+    try:
+        boxes, _ = await asyncio.gather(snapshot_fleet(fleet), meter.poll())
+    finally:
+        await meter.aclose()
+    return boxes, meter.update(boxes)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    fleet = load_fleet(args.config)
+    boxes, cost = asyncio.run(_status(fleet))
+    now = time.time()
+    if args.json:
+        from tui.model.guard import last_verified_pushes
+        from tui.store.journal import Journal
+
+        entries = Journal().entries
+        pushes = {b.name: last_verified_pushes(entries, b.name) for b in boxes}
+        print_json(status_document(boxes, now, cost, pushes))
+    else:
+        print(clean_block(status_table(boxes, now, cost)))  # no box's control sequences
+    ok = all(b.connection is Connection.OK for b in boxes)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """The panel's policies without the screen, one log line per event, until a signal."""
+    fleet = load_fleet(args.config)
+    return asyncio.run(_watch(fleet))
+
+
+async def _watch(fleet: FleetConfig) -> int:
+    from datetime import UTC, datetime
+
+    from tui.actions.headless import watch
+
+    def log(line: str) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        print(f"{stamp} {clean_block(line)}", flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform
+            loop.add_signal_handler(sig, stop.set)
+    return await watch(fleet, stop, log=log)
+
+
+def parse_since(text: str) -> float:
+    """`--since`: a date (local midnight) or an ISO date and time (local unless it says)."""
+    from datetime import datetime
+
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--since {text!r} is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    return stamp.timestamp()  # a naive time is taken as local, as a person means it
+
+
+def cmd_costs(args: argparse.Namespace) -> int:
+    """Per box and for the fleet: running, stopped and idle hours and dollars, from the ledger."""
+    from tui.model.bill import costs_report
+    from tui.model.costs_doc import costs_document, costs_table
+    from tui.store.ledger import Ledger
+
+    fleet = load_fleet(args.config)
+    ledger = Ledger()
+    if ledger.problem:
+        print(ledger.problem, file=sys.stderr)
+    if ledger.skipped:
+        print(f"cost ledger {ledger.path}: {ledger.skipped} unreadable line(s) skipped",
+              file=sys.stderr)
+    report = costs_report(ledger.book, [b.name for b in fleet.boxes], args.since, time.time())
+    if args.json:
+        print_json(costs_document(report))
+    else:
+        print(costs_table(report))
+    return EXIT_OK
+
+
+def add_watching(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """`demo`, `status`, `watch` and `costs`, in the help's order."""
+    demo = sub.add_parser("demo", help="the panel over a built-in demo fleet on 127.0.0.1 "
+                                       "(replayed LibreYOLO runs; no config, no network)")
+    demo.add_argument("--real", action="store_true",
+                      help="one box also trains a real tiny LibreYOLO model on the CPU "
+                           "(needs pip install -e '.[train]')")
+    demo.set_defaults(func=cmd_demo)
+    status = sub.add_parser("status", parents=[common],
+                            help="probe every box once and print what each run is doing")
+    status.add_argument("--json", action="store_true",
+                        help="print the gpurent.status/1 JSON document")
+    status.set_defaults(func=cmd_status)
+    watch = sub.add_parser("watch", parents=[common],
+                           help="the panel's policies without its screen (milestone pushes, "
+                                "idle and budget alarms, on_budget, alerts), one log line per "
+                                "event, until SIGTERM or SIGINT")
+    watch.set_defaults(func=cmd_watch)
+    costs = sub.add_parser("costs", parents=[common],
+                           help="what each box and the fleet cost: running, stopped and idle "
+                                "hours and dollars, and what was billed after the last run "
+                                "ended (from the ledger)")
+    costs.add_argument("--since", type=parse_since, metavar="DATE",
+                       help="count from this date (YYYY-MM-DD, local midnight) or time")
+    costs.add_argument("--json", action="store_true",
+                       help="print the gpurent.costs/1 JSON document")
+    costs.set_defaults(func=cmd_costs)
