@@ -55,11 +55,11 @@ def test_a_packed_program_is_what_it_takes_from_the_prelude_then_itself(name: st
 
 def test_the_prelude_sends_only_what_a_program_uses() -> None:
     """The probe goes with every one-shot refresh: it carries the frame writer alone;
-    what a name needs comes along (send: the stream, the lock, the nonce, frame)."""
+    what a name needs comes along (send: the stream, the lock, the nonce, frame, its count)."""
     probe = top_level_names(ast.parse(prelude_for(frozenset({"frame"}))))
     assert probe == {"frame"}
     assert top_level_names(ast.parse(prelude_for(frozenset({"send"})))) == {
-        "send", "frame", "_OUT", "_LOCK", "_NONCE"}
+        "send", "frame", "_OUT", "_LOCK", "_NONCE", "_WROTE"}
 
 
 def test_only_the_prelude_import_is_cut() -> None:
