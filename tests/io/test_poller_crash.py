@@ -99,8 +99,8 @@ async def test_watch_shows_a_crashed_poller_on_the_boxes_and_restarts_it(
             assert await task == 0
     finally:
         vast.close()
-    assert any(line.startswith("providers: provider poller crashed: RuntimeError: the rates "
-                               "broke; restarted in") for line in logs), logs
+    assert any(line.startswith("providers: poll failed (RuntimeError: the rates broke); "
+                               "restarted in") for line in logs), logs
     crashed = [m for m in marked if m and "provider poller crashed" in m]
     assert crashed and crashed[0].startswith(
         "provider poller crashed: RuntimeError: the rates broke; restarted in"), marked

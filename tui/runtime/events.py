@@ -109,7 +109,7 @@ class Crashed:
     trouble) and is started again in `delay` seconds; `who` is a box or "providers"."""
 
     who: str
-    why: str
+    error: str  # "RuntimeError: the rates broke"
     delay: float
 
 

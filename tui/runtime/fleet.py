@@ -206,7 +206,7 @@ class Runtime:
                 now = self.clock()
                 why = (f"watcher crashed: {type(error).__name__}: {error}; restarted in "
                        f"{delay:.0f} s")
-                self.sink(Crashed(name, why, delay))
+                self.sink(Crashed(name, f"{type(error).__name__}: {error}", delay))
                 self.box_updated(fold_failure(self.states[name], Connection.WATCHER_CRASHED,
                                               why, now, retry_at=now + delay))
                 await asyncio.sleep(delay)
@@ -254,7 +254,8 @@ class Runtime:
                     for box in self.fleet.boxes:
                         if box.provider != "manual":
                             self.meter.errors[box.name] = why
-                    self.sink(Crashed("providers", why, delay))
+                    self.sink(Crashed("providers", f"{type(error).__name__}: {error}",
+                                      delay))
                     self._update_cost()
                     await asyncio.sleep(delay)
         except asyncio.CancelledError:  # closing: the clients go with it

@@ -67,8 +67,10 @@ class LogSink:
         if isinstance(item, ActionRefused):
             return [f"box {item.box}: {item.what} not started: {item.running} is still "
                     "running"]
-        if isinstance(item, Crashed) and item.who == "providers":
-            return [f"providers: {item.why}"]
+        if isinstance(item, Crashed):
+            what = "providers: poll failed" if item.who == "providers" else \
+                f"box {item.who}: watcher crashed"
+            return [f"{what} ({item.error}); restarted in {item.delay:.0f} s"]
         if isinstance(item, Notice):
             return [item.text]
         return []
@@ -76,7 +78,7 @@ class LogSink:
     def _box(self, state: BoxState) -> list[str]:
         before = self._connection.get(state.name)
         self._connection[state.name] = state.connection
-        if before is not None and before == state.connection:
+        if state.connection in (before, Connection.WATCHER_CRASHED):  # (Crashed says that)
             return []
         words = f"{state.connection}" + (f": {state.error}" if state.error and
                                         state.connection != "ok" else "")
