@@ -50,7 +50,7 @@ from tui.messages import (
 )
 from tui.model.alerts import AlertEvent
 from tui.model.box import BoxState
-from tui.model.cancel import cancel_words
+from tui.model.cancel import CANCELLED, cancel_words
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, Unpushed
 from tui.model.launch import LaunchForm, LaunchRequest
@@ -191,7 +191,8 @@ class GpurentApp(App[None]):
         elif isinstance(item, ev.ActionProgress):
             self.post_message(ActionProgress(item.box, item.text))
         elif isinstance(item, ev.ActionEnded):
-            if not item.quiet:  # its own screen (doctor, fetch) shows it
+            # Its own screen (doctor, fetch) shows it, unless `x` cancelled it from here.
+            if not item.quiet or item.outcome == CANCELLED:
                 self.post_message(ActionEnded(item.box, item.what, list(item.lines),
                                               item.code, item.outcome))
         elif isinstance(item, ev.CostChanged):

@@ -73,7 +73,7 @@ class ActionCancelling:
 class ActionEnded:
     """An action ended and the box is free again: its words, exit code, and for a stop,
     start or destroy its outcome ("unknown": the effect was not seen, not a failure;
-    "cancelled": the user cancelled it)."""
+    "cancelled": the user cancelled it; "given up": its screen was left)."""
 
     box: str
     what: str

@@ -27,6 +27,7 @@ from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.box import BoxState, Connection, fold_failure
+from tui.model.cancel import CANCELLED
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, last_verified_pushes
 from tui.model.milestones import RETRY_BASE_SECONDS
@@ -57,6 +58,7 @@ COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower tha
 JOURNAL_SECONDS = 1.0  # a push by the CLI or another panel shows within this
 MONITOR_CLOSE_SECONDS = 15.0  # how long closing waits for the monitors to close on boxes
 T = TypeVar("T")
+GIVEN_UP = "given up"  # an action whose screen was left (not the user's cancel: no journal)
 _WEIGHT: dict[Severity, int] = {"information": 0, "warning": 1, "error": 2}
 # The actions whose failure is alerted as PUSH_FAILED (a milestone push alerts through the
 # guardian's own backoff; a stop whose effect was not seen is "unknown", not failed).
@@ -66,7 +68,7 @@ ALERTED = ("push", "budget: push and stop")
 def push_failed(what: str, code: int, outcome: str | None) -> bool:
     """The one PUSH_FAILED rule: a push or a budget push-and-stop that failed; never one
     whose outcome is unknown (not seen, perhaps done) or cancelled by the user."""
-    return code != 0 and outcome not in ("unknown", "cancelled") and what in ALERTED
+    return code != 0 and outcome not in ("unknown", CANCELLED, GIVEN_UP) and what in ALERTED
 
 
 class Runtime:
@@ -367,10 +369,10 @@ class Runtime:
                 if box in self._cancelling:  # the user's cancel, not the runtime closing
                     words = self.board.cancelled(box, what)
                     self._unlock(box)
-                    self._ended(box, what, title, [words.after], 1, "cancelled", quiet)
+                    self._ended(box, what, title, [words.after], 1, CANCELLED, quiet)
                 elif self._running:  # given up by its screen: the box is free again
                     self._unlock(box)
-                    self._ended(box, what, title, [f"{what} given up"], 1, "cancelled",
+                    self._ended(box, what, title, [f"{what} given up"], 1, GIVEN_UP,
                                 quiet)
                 raise
             finally:
