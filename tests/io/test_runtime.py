@@ -21,7 +21,7 @@ from support.pilot import box_text, until
 from support.provider_servers import VastServer, vast_instance
 from support.sshd import KeyPair, Sshd
 from support.webhook_server import WebhookServer
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from tui.app import GpurentApp
 from tui.model.alerts import OVER_BUDGET, PUSH_FAILED
@@ -30,6 +30,7 @@ from tui.providers.meter import CostMeter
 from tui.runtime import events as ev
 from tui.runtime.fleet import push_failed
 from tui.runtime.watch_sink import Watch
+from tui.screens.doctor import DoctorScreen
 from tui.screens.fetch import FetchScreen
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
@@ -171,9 +172,9 @@ def test_one_push_failed_rule() -> None:
 async def test_a_fetch_holds_its_box_as_a_push_does(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
         isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fetch screen runs through the runtime under the box's lock: a push asked for
-    while the fetch waits on the Hub is refused, not sent alongside; leaving the screen
-    gives the fetch up and frees the box."""
+    """The fetch and doctor screens run through the runtime under the box's lock: a push
+    or a doctor asked for while the fetch waits on the Hub is refused, not sent alongside;
+    leaving the fetch's screen gives it up and frees the box."""
     silent = socket.socket()  # a Hub that takes the connection and never answers
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
@@ -200,6 +201,17 @@ async def test_a_fetch_holds_its_box_as_a_push_does(
             await until(pilot, lambda: "fetch on gpu-1 is still running" in [
                 n.message for n in app._notifications])
             assert app.busy == {"gpu-1": "fetch"} and Journal().entries == []
+            app.open_doctor("gpu-1")  # the doctor waits its turn too
+            await until(pilot, lambda: isinstance(app.screen, DoctorScreen)
+                        and bool(app.screen.query("#data")))
+            doctor = app.screen
+            doctor.query_one("#data", Input).value = str(tmp_path / "data.yaml")
+            await pilot.press("enter")
+            await until(pilot, lambda: "fetch on gpu-1 is still running" in str(
+                doctor.query_one("#body", Static).render()))
+            assert app.busy == {"gpu-1": "fetch"}
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is screen)
             await pilot.press("escape")  # the fetch is given up with its screen
             await until(pilot, lambda: not app.busy)
             assert "fetch" not in box_text(app, "gpu-1")  # its screen showed it, not the line
