@@ -509,7 +509,7 @@ async def refresher(app: Any, states: list[BoxState], period: float) -> None:
             if isinstance(app, FloorApp):
                 app.show_box(state)
             else:
-                app.post_message(BoxUpdated(state))
+                app.runtime.box_updated(state)  # as from its watchers
         await asyncio.sleep(period)
 
 

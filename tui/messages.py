@@ -1,4 +1,4 @@
-"""Every message the panel posts, in one place.
+"""Every message the panel posts, in one place: the runtime's news, the screens' requests.
 
 Workers (one per box, the provider poller, the action flows) post these to
 the app; the app folds them into its state, which the screens watch. They are
@@ -12,10 +12,12 @@ once per read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from textual.message import Message
 
 from tui.model.box import BoxState
+from tui.model.guard import Unpushed
 
 
 @dataclass
@@ -61,3 +63,96 @@ class ActionEnded(Message):
     lines: list[str]
     code: int
     outcome: str | None = None
+
+
+# --- what the screens ask the app for ("attributes down, messages up") -------------------
+# A screen reads the fleet through tui/screens/view.py and posts one of these; the app
+# runs it (through the runtime) or opens the screen it names. No screen imports the app.
+
+
+@dataclass
+class OpenRunRequested(Message):
+    """Open a run's detail screen."""
+
+    box: str
+    path: str
+
+
+@dataclass
+class PushRequested(Message):
+    """Push the named runs of a box (None: every run)."""
+
+    box: str
+    runs: list[str] | None
+
+
+@dataclass
+class PowerRequested(Message):
+    """Stop or start a box (already confirmed)."""
+
+    box: str
+    action: Literal["stop", "start"]
+
+
+@dataclass
+class DestroyRequested(Message):
+    """The destroy dialog's answer, with the refusals it showed."""
+
+    box: str
+    answer: str
+    shown: list[Unpushed]
+
+
+@dataclass
+class CheckRequested(Message):
+    """Check a box: torch, CUDA, a real matmul per GPU, LibreYOLO, HF_HOME."""
+
+    box: str
+
+
+@dataclass
+class DoctorRequested(Message):
+    """Open LibreYOLO's doctor for a data set on a box."""
+
+    box: str
+
+
+@dataclass
+class FetchRequested(Message):
+    """Open the fetch screen: a staged data set onto a box."""
+
+    box: str
+
+
+@dataclass
+class StageRequested(Message):
+    """Open the stage screen: a data set folder onto the Hub."""
+
+
+@dataclass
+class SizeRequested(Message):
+    """Open the size form (for a box: priced at its stopped rate)."""
+
+    box: str | None = None
+
+
+@dataclass
+class LaunchRequested(Message):
+    """Open the launch form for a box."""
+
+    box: str
+
+
+@dataclass
+class MonitorRequested(Message):
+    """Open a run's LibreYOLO monitor, or close the one open."""
+
+    box: str
+    path: str
+
+
+@dataclass
+class CancelRequested(Message):
+    """Cancel the action running on a box (asked first when it may be left half-done)."""
+
+    box: str

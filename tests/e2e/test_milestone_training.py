@@ -15,8 +15,8 @@ from support.fleets import box_entry, make_fleet
 from support.libreyolo_train import make_dataset, start_training
 from support.sshd import KeyPair, Sshd
 
-from tui.actions.headless import Watch
 from tui.model.guard import last_verified_pushes
+from tui.runtime.watch_sink import Watch
 from tui.store.journal import Journal
 
 if not os.environ.get("CI"):

@@ -64,7 +64,7 @@ def test_status_says_where_a_disk_that_holds_its_runs_ends(
 async def test_watch_alerts_a_runs_root_that_will_fill_once(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
         isolated_dirs: Path) -> None:
-    from tui.actions.headless import Watch
+    from tui.runtime.watch_sink import Watch
     from tui.store.journal import Journal
 
     fleet = fleet_of(tmp_path, sshd_factory(), client_key, running_root(tmp_path, HUGE))

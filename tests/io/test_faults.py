@@ -25,7 +25,6 @@ from support.asyncssh_box import FaultyBox
 from support.fleets import DATA, box_entry, make_fleet, runs_root_with
 from support.sshd import KeyPair, Sshd
 from textual.pilot import Pilot
-from textual.worker import WorkerState
 
 from tui.__main__ import main
 from tui.app import GpurentApp
@@ -686,7 +685,7 @@ def rows(app: GpurentApp) -> int:
 
 
 def box_worker_running(app: GpurentApp, box: str) -> bool:
-    return any(w.group == f"box:{box}" and w.state is WorkerState.RUNNING for w in app.workers)
+    return app.runtime.watching(box)
 
 
 def said(app: GpurentApp) -> list[str]:

@@ -55,3 +55,52 @@ async def test_a_crashed_provider_poller_is_shown_and_restarted(
             assert app.cost is not None and app.cost.boxes["vast-box"].rates.running is not None
     finally:
         vast.close()
+
+
+async def test_watch_shows_a_crashed_poller_on_the_boxes_and_restarts_it(
+        tmp_path: Path, isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`watch` runs the same runtime: each provider box's money says the poller crashed,
+    the log says when it starts again, and the next poll reads the rates (it only logged
+    the crash before, and the boxes' money kept its last picture as if nothing broke)."""
+    import asyncio
+
+    from tui.runtime.events import CostChanged, Event
+    from tui.runtime.watch_sink import Watch
+    from tui.store.journal import Journal
+
+    monkeypatch.setenv("VAST_API_KEY", "vast-secret-key")
+    vast = VastServer("vast-secret-key", [vast_instance(12345678)])
+    vast.start()
+    try:
+        fleet = make_fleet(tmp_path, [{"name": "vast-box", "host": "127.0.0.1", "port": 1,
+                                       "provider": "vast", "instance_id": "12345678"}],
+                           providers={"vast": {"base_url": vast.url}})
+        meter = FlakyMeter(fleet)
+        logs: list[str] = []
+        watch = Watch(fleet, journal=Journal(tmp_path / "journal.jsonl"), meter=meter,
+                      log=logs.append)
+        marked: list[str | None] = []  # what each money picture says of the box
+        sink = watch.runtime.sink
+
+        def tee(item: Event) -> None:
+            if isinstance(item, CostChanged):
+                marked.append(item.cost.boxes["vast-box"].provider_error)
+            sink(item)
+
+        watch.runtime.sink = tee
+        stop = asyncio.Event()
+        task = asyncio.create_task(watch.run(stop))
+        try:
+            async with asyncio.timeout(60):
+                while not (meter.polls >= 2 and marked and marked[-1] is None):
+                    await asyncio.sleep(0.1)
+        finally:
+            stop.set()
+            assert await task == 0
+    finally:
+        vast.close()
+    assert any(line.startswith("providers: poll failed (RuntimeError: the rates broke); "
+                               "restarted in") for line in logs), logs
+    crashed = [m for m in marked if m and "provider poller crashed" in m]
+    assert crashed and crashed[0].startswith(
+        "provider poller crashed: RuntimeError: the rates broke; restarted in"), marked

@@ -151,7 +151,7 @@ async def test_watch_applies_on_budget_push_and_stop(
     then stopped (its stop_command, its effect observed), once."""
     import asyncio
 
-    from tui.actions.headless import Watch
+    from tui.runtime.watch_sink import Watch
     from tui.store.journal import Journal
 
     server = sshd_factory()
@@ -187,7 +187,7 @@ async def test_watch_never_logs_a_webhook_whose_secret_is_its_host(tmp_path: Pat
     host, and so did every delivery failure after it."""
     import asyncio
 
-    from tui.actions.headless import Watch
+    from tui.runtime.watch_sink import Watch
     from tui.store.journal import Journal
 
     secret = "hostsecret4q8z"

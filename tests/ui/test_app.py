@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -16,7 +17,6 @@ from support.sshd import KeyPair, Sshd
 from textual._xterm_parser import XTermParser
 from textual.binding import Binding
 from textual.widgets import Input, Log, Static
-from textual.worker import get_current_worker
 
 from tui.actions.flows import Report
 from tui.app import GpurentApp
@@ -330,7 +330,7 @@ async def faulty(tmp_path: Path, client_key: KeyPair) -> AsyncIterator[FaultyBox
 
 async def test_a_crashed_watcher_is_shown_and_restarted(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
-    """A bug in a box's watcher (here its clock raises once, inside the worker) marks that
+    """A bug in a box's watcher (here its clock raises once, inside its task) marks that
     box "watcher crashed" with why, leaves the other box alone, and the watcher restarts."""
     server = sshd_factory()
     _, config = fleet(tmp_path, server, client_key)
@@ -339,11 +339,8 @@ async def test_a_crashed_watcher_is_shown_and_restarted(
     def clock() -> float:
         import time
 
-        try:
-            worker = get_current_worker()
-        except Exception:
-            worker = None
-        if armed[0] and worker is not None and worker.group == "box:alpha":
+        task = asyncio.current_task()
+        if armed[0] and task is not None and task.get_name() == "watch alpha":
             armed[0] = False
             raise RuntimeError("the clock broke")
         return time.time()

@@ -16,4 +16,4 @@ async def test_w_without_a_live_box_says_so_and_holds_nothing() -> None:
         await pilot.pause()
         assert "no live box to open a monitor on" in [n.message for n in app._notifications]
         assert not app.monitors
-        assert not [w for w in app.workers if w.group.startswith("monitor:")]
+        assert not app.runtime.monitor_tasks

@@ -14,7 +14,8 @@ import pytest
 from support.imports import ROOT, all_modules, imports_of, module_name
 
 # layer -> the project packages its modules may import (besides their own layer).
-# Low to high: model < store < remote, providers < actions < demo < app/screens < CLI.
+# Low to high: model < store < remote, providers < actions < runtime < demo < app/screens
+# < CLI.
 LAYERS: dict[str, tuple[str, ...]] = {
     "tui.model": (),
     "tui.store": ("tui.model",),
@@ -22,6 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tui.remote": ("tui.model", "tui.store", "tui.onbox"),
     "tui.providers": ("tui.model", "tui.store"),
     "tui.actions": ("tui.model", "tui.store", "tui.onbox", "tui.remote", "tui.providers"),
+    "tui.runtime": ("tui.model", "tui.store", "tui.remote", "tui.providers", "tui.actions"),
     "tui.demo": ("tui.model", "tui.store", "tui.onbox", "tui.remote", "tui.providers",
                  "tui.actions"),
     "widgets": ("tui.model",),
@@ -117,3 +119,13 @@ def test_only_two_import_packages_are_shipped() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert 'packages = ["tui", "widgets"]' in text
     assert 'gpurent-tui = "tui.cli.main:main"' in text
+
+
+@pytest.mark.parametrize("path", [p for p in all_modules()
+                                  if layer_of(module_name(p)) == "tui.screens"],
+                         ids=module_name)
+def test_no_screen_imports_the_app(path: Path) -> None:
+    """Screens read a view and send requests up as messages (tui/screens/view.py): the
+    app imports the screens, never the other way round."""
+    assert not [n for n in imports_of(path) if n == "tui.app" or n.startswith("tui.app.")], \
+        module_name(path)

@@ -1,10 +1,11 @@
-"""The panel's actions on its boxes, as work for the panel to run: no Textual here.
+"""The actions on a fleet's boxes, as work for the runtime to run: no Textual here.
 
-The panel's keys ask for a push, a stop, a destroy, a check...; each method here
-returns the work (`Work`, an async callable that ends in a `Report`) and the panel
-runs it as a worker, one action per box at a time (`busy`), and draws what it says
-(`progress`). Work on a box the panel watches reuses its watcher's session (already
-logged in); a box it does not watch gets a session of its own (`session`).
+The panel's keys (and the runtime's policies) ask for a push, a stop, a destroy, a
+check...; each method here returns the work (`Work`, an async callable that ends
+in a `Report`) and the runtime (tui/runtime/fleet.py) runs it as a task, one
+action per box at a time (`busy`), and says what it says (`progress`). Work on a
+box the runtime watches reuses its watcher's session (already logged in); a box
+it does not watch gets a session of its own (`session`).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class Board:
         watched = box in self.watchers
         return lambda: push_and_stop(
             self.fleet, self.fleet.box(box), self.journal, session=self._watched(box),
-            state=self.states.get(box) if watched else None, ledger=self.ledger)
+            state=self.states.get(box) if watched else None, ledger=self.ledger,
+            observe_timeout=self.observe_timeout, poll_interval=self.poll_interval)
 
     def destroy(self, box: str, answer: str, shown: list[Unpushed]) -> Work:
         """The destroy dialog's answer: the guard decides on a fresh look of the box, and a

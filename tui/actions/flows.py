@@ -393,7 +393,8 @@ async def destroy_from_dialog(fleet: FleetConfig, box: BoxConfig, journal: Journ
 
 async def push_and_stop(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
                         session: BoxSession | None = None, state: BoxState | None = None,
-                        ledger: Ledger | None = None) -> Report:
+                        ledger: Ledger | None = None, observe_timeout: float = 180.0,
+                        poll_interval: float = 3.0) -> Report:
     """`on_budget = "push-and-stop"`: never lose weights, then stop paying for the GPU.
 
     Pushes every run first when the box has a destination; stops only when that push
@@ -405,7 +406,8 @@ async def push_and_stop(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         report.lines += pushed.lines
         report.code = pushed.code
     if report.code == EXIT_OK:
-        stopped = await power(fleet, box, "stop", journal, session=session, ledger=ledger)
+        stopped = await power(fleet, box, "stop", journal, session=session, ledger=ledger,
+                              observe_timeout=observe_timeout, poll_interval=poll_interval)
         report.lines += stopped.lines
         report.code = stopped.code
         report.outcome = stopped.outcome

@@ -1,13 +1,12 @@
-"""The panel's policies, held once for the panel and for the headless `watch`.
+"""The fleet's policies, held once in the runtime (tui/runtime/) for the panel and `watch`.
 
-Both feed it the same things (each box's new state, each money picture, each
+The runtime feeds it the same things (each box's new state, each money picture, each
 ended action) and it answers what to do: which alerts go out now (gated once
 per cool-down and handed to the AlertSender), which boxes the budget policy
 pushes and stops (tui.model.policy), which milestone push is due on a box
 (tui.model.milestones), which boxes their provider stopped behind our back
-(tui.model.preemption). The caller runs the actions its own way (the panel
-as workers with progress on the box's line, `watch` as tasks) and reports
-back; nothing here waits on a box.
+(tui.model.preemption). The runtime runs the actions (one per box) and
+reports back; nothing here waits on a box.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 async def _watch(fleet: FleetConfig) -> int:
     from datetime import UTC, datetime
 
-    from tui.actions.headless import watch
+    from tui.runtime.watch_sink import watch
 
     def log(line: str) -> None:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from tui.model.preflight import DoctorReport
+from tui.runtime.events import BoxBusy
 from widgets.fleet_text import clean
 from widgets.preflight_text import doctor_text
 
@@ -71,6 +72,10 @@ class DoctorScreen(Screen[None]):
         body = self.query_one("#body", Static)
         try:
             report = await self.doctor(path)
+        except BoxBusy as busy:  # one action per box: the doctor waits its turn
+            body.update(Text(f"{busy} on {clean(self.box)} is still running: run the doctor "
+                             "once it ends", style="yellow"))
+            return
         except Exception as exc:  # a bug, never the box's trouble: say it, keep the screen
             body.update(Text(f"the doctor crashed: {type(exc).__name__}: {clean(str(exc))}",
                              style="red"))

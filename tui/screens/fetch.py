@@ -25,6 +25,7 @@ from textual.widgets import Footer, Input, Label, Static
 from tui.actions.stage import StageError, TokenConsent
 from tui.model.sizing import human_bytes
 from tui.model.staging import FetchReport, repo_problem
+from tui.runtime.events import BoxBusy
 from widgets.fleet_text import clean
 
 Progress = Callable[[str, int, int], None]
@@ -108,6 +109,10 @@ class FetchScreen(Screen[None]):
             self.app.push_screen(ConfirmScreen(f"Send your Hub token to {self.box}?",
                                                asked.notice),
                                  lambda yes: self._confirmed(repo, dest, yes))
+            return
+        except BoxBusy as busy:  # one action per box: the fetch waits its turn
+            self.error = f"{busy} on {self.box} is still running"
+            body.update(Text(f"{clean(self.error)}: fetch once it ends", style="yellow"))
             return
         except StageError as exc:  # the Hub's answer, in words (never the token)
             self.error = str(exc)

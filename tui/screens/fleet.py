@@ -16,20 +16,36 @@ changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar, Literal, cast
 
 from rich.text import Text
 from textual import events
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.markup import escape
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from tui.messages import (
+    CancelRequested,
+    CheckRequested,
+    DestroyRequested,
+    DoctorRequested,
+    FetchRequested,
+    LaunchRequested,
+    MonitorRequested,
+    OpenRunRequested,
+    PowerRequested,
+    PushRequested,
+    SizeRequested,
+    StageRequested,
+)
 from tui.model.box import BoxState, Connection
+from tui.model.cancel import cancel_words
 from tui.model.capability import refusal
 from tui.model.cost import usd
 from tui.model.instance import PowerAction
@@ -37,16 +53,15 @@ from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import format_age
 from tui.model.sizing import human_bytes, project_disk
+from tui.model.text import clean
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
+from tui.screens.view import FleetView
 from widgets.disk_text import projection_items
 from widgets.filter_field import FilterField
 from widgets.fleet_head import FleetHead
 from widgets.fleet_list import FleetList, RunKey
 from widgets.fleet_text import BoxView
 from widgets.preflight_text import check_item
-
-if TYPE_CHECKING:
-    from tui.app import GpurentApp
 
 HEAD_COALESCE_SECONDS = 0.5
 MONEY_SECONDS = 5.0  # other boxes' money lines follow a new cost picture within this
@@ -96,8 +111,9 @@ class FleetScreen(Screen[None]):
         self._head_pending = False
 
     @property
-    def gpurent(self) -> GpurentApp:
-        return cast("GpurentApp", self.app)  # the only app that shows this screen
+    def gpurent(self) -> FleetView:
+        """The panel's state, read-only: what this screen wants done goes up as messages."""
+        return cast("FleetView", self.app)
 
     def compose(self) -> ComposeResult:
         app = self.gpurent
@@ -112,12 +128,12 @@ class FleetScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        app = self.gpurent
-        self.watch(app, "box_state", self._box_changed, init=False)
-        self.watch(app, "cost", self._cost_changed, init=False)
-        self.watch(app, "notes", self._notes_changed, init=False)
-        self.watch(app, "pushes", self._pushes_changed, init=False)
-        if app.live:
+        self.watch(self.app, "box_state", self._box_changed, init=False)
+        self.watch(self.app, "cost", self._cost_changed, init=False)
+        self.watch(self.app, "notes", self._notes_changed, init=False)
+        self.watch(self.app, "pushes", self._pushes_changed, init=False)
+        self._cost_changed(self.gpurent.cost)  # one folded between compose and these watches
+        if self.gpurent.live:
             self.set_interval(1.0, self._tick)
         self._follow_order()
 
@@ -134,7 +150,7 @@ class FleetScreen(Screen[None]):
         items = projection_items(project_disk(app.states[name]))
         item = check_item(app.checks.get(name))
         items += (item,) if item is not None else ()
-        stopped = app.guardian.stopped_words(name)
+        stopped = app.stopped_words(name)
         if stopped is not None:
             items += (Text(f"{stopped}: {PREEMPTED_OFFER}", style="bold red"),)
         return items
@@ -332,14 +348,14 @@ class FleetScreen(Screen[None]):
     def action_open_run(self) -> None:
         key = self._chosen()
         if key is not None:
-            self.gpurent.open_run(*key)
+            self.post_message(OpenRunRequested(*key))
 
     def action_push(self) -> None:
         key = self._chosen()
         if key is not None:
             run = self.gpurent.states[key[0]].run(key[1])
             if run is not None:
-                self.gpurent.push(key[0], [run.name])
+                self.post_message(PushRequested(key[0], [run.name]))
 
     def _box_of_cursor(self) -> str | None:
         """The box the cursor's run is on; a fleet of one box needs no cursor."""
@@ -355,17 +371,17 @@ class FleetScreen(Screen[None]):
     def action_check(self) -> None:
         box = self._box_of_cursor()
         if box is not None:
-            self.gpurent.check(box)
+            self.post_message(CheckRequested(box))
 
     def action_doctor(self) -> None:
         box = self._box_of_cursor()
         if box is not None:
-            self.gpurent.open_doctor(box)
+            self.post_message(DoctorRequested(box))
 
     def action_push_box(self) -> None:
         key = self._chosen()
         if key is not None:
-            self.gpurent.push(key[0], None)
+            self.post_message(PushRequested(key[0], None))
 
     def _refused(self, action: PowerAction, box: str) -> bool:
         """Offer only what the box can do: say why not instead of asking to confirm."""
@@ -389,8 +405,13 @@ class FleetScreen(Screen[None]):
                 if stopped else "While stopped its disk is still billed (rate unknown).")
         body = (f"{bill}\nThe GPU may be gone when you start it again (the provider gives "
                 "it to someone else): runs on it stop now.")
-        app.push_screen(ConfirmScreen(f"Stop {box}?", body),
-                        lambda yes: app.power(box, "stop") if yes else None)
+        self.app.push_screen(ConfirmScreen(f"Stop {box}?", body),
+                             partial(self._power_answer, box, "stop"))
+
+    def _power_answer(self, box: str, action: Literal["stop", "start"], yes: bool | None
+                      ) -> None:
+        if yes:
+            self.post_message(PowerRequested(box, action))
 
     def action_start(self) -> None:
         key = self._chosen()
@@ -407,8 +428,8 @@ class FleetScreen(Screen[None]):
         bill = (f"It bills {usd(running.usd_per_hr)}/hr again once running."
                 if running else "It bills its running rate again once running.")
         body = f"{bill}\nAfterwards the panel re-reads it and says if the GPU count changed."
-        app.push_screen(ConfirmScreen(f"Start {box}?", body),
-                        lambda yes: app.power(box, "start") if yes else None)
+        self.app.push_screen(ConfirmScreen(f"Start {box}?", body),
+                             partial(self._power_answer, box, "start"))
 
     def action_destroy(self) -> None:
         key = self._chosen()
@@ -437,14 +458,15 @@ class FleetScreen(Screen[None]):
 
         def chosen(answer: str | None) -> None:
             if answer is not None:
-                app.destroy(box, answer, unpushed)
+                self.post_message(DestroyRequested(box, answer, unpushed))
 
-        app.push_screen(DestroyScreen(box, losses, unpushed), chosen)
+        self.app.push_screen(DestroyScreen(box, losses, unpushed), chosen)
 
     def action_launch(self) -> None:
         """The launch form for the cursor's box (the first box when no run is shown)."""
         key = self.cursor()
-        self.gpurent.open_launch(key[0] if key is not None else self.gpurent.fleet.boxes[0].name)
+        self.post_message(LaunchRequested(key[0] if key is not None
+                                          else self.gpurent.fleet.boxes[0].name))
 
     def action_cancel_action(self) -> None:
         """`x`: cancel what runs on the cursor's box (or on the only busy box, when the
@@ -453,9 +475,9 @@ class FleetScreen(Screen[None]):
         key = self.cursor()
         busy = list(app.busy)
         if key is not None and key[0] in app.busy:
-            app.cancel_action(key[0])
+            self.post_message(CancelRequested(key[0]))
         elif len(busy) == 1:
-            app.cancel_action(busy[0])
+            self.post_message(CancelRequested(busy[0]))
         elif busy:
             self.notify("actions run on " + ", ".join(busy) + ": move to a run of the box "
                         "(j/k), or ctrl+p: Cancel …", timeout=5, markup=False)
@@ -466,4 +488,56 @@ class FleetScreen(Screen[None]):
     def action_monitor(self) -> None:
         key = self._chosen()
         if key is not None:
-            self.gpurent.toggle_monitor(*key)
+            self.post_message(MonitorRequested(*key))
+
+    # --- the palette -------------------------------------------------------------------
+
+    def palette(self, screen: Screen[object]) -> Iterator[SystemCommand]:
+        """The panel's actions and every run by name, for the palette (ctrl+p) opened over
+        `screen` (this one, or one above it): each asks the app through a message."""
+        view, ask = self.gpurent, self.app.post_message
+        yield SystemCommand("Refresh now", "Probe every box now",
+                            lambda: self.app.run_action("refresh"))
+        if screen is self:
+            yield SystemCommand("Filter runs", "Show only runs matching a name or health",
+                                self.action_filter)
+        yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
+                            "spend over time", lambda: self.app.run_action("costs"))
+        for name in sorted(view.stopped_unasked()):
+            if screen is self:  # a box with no run shown has no cursor
+                words = view.stopped_words(name)
+                yield SystemCommand(escape(f"Start {name}"), f"{words}: start it again (the "
+                                    "GPU may be gone)", partial(self.confirm_start, name))
+                yield SystemCommand(escape(f"Destroy {name}"), f"{words}: destroy it (the "
+                                    "destroy guard decides)", partial(self.confirm_destroy, name))
+        yield SystemCommand("Stage a data set on the Hub", "one tar of a folder in a private "
+                            "dataset repo, verified by sha256", lambda: ask(StageRequested()))
+        yield SystemCommand("Size a disk", "data + checkpoints + 30% headroom: the disk to rent",
+                            lambda: ask(SizeRequested()))
+        for name in view.states:
+            yield SystemCommand(escape(f"Check {name}"), "torch, CUDA, a real matmul per GPU, "
+                                "GPU health, LibreYOLO, HF_HOME",
+                                lambda b=name: ask(CheckRequested(b)))
+            yield SystemCommand(escape(f"Doctor a data set on {name}"), "LibreYOLO's own "
+                                "dataset checks, run on the box",
+                                lambda b=name: ask(DoctorRequested(b)))
+            yield SystemCommand(escape(f"Fetch a data set onto {name}"), "a tar staged on the "
+                                "Hub, downloaded by the box, sha256-checked, unpacked safely",
+                                lambda b=name: ask(FetchRequested(b)))
+            yield SystemCommand(escape(f"Size a disk for {name}"), "data + checkpoints + 30% "
+                                "headroom, priced at this box's stopped rate",
+                                lambda b=name: ask(SizeRequested(b)))
+            yield SystemCommand(escape(f"Launch on {name}"), "Start a run detached: "
+                                "libreyolo train or your script (the launch form)",
+                                lambda b=name: ask(LaunchRequested(b)))
+        for name, what in list(view.busy.items()):
+            yield SystemCommand(escape(f"Cancel {what} on {name}"),
+                                escape(cancel_words(what).ask or "nothing is left half-done"),
+                                lambda b=name: ask(CancelRequested(b)))
+        for box in view.states.values():
+            for run in box.runs:
+                # The palette reads both as markup: a run named "[/]" would crash it.
+                yield SystemCommand(
+                    escape(f"Open {box.name}/{clean(run.name)}"),
+                    escape(f"{run.health}: {clean(run.reason)}"),
+                    lambda b=box.name, p=run.path: ask(OpenRunRequested(b, p)))

@@ -1,0 +1,139 @@
+"""`gpurent-tui watch`: the runtime with a log for a sink, no screen.
+
+The same runtime as the panel's (watchers, meter, journal, guardian, the
+per-box lock); each event that says something is one log line on stdout.
+
+Stopping (`stop` set: SIGTERM or SIGINT) waits for actions in flight for up to
+STOP_GRACE_SECONDS (a push writes `.part` files and renames each only once
+verified, so one cut short leaves nothing half-written, only a `.part` the next
+push resumes), then closes every SSH session and HTTP client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from tui.actions.alerts import AlertSender
+from tui.model.box import BoxState, Connection
+from tui.model.config import FleetConfig
+from tui.model.milestones import RETRY_BASE_SECONDS
+from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
+from tui.runtime.events import (
+    ActionEnded,
+    ActionRefused,
+    ActionStarted,
+    Alarm,
+    BoxChanged,
+    Crashed,
+    Event,
+    Notice,
+)
+from tui.runtime.fleet import Runtime
+from tui.store.journal import Journal
+from tui.store.secrets import scrub
+
+STOP_GRACE_SECONDS = 30.0
+
+Log = Callable[[str], None]
+
+
+class LogSink:
+    """Turns the runtime's events into watch's log lines (box words redacted)."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self._connection: dict[str, Connection] = {}  # box -> as last said
+
+    def __call__(self, item: Event) -> None:
+        for line in self.lines(item):
+            self.log(line)
+
+    def lines(self, item: Event) -> list[str]:
+        """The event's log lines (none for one that only redraws)."""
+        if isinstance(item, BoxChanged):
+            return self._box(item.state)
+        if isinstance(item, Alarm):
+            return [f"box {n.box}: {n.text}" for n in item.notices] + \
+                [e.log_line() for e in item.alerts]
+        if isinstance(item, ActionStarted):
+            return [f"box {item.box}: {item.title}: started"]
+        if isinstance(item, ActionEnded):
+            said = " | ".join(line.replace("\n", " ") for line in item.lines)
+            return [f"box {item.box}: {item.title}: {'done' if item.code == 0 else 'FAILED'}"
+                    + (f": {said}" if said else "")]
+        if isinstance(item, ActionRefused):
+            return [f"box {item.box}: {item.what} not started: {item.running} is still "
+                    "running"]
+        if isinstance(item, Crashed):
+            what = "providers: poll failed" if item.who == "providers" else \
+                f"box {item.who}: watcher crashed"
+            return [f"{what} ({item.error}); restarted in {item.delay:.0f} s"]
+        if isinstance(item, Notice):
+            return [item.text]
+        return []
+
+    def _box(self, state: BoxState) -> list[str]:
+        before = self._connection.get(state.name)
+        self._connection[state.name] = state.connection
+        if state.connection in (before, Connection.WATCHER_CRASHED):  # (Crashed says that)
+            return []
+        words = f"{state.connection}" + (f": {state.error}" if state.error and
+                                        state.connection != "ok" else "")
+        return [f"box {state.name}: {words}"]
+
+
+class Watch:
+    """One headless watch over a fleet: a runtime and its log."""
+
+    def __init__(self, fleet: FleetConfig, *, journal: Journal | None = None,
+                 meter: CostMeter | None = None, log: Log = print,
+                 clock: Callable[[], float] = time.time,
+                 poll_seconds: float = PROVIDER_POLL_SECONDS,
+                 retry_seconds: float = RETRY_BASE_SECONDS) -> None:
+        self.fleet = fleet
+        self.log: Log = lambda line: log(scrub(line))  # box words in every line: redacted
+        self.sender = AlertSender(fleet.alerts, log=self.log)
+        self.runtime = Runtime(fleet, LogSink(self.log), journal=journal, meter=meter,
+                               sender=self.sender, clock=clock, poll_seconds=poll_seconds,
+                               retry_seconds=retry_seconds)
+
+    @property
+    def states(self) -> dict[str, BoxState]:
+        return self.runtime.states
+
+    @property
+    def busy(self) -> dict[str, str]:
+        return self.runtime.busy
+
+    @property
+    def journal(self) -> Journal:
+        return self.runtime.journal
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Watch until `stop` is set; 0 once everything is closed."""
+        boxes = ", ".join(b.name for b in self.fleet.boxes)
+        self.log(f"watch: {len(self.fleet.boxes)} box(es) ({boxes}) from {self.fleet.source}"
+                 + (f"; alerts to {self.sender.where or ''}"
+                    f"{' and a command' if self.fleet.alerts.command else ''}"
+                    if self.sender.active else ""))
+        try:
+            self.runtime.start()
+            await stop.wait()
+        finally:
+            self.log("watch: stopping")
+            if self.busy:
+                self.log(f"watch: waiting up to {STOP_GRACE_SECONDS:g} s for "
+                         f"{', '.join(sorted(self.busy))}")
+            await self.runtime.aclose(grace=STOP_GRACE_SECONDS)
+            self.log("watch: stopped, every connection closed")
+        return 0
+
+
+async def watch(fleet: FleetConfig, stop: asyncio.Event, *, log: Log = print) -> int:
+    """`gpurent-tui watch`: until `stop` is set; 0 once everything is closed."""
+    with contextlib.suppress(asyncio.CancelledError):
+        return await Watch(fleet, log=log).run(stop)
+    return 0
