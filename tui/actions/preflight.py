@@ -84,7 +84,8 @@ async def check_box(session: BoxSession, box: BoxConfig, *,
                           "run it again; if it stops at the same step, that step is the "
                           "problem")
     return judge_check(run.parts(), box=box.name, python=box.python, checked_at=clock(),
-                       persistent=box.persistent, runs_roots=box.runs_roots, failure=failure)
+                       persistent=box.persistent, runs_roots=box.runs_roots, failure=failure,
+                       gpu=box.gpu)
 
 
 async def doctor_box(session: BoxSession, box: BoxConfig, data: str, *, fast: bool = False,

@@ -115,6 +115,8 @@ class BoxConfig:
     python: str = DEFAULT_PYTHON
     # The box's persistent volume (RunPod: /workspace): what survives a stop.
     persistent: str | None = None
+    # false: a box with no GPU, trained on with --device cpu; `check` expects no CUDA there.
+    gpu: bool = True
 
 
 @dataclass(frozen=True)
@@ -406,6 +408,7 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "python": _interpreter,
     "persistent": _box_path,
     "observe_command": _string,
+    "gpu": _bool,
 }
 
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
