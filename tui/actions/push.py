@@ -34,7 +34,7 @@ import posixpath
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -581,7 +581,7 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     params = {"mode": "hub", "run_path": run_path, "repo": repo, "prefix": prefix,
               "token": token, "endpoint": endpoint,
               "message": f"Push run {prefix} from box {box}",
-              "files": [{"name": f.name, "size": f.size, "mtime": f.mtime}
+              "files": [{"name": f.name, "size": f.size, "mtime": f.mtime, "sha256": f.sha256}
                         for f in listing.files]}
     try:
         answer = await run_box_program(conn, params, box=box, idle_seconds=idle_seconds,
@@ -595,8 +595,26 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     done = answer["done"] if isinstance(answer["done"], dict) else {}
     commit = done.get("commit") if isinstance(done.get("commit"), str) else ""
     changed = [c for c in done.get("changed") or () if isinstance(c, str)]
+    try:
+        listing = relist(listing, done.get("relisted"), box)
+    except PushError as exc:
+        return result(False, f"{exc.message}; {_commit_note(commits)}")
     return await _verify_at_hub(result, listing, repo, prefix, str(commit), destination,
                                 token, endpoint, run_name, box, changed, "uploaded from the box")
+
+
+def relist(listing: Listing, rows: object, box: str) -> Listing:
+    """The listing with the files the box uploaded as a snapshot taken after it (training
+    rewrote them in between): those bytes were sent, so they are what the Hub is checked
+    against and what the push's record names. Rows are checked as a listing's are, and
+    only files of this listing may be relisted."""
+    if not rows:
+        return listing
+    fresh = {f.name: f for f in check_listing(rows, True, box)}
+    if not fresh.keys() <= {f.name for f in listing.files}:
+        raise PushError(f"box {box} relisted a file this push did not send: refused")
+    return replace(listing, files=tuple(fresh.get(f.name, f) for f in listing.files),
+                   unsteady=tuple(n for n in listing.unsteady if n not in fresh))
 
 
 async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
