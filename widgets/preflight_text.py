@@ -8,8 +8,9 @@ from rich.text import Text
 from tui.model.preflight import ERROR, INFO, WARNING, CheckVerdict, DoctorReport
 from widgets.fleet_text import clean, clock_time
 
-VERDICT_STYLE = {"ok": "green", "warnings": "yellow", "problems": "bold red", "failed": "red"}
-VERDICT_MARK = {"ok": "✓", "warnings": "!", "problems": "✗", "failed": "✗"}
+VERDICT_STYLE = {"ok": "green", "warnings": "yellow", "problems": "bold red", "failed": "red",
+                 "stand-in": "dim"}
+VERDICT_MARK = {"ok": "✓", "warnings": "!", "problems": "✗", "failed": "✗", "stand-in": "·"}
 SUMMARY_CELLS = 48
 
 
@@ -44,6 +45,8 @@ def doctor_text(report: DoctorReport) -> Text:
         elif line.startswith("      "):
             style = "dim"
         text.append(clean(line) + "\n", style=style)
+    if report.stand_in is not None:  # nothing was doctored: no verdict on the data set
+        return text.append("nothing was checked", style="dim")
     verdict = "errors found: fix them before training" if report.exit_code else \
         "no errors: the data set is ready"
     text.append(verdict, style="bold red" if report.exit_code else "bold green")

@@ -117,6 +117,9 @@ class BoxConfig:
     persistent: str | None = None
     # false: a box with no GPU, trained on with --device cpu; `check` expects no CUDA there.
     gpu: bool = True
+    # Set by the demo for its replaying boxes (never read from a config): why there is no
+    # torch or LibreYOLO to check, doctor or monitor there, said instead of trying.
+    stand_in: str | None = None
 
 
 @dataclass(frozen=True)

@@ -454,6 +454,7 @@ class CheckReport:
     notes: tuple[str, ...] = ()
     complete: bool = True
     gpu: bool = True  # False: the config says the box has no GPU (gpu = false)
+    stand_in: str | None = None  # a demo box: nothing was checked, and why
 
     @property
     def errors(self) -> list[Finding]:
@@ -477,6 +478,8 @@ class CheckReport:
     @property
     def summary(self) -> str:
         """One line for a box header or the journal."""
+        if self.stand_in is not None:
+            return self.stand_in
         if self.errors:
             first = self.errors[0].message
             more = f" (+{len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
@@ -916,6 +919,7 @@ class DoctorReport:
     dropped: int = 0
     strict: bool = False  # --strict: warnings fail too
     libreyolo_exit: int | None = None  # LibreYOLO's own exit_code (it knows --strict)
+    stand_in: str | None = None  # a demo box: the doctor did not run, and why
 
     @property
     def errors(self) -> list[DoctorFinding]:
@@ -944,6 +948,8 @@ class DoctorReport:
 
     def lines(self) -> list[str]:
         head = f"box {self.box}: libreyolo doctor {self.data}"
+        if self.stand_in is not None:
+            return [head, f"  · {self.stand_in}"]
         if self.failure:
             return [head, f"  ✗ {self.failure}"]
         counts = ", ".join(f"{self.summary.get(k, 0)} {k}" for k in ("errors", "warnings",
@@ -1034,6 +1040,8 @@ class CheckVerdict:
 
 
 def verdict_of(report: CheckReport) -> CheckVerdict:
+    if report.stand_in is not None:  # nothing was checked: no verdict, not a ✓
+        return CheckVerdict("stand-in", report.stand_in, report.checked_at)
     verdict = report.verdict if report.complete else "failed"
     return CheckVerdict(verdict, report.summary, report.checked_at)
 

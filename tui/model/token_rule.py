@@ -21,7 +21,6 @@ this one rule first:
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal

@@ -52,7 +52,7 @@ class Flag(Checkbox, inherit_bindings=False):
         Binding("space", "toggle_button", "Toggle", show=False),
     ]
 
-    def __init__(self, words: str, *, id: str) -> None:  # noqa: A002 (Textual's name)
+    def __init__(self, words: str, *, id: str) -> None:
         super().__init__(flag_label(words, False), compact=True, id=id)
         self.words = words
 
