@@ -339,12 +339,12 @@ def test_a_box_without_a_gpu_by_config_is_not_a_red_verdict() -> None:
     for torch in (torch_part(cuda=None, available=False, version="2.5.1+cpu", device_count=0),
                   torch_part(available=False, device_count=0)):
         report = judge_check({"torch": torch, "smi": {"absent": True}}, box="cpu-box",
-                             python="p", checked_at=0, gpu=False)
+                             python="p", checked_at=0, has_gpu=False)
         assert report.errors == [] and report.verdict == "ok"
         assert report.summary.startswith("no GPU, by config")
         assert any(line.startswith("verdict: ok") for line in report.lines())
     missing = judge_check({"torch": {"installed": False}}, box="cpu-box", python="p",
-                          checked_at=0, gpu=False)
+                          checked_at=0, has_gpu=False)
     assert missing.errors[0].code == "torch.missing"  # torch is still needed on a CPU
 
 

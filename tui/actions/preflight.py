@@ -88,7 +88,7 @@ async def check_box(session: BoxSession, box: BoxConfig, *,
                           "problem")
     return judge_check(run.parts(), box=box.name, python=box.python, checked_at=clock(),
                        persistent=box.persistent, runs_roots=box.runs_roots, failure=failure,
-                       gpu=box.gpu)
+                       has_gpu=box.gpu)
 
 
 async def doctor_box(session: BoxSession, box: BoxConfig, data: str, *, fast: bool = False,

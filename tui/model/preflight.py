@@ -453,7 +453,7 @@ class CheckReport:
     places: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     complete: bool = True
-    gpu: bool = True  # False: the config says the box has no GPU (gpu = false)
+    has_gpu: bool = True  # False: the config says the box has no GPU (gpu = false)
     stand_in: str | None = None  # a demo box: nothing was checked, and why
 
     @property
@@ -485,7 +485,7 @@ class CheckReport:
             more = f" (+{len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
             return f"{first}{more}"
         cards = f"{len(self.gpus)} GPU" + ("s" if len(self.gpus) != 1 else "")
-        if not self.gpu and not self.gpus:  # what the config said, not a verdict
+        if not self.has_gpu and not self.gpus:  # what the config said, not a verdict
             if self.warnings:
                 return (f"no GPU, by config; {len(self.warnings)} warning(s): "
                         f"{self.warnings[0].message}")
@@ -723,9 +723,9 @@ NO_GPU_BY_CONFIG = "no GPU, by config (gpu = false): runs train on the CPU"
 
 def torch_findings(torch: Mapping[str, Any], gpus: Sequence[GpuCheck],
                    health: Sequence[GpuHealth], smi_absent: bool, python: str,
-                   cuda_visible: str | None, warnings: Sequence[str], gpu: bool = True
+                   cuda_visible: str | None, warnings: Sequence[str], has_gpu: bool = True
                    ) -> list[Finding]:
-    """What stands between this torch and training; `gpu=False` (the box's config says
+    """What stands between this torch and training; `has_gpu=False` (the box's config says
     it has none): no CUDA is expected, and only a torch that is missing or broken is."""
     found: list[Finding] = []
     if not torch.get("installed"):
@@ -739,7 +739,7 @@ def torch_findings(torch: Mapping[str, Any], gpus: Sequence[GpuCheck],
                         "reinstall torch for this card (pip install --force-reinstall torch "
                         f"--index-url {TORCH_INDEX}/cu126)")]
     version = torch.get("version", "?")
-    if not gpu and (not torch.get("cuda") or not torch.get("available") or not gpus):
+    if not has_gpu and (not torch.get("cuda") or not torch.get("available") or not gpus):
         return [Finding(INFO, "gpu.none_by_config", NO_GPU_BY_CONFIG,
                         "train with --device cpu (the launch form's device field: cpu)")]
     if not torch.get("cuda"):
@@ -833,7 +833,7 @@ def libreyolo_facts(raw: Mapping[str, Any], python: str
 
 def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: float,
                 persistent: str | None = None, runs_roots: Sequence[str] = (),
-                failure: Finding | None = None, gpu: bool = True) -> CheckReport:
+                failure: Finding | None = None, has_gpu: bool = True) -> CheckReport:
     """The report for one check, from the parts the on-box program sent (untrusted)."""
     findings: list[Finding] = []
     notes: list[str] = []
@@ -874,7 +874,7 @@ def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: 
         visible = host.get("cuda_visible_devices")
         findings.extend(torch_findings(torch, gpus, health, smi_absent, python,
                                        plain(visible, 100) if isinstance(visible, str)
-                                       else None, warns, gpu))
+                                       else None, warns, has_gpu))
     libreyolo: dict[str, Any] = {}
     if lib_raw is not None:
         libreyolo, lib_findings = libreyolo_facts(lib_raw, python)
@@ -890,7 +890,7 @@ def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: 
         python_version=plain(version, 20) if isinstance(version, str) else None,
         executable=plain(executable, 300) if isinstance(executable, str) else None,
         torch=torch, gpus=tuple(gpus), health=tuple(health), libreyolo=libreyolo,
-        places=places, notes=tuple(notes), complete=failure is None, gpu=gpu)
+        places=places, notes=tuple(notes), complete=failure is None, has_gpu=has_gpu)
 
 
 # -- doctor ---------------------------------------------------------------------------

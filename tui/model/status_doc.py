@@ -184,7 +184,8 @@ def _money_line(cost: BoxCost) -> str:
     if rate is None:
         if cost.maybe_usd_per_hr is None:
             return "  cost: no rate known (set [box.pricing] running_usd_per_hr)"
-        line = f"  cost: nothing metered yet (not observed), {usd(cost.maybe_usd_per_hr)}/hr if running"
+        line = (f"  cost: nothing metered yet (not observed), "
+                f"{usd(cost.maybe_usd_per_hr)}/hr if running")
     elif rate.source == "unknown":
         line = f"  cost: {cost.rates.state}: {UNKNOWN_DISK_RATE}, spent {usd(cost.accrued_usd)}"
     else:
