@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 from tui.model.text import clean
 from tui.model.token_rule import notice_brief
 
 SHOWN_LINES = 4
-LINE_CELLS = 150  # a report line on the box's line: two rows at most at 80x24
 Severity = Literal["information", "warning", "error"]  # a toast's, as Textual names them
 
 
@@ -49,17 +47,12 @@ def ended_text(what: str, code: int, outcome: str | None, lines: Sequence[str],
     report lines (box-sourced words cleaned), and how to see the rest."""
     ended = action_ended(code, outcome)
     words = Text(f"{ended.mark} {what} {ended.verdict} {stamp}".rstrip(), style=ended.style)
-    cut = False
     for line in lines[:SHOWN_LINES]:
-        shown = notice_brief(line) or clean(line)
-        if cell_len(shown) > LINE_CELLS:
-            shown, cut = set_cell_size(shown, LINE_CELLS - 1) + "…", True
-        words.append("\n" + shown, style=ended.line_style)
+        # a token note is one line here: its whole paragraph was in the dialog (or the CLI)
+        words.append("\n" + (notice_brief(line) or clean(line)), style=ended.line_style)
     if len(lines) > SHOWN_LINES:
         words.append(f"\n… {len(lines) - SHOWN_LINES} more line(s): J shows the journal",
                      style="dim")
-    elif cut:
-        words.append("\n… cut short: J shows the journal", style="dim")
     return words
 
 
