@@ -50,6 +50,7 @@ class Flag(Checkbox, inherit_bindings=False):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "toggle_button", "Toggle", show=False),
+        Binding("enter", "screen.submit", "Launch", show=False),  # as Enter in a field does
     ]
 
     def __init__(self, words: str, *, id: str) -> None:
@@ -77,7 +78,6 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "submit", "Launch", id="launch_go"),
-        Binding("enter", "submit", "Launch", show=False),  # on a checkbox, as in a field
         Binding("escape", "cancel", "Cancel", id="launch_cancel"),
     ]
 
