@@ -206,4 +206,4 @@ async def test_a_ticked_box_says_so_in_words_not_only_colour() -> None:
         resume.focus()
         await pilot.press("space")
         await until(pilot, lambda: str(resume.label).startswith("[x] "))
-        assert "resume" in str(resume.label)
+        assert "resume" in str(resume.label) and resume.has_class("-on")  # still a checkbox

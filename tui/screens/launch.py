@@ -58,6 +58,7 @@ class Flag(Checkbox, inherit_bindings=False):
         self.words = words
 
     def watch_value(self) -> None:
+        super().watch_value()  # the -on class and the Changed message
         self.label = flag_label(self.words, self.value)
 
 
