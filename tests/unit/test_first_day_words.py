@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from support.panel_states import NOW, fleet_config, fleet_states
 
 from tui.model.bill import Book, Event
@@ -62,6 +64,12 @@ def test_an_unknown_host_key_is_not_read_as_silence() -> None:
     assert "not answering" not in doubt
     assert "host key is unknown" in doubt and "accept-new" in doubt
     assert "may still be billing $0.4500/hr" in doubt
+    for connection, words in ((Connection.HOST_KEY_CHANGED, "with a changed host key"),
+                              (Connection.AUTH_FAILED, "refuses the login")):
+        other = meter(fleet, [replace(state, connection=connection)], {}, book, {}, NOW,
+                      NOW - 3600)
+        said = other.boxes["lab-3090"].doubt or ""
+        assert words in said and "not answering" not in said
 
 
 def test_a_box_gone_quiet_still_reads_not_answering() -> None:
