@@ -15,6 +15,7 @@ from typing import Literal
 from rich.text import Text
 
 from tui.model.text import clean
+from tui.model.token_rule import notice_brief
 
 SHOWN_LINES = 4
 Severity = Literal["information", "warning", "error"]  # a toast's, as Textual names them
@@ -47,7 +48,8 @@ def ended_text(what: str, code: int, outcome: str | None, lines: Sequence[str],
     ended = action_ended(code, outcome)
     words = Text(f"{ended.mark} {what} {ended.verdict} {stamp}".rstrip(), style=ended.style)
     for line in lines[:SHOWN_LINES]:
-        words.append("\n" + clean(line), style=ended.line_style)
+        # a token note is one line here: its whole paragraph was in the dialog (or the CLI)
+        words.append("\n" + (notice_brief(line) or clean(line)), style=ended.line_style)
     if len(lines) > SHOWN_LINES:
         words.append(f"\n… {len(lines) - SHOWN_LINES} more line(s): J shows the journal",
                      style="dim")

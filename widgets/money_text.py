@@ -6,7 +6,7 @@ import math
 
 from rich.text import Text
 
-from tui.model.cost import RunCost, percent_words, usd
+from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
 
@@ -38,6 +38,9 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
         text.append(" · nothing metered until it is observed", style="dim")
     elif rate is None:
         text.append("no rate known: set [box.pricing] running_usd_per_hr", style="dim")
+    elif rate.source == "unknown":  # not $0: nobody said what the stopped disk bills
+        text.append(f"{rates.state}: {UNKNOWN_DISK_RATE}", style="bold")
+        text.append(f" · spent {usd(cost.accrued_usd)}")
     else:
         text.append(f"{usd(rate.usd_per_hr)}/hr", style="bold")
         text.append(f" {rates.state} ({rate.source})", style="dim")

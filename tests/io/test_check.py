@@ -22,6 +22,7 @@ from support.box_python import (
 from support.fleets import box_entry, make_fleet
 from support.nvidia_smi import fake_nvidia_smi
 from support.sshd import KeyPair, Sshd
+from support.stand_in_trainer import TRAINER
 
 from tui.__main__ import main
 from tui.actions.preflight import check
@@ -97,6 +98,26 @@ def test_this_machines_cpu_only_torch_says_cuda_not_available(
     assert code == 1
     assert "✗ CUDA not available: no GPU visible to this container" in text
     assert "fix: run on a box with a GPU" in text
+
+
+def test_a_box_without_a_gpu_by_config_checks_ok_and_launches_without_force(
+        tmp_path: Path, fleet_of: Boxes, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same CPU-only machine with `gpu = false`: check says so, not a red verdict, and
+    a launch there needs no --force."""
+    runs = tmp_path / "runs"
+    fleet = fleet_of(sys.executable, gpu=False, runs_roots=[str(runs)])
+    code, out = run_cli(["--config", fleet.source, "check", "box", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"] == "ok", doc["findings"]
+    assert "no GPU, by config (gpu = false): runs train on the CPU" in messages(doc, "info")
+    entry = Journal().entries[-1]
+    assert (entry["outcome"], entry["message"]) == (
+        "ok", f"no GPU, by config; torch {doc['torch']['version']}")
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(TRAINER)
+    assert main(["launch", "box", "--config", fleet.source, "--name", "r1", "--script",
+                 str(trainer), "--", "ok", "0", "0"]) == 0
+    assert "force" not in Journal().entries[-1]
 
 
 def test_an_interpreter_without_torch(tmp_path: Path, fleet_of: Boxes,

@@ -143,8 +143,12 @@ def test_a_failed_check_refuses_the_launch_unless_forced(
     assert "the last check of box box" in err and "CUDA not available" in err
     assert "--force" in err and not runs.exists()
     assert main(launch(fleet, trainer, "r1", "--force", "--", "ok", "0", "0")) == 0
-    assert [e["outcome"] for e in Journal().entries if e["action"] == "launch"] == [
-        "refused", "started"]
+    refused, started = [e for e in Journal().entries if e["action"] == "launch"]
+    assert (refused["outcome"], started["outcome"]) == ("refused", "started")
+    # The journal says the launch went past the failed check, and which check.
+    assert "force" not in refused
+    assert started["force"] is True
+    assert "CUDA not available" in started["forced_past"]
 
 
 def test_the_journal_gets_the_arguments_but_no_token(

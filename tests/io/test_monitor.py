@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.box_python import make_venv
 from support.fleets import box_entry, make_fleet
 from support.libreyolo_train import wait_for
 from support.sshd import KeyPair, Sshd
 
-from tui.actions.monitor import close_monitor, open_monitor
+from tui.actions.monitor import MonitorError, close_monitor, open_monitor
 from tui.model.config import FleetConfig
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
@@ -69,6 +70,27 @@ def slow_box(tmp_path: Path, sshd_factory: Callable[..., Sshd],
                                             python=str(bin_dir / "python"))],
                        known_hosts=[server.known_hosts_line()])
     return fleet, runs / RUN
+
+
+async def test_a_box_without_libreyolo_says_so_in_one_line_not_a_traceback(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    python = make_venv(tmp_path / "bare")
+    runs = tmp_path / "runs"
+    shutil.copytree(ROOT / "tests" / "data" / "libreyolo" / "yolox_completed", runs / RUN)
+    server = sshd_factory()
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(runs)],
+                                            python=str(python))],
+                       known_hosts=[server.known_hosts_line()])
+    box = fleet.boxes[0]
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        with pytest.raises(MonitorError) as info:
+            await open_monitor(session, box, str(runs / RUN))
+    finally:
+        await session.close()
+    assert info.value.message == (f"box box: LibreYOLO is not installed in {python} there: pip "
+                                  "install libreyolo (or set `python` for this box to the "
+                                  "interpreter that has it)")
 
 
 def _alive(pid: int) -> bool:

@@ -368,6 +368,70 @@ async def test_hub_mismatch_and_refused_token_are_failures_without_the_token(
         assert TOKEN not in result.message
 
 
+class Trainer:
+    """Rewrites last.pt and status.json every few milliseconds while a push runs, as a
+    training epoch does (the demo's epochs take 2 s, a push about 1 s)."""
+
+    def __init__(self, run: Path, every: float = 0.02) -> None:
+        self.run = run
+        self.every = every
+        self.epochs = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._write, daemon=True)
+
+    def _write(self) -> None:
+        while not self._stop.is_set():
+            self.epochs += 1
+            for name in ("weights/last.pt", "status.json"):
+                tmp = self.run / f"{name}.tmp"
+                tmp.write_bytes(os.urandom(4096))
+                os.replace(tmp, self.run / name)
+            time.sleep(self.every)
+
+    def __enter__(self) -> Trainer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def test_a_hub_push_of_a_run_still_training_verifies_what_it_sent(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """Training rewrote last.pt between the listing and the upload: the box uploads a
+    snapshot of each small file read whole, and says so; the Hub is checked against the
+    snapshot's sha256, and the push's record names the file as it was sent."""
+    server = sshd_factory(env={"PATH": f"{python3_dir(tmp_path)}:{SYSTEM_PATH}",
+                               "HF_HUB_DISABLE_XET": "1"})
+    run, _ = make_run(tmp_path / "runs", "r1")
+    fleet = fleet_for(tmp_path, server, client_key, hf_repo=REPO)
+    with HubServer([REPO], token=TOKEN) as hub, Trainer(run) as trainer:
+        (result,) = await push(fleet, run, "r1", token=TOKEN, hub_endpoint=hub.url)
+    assert trainer.epochs > 3
+    assert result.outcome == "done" and result.verified, result.message
+    stored = hub.state.repos[REPO]
+    for file in result.files:
+        assert stored[f"r1/{file.name}"].sha256 == file.sha256
+
+
+async def test_a_local_push_of_a_run_still_training_verifies_what_it_pulled(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """Training rewrote last.pt and status.json while they were pulled: each is hashed
+    again on the box and pulled as it is now, verified, and the push's record names
+    the file as pulled (the demo's first p on a running run read "never matched")."""
+    server = sshd_factory()
+    run, _ = make_run(tmp_path / "runs", "r1")
+    local = tmp_path / "pushed"
+    fleet = fleet_for(tmp_path, server, client_key, local_dir=str(local))
+    with Trainer(run, every=0.01) as trainer:
+        (result,) = await push(fleet, run, "r1")
+    assert trainer.epochs > 1
+    assert result.outcome == "done" and result.verified, result.message
+    for file in result.files:
+        assert sha((local / "gpu-1" / "r1" / file.name).read_bytes()) == file.sha256
+
+
 async def test_box_without_huggingface_hub_fails_clearly(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
     server = sshd_factory(env={"PATH": SYSTEM_PATH})  # Debian's python3: no huggingface_hub

@@ -8,11 +8,14 @@ import io
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Console
 from support.fleets import box_entry, make_fleet
 from support.sshd import KeyPair, Sshd
 
 from tui.app import GpurentApp
+from tui.model.config import parse_config
+from tui.model.token_rule import decide
 from widgets.action_text import action_ended, ended_text
 
 Factory = Callable[..., Sshd]
@@ -31,6 +34,25 @@ def test_done_failed_and_unknown_read_apart() -> None:
                       "10:03")
     assert text.plain.startswith("? stop unknown: may still be billing 10:03\n")
     assert "failed" not in text.plain
+
+
+def test_the_token_note_is_one_short_line_on_the_box_line() -> None:
+    """A first push's token note is a paragraph (the dialog and the CLI show it whole); the
+    box's line said it all again over a dozen rows at 80x24, above the push's outcome."""
+    fleet = parse_config('[[box]]\nname = "vast-4090x2"\nhost = "h"\n[box.push]\n'
+                         'hf_repo = "demo/rects-checkpoints"\n', "f.toml")
+    notice = decide(fleet.boxes[0], "push", uses_token=True, entries=[]).notice
+    assert notice is not None and len(notice) > 300
+    failed = ("vast-4090x2/rects-yolox-n -> hf://demo/rects-checkpoints/rects-yolox-n/: "
+              "failed, NOT verified: the Hub said no")
+    text = ended_text("push", 1, None, [notice, failed], "10:03")
+    lines = text.plain.split("\n")
+    assert len(lines) == 3
+    assert lines[1] == ("This push sends your Hugging Face token from HF_TOKEN (or "
+                        "huggingface_hub's saved token) to box vast-4090x2")
+    assert "stranger" not in text.plain
+    assert cell_len(lines[1]) <= 2 * 78  # two rows at most, at 80x24
+    assert lines[2] == failed  # the outcome itself is said whole
 
 
 def painted(app: GpurentApp) -> str:

@@ -11,12 +11,13 @@ from support.fleets import box_entry, make_fleet, runs_root_with
 from support.pilot import until
 from support.sshd import KeyPair, Sshd
 from support.stand_in_trainer import TRAINER
+from textual.app import App
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Input, Select, Static
 
 from tui.app import GpurentApp
-from tui.model.launch import plan_launch
+from tui.model.launch import LaunchForm, LaunchRequest, plan_launch
 from tui.screens.fleet import FleetScreen
 from tui.screens.launch import LaunchScreen
 from tui.store.journal import Journal
@@ -159,3 +160,50 @@ async def test_the_palette_launches_on_a_box_with_no_run_to_put_the_cursor_on(
         await until(pilot, lambda: form_value(app, "script") == "/home/me/b.py")
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+
+
+class FormHost(App[None]):
+    """The launch form alone, with data prefilled; what it answers is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[LaunchRequest | None] = []
+
+    def on_mount(self) -> None:
+        form = LaunchForm(data="/d/coco.yaml")
+        self.push_screen(LaunchScreen(["alpha"], "alpha", lambda _box: form),
+                         self.answers.append)
+
+
+async def test_enter_on_a_checkbox_launches_and_space_ticks_it() -> None:
+    """The hint says "enter / ctrl+s: launch": Enter on a focused checkbox launched nothing
+    and ticked it, silently. Space ticks; Enter launches, with the ticks as they are."""
+    app = FormHost()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        app.screen.query_one("#force", Checkbox).focus()
+        await pilot.press("space")
+        await pilot.press("enter")
+        await until(pilot, lambda: bool(app.answers))
+    (request,) = app.answers
+    assert request is not None and request.force and not request.resume
+
+
+async def test_the_prefilled_path_is_not_replaced_by_the_first_key() -> None:
+    app = FormHost()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        await pilot.press("2")
+        assert app.screen.query_one("#f-data", Input).value == "/d/coco.yaml2"
+
+
+async def test_a_ticked_box_says_so_in_words_not_only_colour() -> None:
+    app = FormHost()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        resume = app.screen.query_one("#resume", Checkbox)
+        assert str(resume.label).startswith("[ ] ")
+        resume.focus()
+        await pilot.press("space")
+        await until(pilot, lambda: str(resume.label).startswith("[x] "))
+        assert "resume" in str(resume.label) and resume.has_class("-on")  # still a checkbox

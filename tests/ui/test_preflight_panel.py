@@ -38,7 +38,9 @@ async def test_g_checks_the_box_and_its_header_keeps_the_verdict(
         await until(pilot, lambda: "checking: " in box_text(app, "gpu-1"))
         await until(pilot, lambda: "check failed" in box_text(app, "gpu-1"))
         text = box_text(app, "gpu-1")
-        assert "check ✗ CUDA not available: no GPU visible to this" in text
+        head = text.splitlines()[0]  # the header's item: what failed, in short
+        assert "check ✗ CUDA not available" in head and "visible" not in head
+        assert "✗ CUDA not available: no GPU visible to this container" in text
         assert "fix: run on a box with a GPU" in text
     entry = Journal().entries[-1]
     assert entry["action"] == "check" and entry["outcome"] == "problems"

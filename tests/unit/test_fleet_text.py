@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.cells import cell_len
 
 from tui.model.box import BoxState, Connection, DiskRow
+from tui.model.preflight import CheckVerdict
 from tui.model.runs import Health, RunState
 from widgets.fleet_text import (
     Due,
@@ -16,6 +17,7 @@ from widgets.fleet_text import (
     run_main_line,
     sparkline,
 )
+from widgets.preflight_text import check_item
 
 NAMES = ["plain-run", "训练-模型-一号-大规模数据集", "🚀rocket🚀-yolo",
          "\uff46\uff55\uff4c\uff4c-width", "mixed 日本語 and text that is long"]
@@ -139,3 +141,16 @@ def test_a_folder_in_weights_is_named_in_the_run_row_and_status() -> None:
     assert words in status_table([state], 0.0)
     (doc_run,) = status_document([state], 0.0)["boxes"][0]["runs"]
     assert any(words in p for p in doc_run["problems"]), doc_run["problems"]
+
+
+def test_a_failed_check_is_a_short_item_in_the_box_header() -> None:
+    """`check ✗ CUDA not available: no GPU visible to this…` wrapped every box header at
+    80x24; the header says what failed, the check's own lines say the rest."""
+    verdict = CheckVerdict("problems", "CUDA not available: no GPU visible to this container "
+                           "(and no nvidia-smi) (+1 more)", None)
+    item = check_item(verdict)
+    assert item is not None and item.plain == "check ✗ CUDA not available (+1 more)"
+    long = CheckVerdict("problems", "torch 2.5.1+cpu is a CPU-only build: it cannot use a GPU",
+                        None)
+    shown = check_item(long)
+    assert shown is not None and cell_len(shown.plain) <= 38

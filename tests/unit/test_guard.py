@@ -278,3 +278,20 @@ def test_epoch_snapshots_never_pushed_are_their_own_refusal() -> None:
     # A gap in the picture is never a snapshot.
     gap = verdict(box(run_with(BEST, LAST, EPOCH), truncated=True), pushes)
     assert gap.snapshots and not gap.only_snapshots
+
+
+def test_a_runs_row_counts_epoch_snapshots_instead_of_naming_each() -> None:
+    """At 80x24 a row naming every epoch_<N>.pt ran over three lines: the row counts them
+    (the refusal itself still lists every file)."""
+    epochs = [WeightFile(f"epoch_{n}.pt", 1000, 400.0 + n, 400_000_000_000 + n, 100 + n)
+              for n in range(10, 80, 10)]
+    entry = {"box": "box", "action": "push", "outcome": "done", "verified": True,
+             "run_path": "/root/runs/r1", "time": 700.0,
+             "files": push_files(BEST, LAST, *epochs)}
+    pushes = last_verified_pushes([entry], "box")
+    rewritten = [replace(w, mtime_ns=(w.mtime_ns or 0) + 1) for w in (LAST, *epochs)]
+    run = run_with(BEST, *rewritten)
+    note = push_note(run, pushes, 800.0) or ""
+    assert note == "last.pt and 7 epoch snapshots changed since the last verified push"
+    (stale,) = unpushed_weights([run], pushes)
+    assert len(stale.files) == 8  # what a destroy refuses still names each file

@@ -327,3 +327,29 @@ def test_plain_strips_terminal_controls() -> None:
     assert plain("a\x1b[31mred\x1b[0m\x07 \x1b]0;title\x07b") == "ared\ufffd b"
     assert plain({"a": 1}) == "" and plain(3.5) == "3.5"
     assert len(plain("x" * 10_000, 50)) == 50
+
+
+# -- a box with no GPU, by config ----------------------------------------------------------
+
+def test_a_box_without_a_gpu_by_config_is_not_a_red_verdict() -> None:
+    """`gpu = false`: training there is `--device cpu`, a legitimate choice; no CUDA is what
+    the config said, not a problem."""
+    fleet = parse_config('[[box]]\nname = "cpu-box"\nhost = "h"\ngpu = false\n', "f.toml")
+    assert fleet.boxes[0].gpu is False
+    assert parse_config('[[box]]\nname = "a"\nhost = "h"\n', "f.toml").boxes[0].gpu is True
+    for torch in (torch_part(cuda=None, available=False, version="2.5.1+cpu", device_count=0),
+                  torch_part(available=False, device_count=0)):
+        report = judge_check({"torch": torch, "smi": {"absent": True}}, box="cpu-box",
+                             python="p", checked_at=0, has_gpu=False)
+        assert report.errors == [] and report.verdict == "ok"
+        assert report.summary.startswith("no GPU, by config")
+        assert any(line.startswith("verdict: ok") for line in report.lines())
+    missing = judge_check({"torch": {"installed": False}}, box="cpu-box", python="p",
+                          checked_at=0, has_gpu=False)
+    assert missing.errors[0].code == "torch.missing"  # torch is still needed on a CPU
+
+
+def test_gpu_must_be_true_or_false() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config('[[box]]\nname = "a"\nhost = "h"\ngpu = "no"\n', "f.toml")
+    assert "key 'gpu'" in str(info.value.problems[0])

@@ -3,6 +3,8 @@ machine needs them to do in order."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
@@ -26,3 +28,44 @@ def test_the_full_suite_requires_the_terminal_test() -> None:
     test fails instead of skipping there."""
     assert any("GPURENT_REQUIRE_TMUX=1" in line and "pytest" in line
                for line in commands("test-all"))
+
+
+FAKE_PYTHON = """#!/bin/sh
+# python3 -m pipx ...: what scripts/demo asks of pipx, recorded; nothing installed.
+echo "$*" >> "{log}"
+case "$*" in
+  "-m pipx environment --value PIPX_BIN_DIR") echo "{bin}" ;;
+esac
+exit 0
+"""
+
+
+def run_demo_script(tmp_path: Path, path: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """scripts/demo with a stand-in python3 (its pipx) and a stand-in gpurent-tui."""
+    bin_dir, log = tmp_path / "pipx-bin", tmp_path / "calls.log"
+    bin_dir.mkdir(exist_ok=True)
+    python = tmp_path / "python3"
+    python.write_text(FAKE_PYTHON.format(log=log, bin=bin_dir))
+    python.chmod(0o755)
+    panel = bin_dir / "gpurent-tui"
+    panel.write_text('#!/bin/sh\necho "panel $*"\nexit 0\n')
+    panel.chmod(0o755)
+    done = subprocess.run([str(SCRIPTS / "demo")], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHON": str(python),
+                               "PATH": path.format(bin=bin_dir)})
+    return done, log.read_text()
+
+
+def test_the_demo_puts_gpurent_tui_on_path_and_says_how_to_reach_it(tmp_path: Path) -> None:
+    """The README's next step is `gpurent-tui`: pipx's PATH warning scrolled away behind
+    the demo, and the command was not found. The script runs `pipx ensurepath`, and once
+    the demo ends says how to open a new shell, or the exact path to run."""
+    done, calls = run_demo_script(tmp_path, "/usr/bin:/bin")
+    assert done.returncode == 0, done.stderr
+    assert "-m pipx ensurepath" in calls.splitlines()
+    assert done.stdout.startswith("panel demo")
+    bin_dir = tmp_path / "pipx-bin"
+    assert f"{bin_dir}/gpurent-tui" in done.stderr and "new shell" in done.stderr
+    # Already on PATH: nothing to say.
+    on_path, _ = run_demo_script(tmp_path, "{bin}:/usr/bin:/bin")
+    assert on_path.returncode == 0 and on_path.stderr == ""

@@ -205,11 +205,14 @@ def secret_env(box: BoxConfig) -> tuple[str, ...]:
 
 def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
                    script_path: str | None, script_text: str | None,
-                   secret_vars: Sequence[str] = SECRET_ENV) -> None:
+                   secret_vars: Sequence[str] = SECRET_ENV,
+                   forced_past: str | None = None) -> None:
     """One line: who launched what, where, with which arguments (secrets blanked).
 
     `message` is the command as typed (`libreyolo train ...`, shell-quoted) so
-    the panel's form can start from it; `files` holds the uploaded script.
+    the panel's form can start from it; `files` holds the uploaded script. A launch
+    given --force says so (`force`), with the refusal it went past (`forced_past`), so
+    a run started on a box whose check failed is never a mystery later.
     """
     secrets = [os.environ.get(var, "") for var in secret_vars]
     command = shlex.join(redact(plan.command(), secrets))
@@ -219,9 +222,10 @@ def journal_launch(journal: Journal, plan: LaunchPlan, outcome: LaunchOutcome,
         files = [{"name": plan.script_name, "path": script_path, "size": len(data),
                   "sha256": hashlib.sha256(data).hexdigest()}]
     error = None if outcome.outcome == "started" else outcome.message
+    details = None if forced_past is None else {"force": True, "forced_past": forced_past}
     journal.record(box=plan.box, action="launch", outcome=outcome.outcome, run=plan.name,
                    run_path=outcome.run_dir or plan.run_dir, files=files,
-                   destination=_who(), message=command, error=error)
+                   destination=_who(), message=command, error=error, details=details)
 
 
 def _outcome(plan: LaunchPlan, outcome: LaunchResult, message: str, *, run_dir: str = "",
@@ -264,8 +268,13 @@ async def launch_run(session: BoxSession, box: BoxConfig, plan: LaunchPlan,
         if on_event is not None:
             on_event(clean_block(scrub(text)))
 
+    forced_past = None
+    if force:  # journaled: what the launch went past (or that nothing needed it)
+        forced_past = check_refusal(journal.entries, box.name) or "nothing (no failed check)"
+
     def journal_it(outcome: LaunchOutcome) -> None:
-        journal_launch(journal, plan, outcome, script_path, script_text, secret_env(box))
+        journal_launch(journal, plan, outcome, script_path, script_text, secret_env(box),
+                       forced_past)
 
     if not force and (refusal := check_refusal(journal.entries, box.name)):
         outcome = _outcome(plan, "refused", refusal)

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import posixpath
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,9 @@ from tui.remote.session import BoxError, BoxSession
 
 MONITOR_PORTS = tuple(range(8420, 8440))
 START_DEADLINE = 90.0
+
+
+NO_LIBREYOLO = re.compile(r"No module named '?libreyolo'?(?![\w.])")
 
 
 class MonitorError(Exception):
@@ -114,6 +118,8 @@ def _note_started(begun: dict[str, Any], frame: dict[str, Any]) -> None:
 
 async def _open_monitor(session: BoxSession, box: BoxConfig, run: str,
                         local_port: int | None, begun: dict[str, Any]) -> MonitorHandle:
+    if box.stand_in is not None:  # a demo box: no LibreYOLO there to serve a monitor
+        raise MonitorError(f"box {box.name}: {box.stand_in}")
     answer: dict[str, Any] | None = None
     errors: list[str] = []
     for candidate in run_candidates(box, run):
@@ -128,6 +134,10 @@ async def _open_monitor(session: BoxSession, box: BoxConfig, run: str,
             answer = {**monitor, "run_dir": candidate}
             break
         error = result.first("error")
+        if error is not None and NO_LIBREYOLO.search(str(error)):  # its traceback says no more
+            raise MonitorError(f"box {box.name}: LibreYOLO is not installed in "
+                               f"{box_python(box)} there: pip install libreyolo (or set "
+                               "`python` for this box to the interpreter that has it)")
         errors.append(clean_block(str(error)) if error is not None
                       else f"box {box.name}: {result.reason or 'no answer'} "
                            f"{clean_block(result.stderr)[-300:]}".strip())

@@ -67,6 +67,9 @@ async def check_box(session: BoxSession, box: BoxConfig, *,
                     on_stage: Callable[[str], None] | None = None,
                     clock: Callable[[], float] = time.time) -> CheckReport:
     """Run the check on the box over `session`; a report always comes back."""
+    if box.stand_in is not None:  # a demo box: nothing there to check
+        return CheckReport(box=box.name, python=box.python, checked_at=clock(), findings=(),
+                           stand_in=box.stand_in)
     params = {"mode": "check", "deadline": _alarm(deadline),
               "persistent": box.persistent, "runs_roots": list(box.runs_roots),
               "matmul_n": 2000, "smi_timeout": 15, "tool_timeout": 120}
@@ -84,13 +87,16 @@ async def check_box(session: BoxSession, box: BoxConfig, *,
                           "run it again; if it stops at the same step, that step is the "
                           "problem")
     return judge_check(run.parts(), box=box.name, python=box.python, checked_at=clock(),
-                       persistent=box.persistent, runs_roots=box.runs_roots, failure=failure)
+                       persistent=box.persistent, runs_roots=box.runs_roots, failure=failure,
+                       has_gpu=box.gpu)
 
 
 async def doctor_box(session: BoxSession, box: BoxConfig, data: str, *, fast: bool = False,
                      strict: bool = False, deadline: float = DOCTOR_DEADLINE,
                      on_stage: Callable[[str], None] | None = None) -> DoctorReport:
     """LibreYOLO's own `doctor --json` on the box, with the box's interpreter."""
+    if box.stand_in is not None:
+        return DoctorReport(box=box.name, data=data, stand_in=box.stand_in)
     params = {"mode": "doctor", "deadline": _alarm(deadline), "data": data,
               "fast": fast, "strict": strict, "tool_timeout": max(5, _alarm(deadline) - 2)}
 
@@ -119,7 +125,10 @@ def report_lines(report: CheckReport) -> list[str]:
 
 
 def journal_check(journal: Journal, report: CheckReport) -> None:
-    """One journal line per check: the verdict and its first problem, never a secret."""
+    """One journal line per check: the verdict and its first problem, never a secret.
+    A demo box's stand-in checked nothing: no line."""
+    if report.stand_in is not None:
+        return
     outcome = report.verdict if report.complete else "failed"  # ok|warnings|problems|failed
     journal.record(box=report.box, action="check", outcome=outcome, message=report.summary,
                    error=report.errors[0].message if report.errors else None,

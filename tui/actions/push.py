@@ -34,7 +34,7 @@ import posixpath
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from tui.actions.hub import (
 )
 from tui.actions.localdir import RunFolder, UnsafeDestination
 from tui.model.config import BoxConfig
+from tui.model.fields import epoch_of
 from tui.model.sizing import human_bytes
 from tui.model.text import clean, clean_block
 from tui.onbox import push as push_box
@@ -328,6 +329,11 @@ class _Pulled:
     note: str = ""  # "resumed at N", "already there", or why it failed
 
 
+NEVER_MATCHED = "its sha256 never matched the box's"
+RELISTS = 3  # times small files training rewrote mid-pull are hashed again and pulled
+RELIST_BYTES = 64 << 20  # "small": what the box's own Hub push snapshots whole
+
+
 def _hash_fd(fd: int, length: int | None) -> Any:
     """sha256 of the first `length` bytes of an open file (all of it for None)."""
     digest = hashlib.sha256()
@@ -382,7 +388,7 @@ async def _pull_file(source: _Source, folder: RunFolder, file: PushedFile,
     finally:
         os.close(fd)
     folder.discard_part(file.name)
-    return _Pulled(False, "its sha256 never matched the box's" + await source.changed(file))
+    return _Pulled(False, NEVER_MATCHED + await source.changed(file))
 
 
 class _Writer:
@@ -439,8 +445,10 @@ def no_room(folder: RunFolder, files: Iterable[PushedFile]) -> str | None:
 async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                    run_name: str, listing: Listing, base: Path, parts: list[str],
                    progress: Progress | None, idle_seconds: float,
-                   stall_seconds: float = STALL_SECONDS) -> tuple[bool, str, str, Path]:
-    """The run's files into `base/parts/`, each verified: (all verified, words, how, folder)."""
+                   stall_seconds: float = STALL_SECONDS
+                   ) -> tuple[bool, str, str, Path, Listing]:
+    """The run's files into `base/parts/`, each verified: (all verified, words, how, folder,
+    the listing with the files pulled again as rewritten)."""
     dest = base.joinpath(*parts)
     destination = f"{dest}/"
     pulled: dict[str, _Pulled] = {}
@@ -451,7 +459,7 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
             if short is not None:
                 return False, (f"pulling run {run_name!r} from box {box} into {destination} "
                                f"refused: {short}; nothing was pulled or written there; "
-                               f"{UNTOUCHED}"), how, dest
+                               f"{UNTOUCHED}"), how, dest, listing
             folder.claim(box, run_path)
             source, sftp = await _open_source(conn, box, run_path, idle_seconds,
                                               stall_seconds)
@@ -462,18 +470,21 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
                         pulled[file.name] = await _pull_file(source, folder, file, progress)
                     except asyncssh.SFTPNoSuchFile:
                         pulled[file.name] = _Pulled(False, "it disappeared from the box")
+                listing = await _pull_rewritten(conn, box, run_path, listing, pulled, source,
+                                                folder, progress, idle_seconds, stall_seconds)
             finally:
                 if sftp is not None:
                     sftp.exit()
     except UnsafeDestination as exc:
         return False, (f"pulling run {run_name!r} from box {box} refused: {exc}; nothing was "
-                       f"written there; {UNTOUCHED}"), how, dest
+                       f"written there; {UNTOUCHED}"), how, dest, listing
     except (asyncssh.Error, OSError, PushError) as exc:
         words = exc.message if isinstance(exc, PushError) else str(exc) or type(exc).__name__
         done = sum(p.ok for p in pulled.values())
         return False, (f"pulling run {run_name!r} from box {box} into {destination} {how} "
                        f"stopped: {words}; {done} of {len(listing.files)} files verified "
-                       f"there, unfinished ones kept as .part to resume; {UNTOUCHED}"), how, dest
+                       f"there, unfinished ones kept as .part to resume; {UNTOUCHED}"), \
+            how, dest, listing
     failed = [f"{name}: {p.note}" for name, p in pulled.items() if not p.ok]
     present = [name for name, p in pulled.items() if p.ok and p.note == "already there"]
     notes = [f"{name} {p.note}" for name, p in pulled.items()
@@ -486,13 +497,41 @@ async def pull_run(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
         ok = len(pulled) - len(failed)
         return False, (f"pulling run {run_name!r} from box {box} into {destination}{renamed} "
                        f"{how} failed for {'; '.join(failed)}; {ok} of {len(pulled)} files "
-                       f"verified there; {UNTOUCHED}"), how, dest
+                       f"verified there; {UNTOUCHED}"), how, dest, listing
     total = human_bytes(sum(f.size for f in listing.files))
     text = (f"{len(pulled)} files ({total}) of run {run_name!r} from box {box} are in "
             f"{destination}{renamed}, {how}, every sha256 matching the box's")
     if notes:
         text += "; " + "; ".join(notes)
-    return True, text, how, dest
+    return True, text, how, dest, listing
+
+
+async def _pull_rewritten(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
+                          listing: Listing, pulled: dict[str, _Pulled], source: _Source,
+                          folder: RunFolder, progress: Progress | None, idle_seconds: float,
+                          stall_seconds: float) -> Listing:
+    """Small files training rewrote while they were pulled (last.pt, status.json at an
+    epoch's end), hashed again on the box and pulled as they are now, a few times at most:
+    verified copies of the files as the box then had them, and the listing says so."""
+    for _ in range(RELISTS):
+        moved = [f for f in listing.files if not pulled[f.name].ok and f.size <= RELIST_BYTES
+                 and pulled[f.name].note.startswith(NEVER_MATCHED)]
+        if not moved:
+            break
+        epochs = [n for f in moved if (n := epoch_of(f.name.removeprefix("weights/")))
+                  is not None]
+        fresh = {f.name: f for f in (await list_run(conn, box, run_path, epochs or False,
+                                                    idle_seconds, stall_seconds)).files}
+        for file in moved:
+            again = fresh.get(file.name)
+            if again is None or again.size > RELIST_BYTES:
+                continue
+            if (await _pull_file(source, folder, again, progress)).ok:
+                pulled[file.name] = _Pulled(True, "rewritten on the box during the push: "
+                                                  "pulled again as it is now")
+                listing = replace(listing, files=tuple(again if f.name == file.name else f
+                                                       for f in listing.files))
+    return listing
 
 
 async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
@@ -503,8 +542,9 @@ async def push_local(conn: asyncssh.SSHClientConnection, box: str, run_path: str
     """The run's files into `<local_dir>/<box>/<run>/`, each verified (`folder`: the run's
     place there, run_folder())."""
     base, parts = _local_parts(local_dir, box, folder or safe_run_path(run_name))
-    ok, words, how, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
-                                          progress, idle_seconds, stall_seconds)
+    ok, words, how, dest, listing = await pull_run(conn, box, run_path, run_name, listing,
+                                                   base, parts, progress, idle_seconds,
+                                                   stall_seconds)
     return PushResult(box, run_name, run_path, f"{dest}/", listing.files, ok,
                       "done" if ok else "failed", clean_block(words), how)
 
@@ -581,7 +621,7 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     params = {"mode": "hub", "run_path": run_path, "repo": repo, "prefix": prefix,
               "token": token, "endpoint": endpoint,
               "message": f"Push run {prefix} from box {box}",
-              "files": [{"name": f.name, "size": f.size, "mtime": f.mtime}
+              "files": [{"name": f.name, "size": f.size, "mtime": f.mtime, "sha256": f.sha256}
                         for f in listing.files]}
     try:
         answer = await run_box_program(conn, params, box=box, idle_seconds=idle_seconds,
@@ -595,8 +635,26 @@ async def push_hub(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
     done = answer["done"] if isinstance(answer["done"], dict) else {}
     commit = done.get("commit") if isinstance(done.get("commit"), str) else ""
     changed = [c for c in done.get("changed") or () if isinstance(c, str)]
+    try:
+        listing = relist(listing, done.get("relisted"), box)
+    except PushError as exc:
+        return result(False, f"{exc.message}; {_commit_note(commits)}")
     return await _verify_at_hub(result, listing, repo, prefix, str(commit), destination,
                                 token, endpoint, run_name, box, changed, "uploaded from the box")
+
+
+def relist(listing: Listing, rows: object, box: str) -> Listing:
+    """The listing with the files the box uploaded as a snapshot taken after it (training
+    rewrote them in between): those bytes were sent, so they are what the Hub is checked
+    against and what the push's record names. Rows are checked as a listing's are, and
+    only files of this listing may be relisted."""
+    if not rows:
+        return listing
+    fresh = {f.name: f for f in check_listing(rows, True, box)}
+    if not fresh.keys() <= {f.name for f in listing.files}:
+        raise PushError(f"box {box} relisted a file this push did not send: refused")
+    return replace(listing, files=tuple(fresh.get(f.name, f) for f in listing.files),
+                   unsteady=tuple(n for n in listing.unsteady if n not in fresh))
 
 
 async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_path: str,
@@ -625,8 +683,8 @@ async def push_hub_from_panel(conn: asyncssh.SSHClientConnection, box: str, run_
         base, parts = paths.state_dir() / "staging", [safe_component(box),
                                                       *prefix.split("/")]
         staging = base.joinpath(*parts)
-    ok, words, _, dest = await pull_run(conn, box, run_path, run_name, listing, base, parts,
-                                        progress, idle_seconds, stall_seconds)
+    ok, words, _, dest, listing = await pull_run(conn, box, run_path, run_name, listing, base,
+                                                 parts, progress, idle_seconds, stall_seconds)
     if not ok:
         return result(False, f"not uploaded: {words}")
     try:

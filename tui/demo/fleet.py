@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -47,6 +48,7 @@ from tui.demo.scenario import (
     HUB_REPO,
     JUMP_NAME,
     LANES,
+    STAND_IN,
     BoxSpec,
     LaneSpec,
     Mode,
@@ -176,7 +178,11 @@ class DemoFleet:
         text = fleet_toml(self._box_entries(identity), known_hosts=str(known_hosts),
                           jump=f"demo@127.0.0.1:{self.jump.port}", provider_urls=urls)
         (root / "fleet.toml").write_text(text)
-        self.config = parse_config(text, str(root / "fleet.toml"))
+        config = parse_config(text, str(root / "fleet.toml"))
+        if not self.real:  # --real: the boxes' python has torch and LibreYOLO, checked for real
+            config = replace(config, boxes=tuple(replace(b, stand_in=STAND_IN)
+                                                 for b in config.boxes))
+        self.config = config
         return self.config
 
     @property

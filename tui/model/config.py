@@ -115,6 +115,11 @@ class BoxConfig:
     python: str = DEFAULT_PYTHON
     # The box's persistent volume (RunPod: /workspace): what survives a stop.
     persistent: str | None = None
+    # false: a box with no GPU, trained on with --device cpu; `check` expects no CUDA there.
+    gpu: bool = True
+    # Set by the demo for its replaying boxes (never read from a config): why there is no
+    # torch or LibreYOLO to check, doctor or monitor there, said instead of trying.
+    stand_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -406,6 +411,7 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "python": _interpreter,
     "persistent": _box_path,
     "observe_command": _string,
+    "gpu": _bool,
 }
 
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {

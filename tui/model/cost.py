@@ -26,6 +26,11 @@ IDLE_GPU_PCT = 5.0
 BUDGET_WARN = 0.8
 
 
+# A stopped box whose disk rate nobody gave: not "$0/hr", which reads as free.
+UNKNOWN_DISK_RATE = ("what its disk bills is unknown "
+                     "(set disk_gb and storage_usd_per_gb_month in [box.pricing])")
+
+
 @dataclass(frozen=True)
 class Rate:
     usd_per_hr: float
@@ -44,6 +49,8 @@ class BoxRates:
     hours_per_month_source: str
     rebuild_usd: float | None
     can_stop: bool = True
+    disk_gb: float | None = None  # the disk the stopped rate bills, by the config or the API
+    disk_gb_from: str = ""  # "config" or "provider": whose figure disk_gb is
 
     @property
     def now(self) -> Rate | None:
@@ -52,8 +59,7 @@ class BoxRates:
         if self.state == "destroyed":
             return Rate(0.0, "computed", "destroyed: nothing billed")
         if self.state == "stopped":
-            return self.stopped or Rate(0.0, "unknown", "stopped; what its disk bills is "
-                                        "unknown (set disk_gb and storage_usd_per_gb_month)")
+            return self.stopped or Rate(0.0, "unknown", f"stopped; {UNKNOWN_DISK_RATE}")
         if self.state in RUNNING_STATES:
             return self.running
         return None
@@ -153,7 +159,9 @@ def box_rates(provider: str, pricing: Pricing | None, facts: InstanceInfo | None
         stopped = Rate(stopped_usd_per_hr(disk_gb, per_gb, hpm), "computed",
                        f"{disk_gb:g} GB x ${per_gb:g}/GB-month / {hpm:g} h")
     state = facts.state if facts is not None else ("running" if running else "unknown")
-    return BoxRates(state, running, stopped, hpm, hpm_source, pricing.rebuild_usd, can_stop)
+    disk_from = "config" if pricing.disk_gb is not None else "provider" if disk_gb else ""
+    return BoxRates(state, running, stopped, hpm, hpm_source, pricing.rebuild_usd, can_stop,
+                    disk_gb, disk_from)
 
 
 # --- per run ---------------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.model.box import BoxState, Connection
+from tui.model.fields import epoch_of
 from tui.model.runs import Health, RunState, WeightFile, finite, folder_words, format_age, whole
 from tui.model.sizing import human_bytes
 from tui.model.text import clean
@@ -201,7 +202,15 @@ def guarded_files(run: RunState) -> list[tuple[str, WeightFile]]:
 
 
 def _short(names: Iterable[str]) -> str:
-    return ", ".join(n.removeprefix("weights/") for n in names)
+    """`last.pt, status.json and 7 epoch snapshots`: epoch_<N>.pt files counted, not named
+    (a run's row naming each ran over three lines; the refusal's file list names them)."""
+    names = [n.removeprefix("weights/") for n in names]
+    epochs = [n for n in names if epoch_of(n) is not None]
+    if len(epochs) < 2:
+        return ", ".join(names)
+    others = [n for n in names if epoch_of(n) is None]
+    counted = f"{len(epochs)} epoch snapshots"
+    return f"{', '.join(others)} and {counted}" if others else counted
 
 
 def unpushed_weights(runs: Iterable[RunState], pushes: Mapping[str, PushRecord]

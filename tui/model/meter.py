@@ -59,6 +59,15 @@ SHUTDOWN_GRACE_SECONDS = 600.0
 FAILED = (Connection.UNREACHABLE, Connection.TIMEOUT, Connection.AUTH_FAILED,
           Connection.HOST_KEY_UNKNOWN, Connection.HOST_KEY_CHANGED, Connection.PROBE_FAILED)
 
+# A manual box that answered but was not read: what it answered, and what to do.
+ANSWERS_BUT = {
+    Connection.HOST_KEY_UNKNOWN: ("it answers, but its host key is unknown: check the "
+                                  "fingerprint, then add it as its error says (or set "
+                                  'host_keys = "accept-new")'),
+    Connection.HOST_KEY_CHANGED: "it answers, but with a changed host key (refused)",
+    Connection.AUTH_FAILED: "it answers, but refuses the login",
+}
+
 
 def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
@@ -248,6 +257,9 @@ def _doubt(box: BoxConfig, open_: Event | None, state: BoxState | None, rates: B
                 f"{usd(open_.usd_per_hr)}/hr); it may have changed")
     if box.provider == "manual" and open_.state in RUNNING_STATES and state is not None \
             and state.connection in FAILED:
+        answered = ANSWERS_BUT.get(state.connection)
+        if answered is not None:  # it answered: "not answering for 0s" would be untrue
+            return f"{answered}: may still be billing {usd(open_.usd_per_hr)}/hr"
         since = state.failed_since
         ago = f" for {format_age(now - since)}" if since is not None else ""
         return (f"not answering{ago}: may still be billing {usd(open_.usd_per_hr)}/hr "

@@ -454,6 +454,8 @@ class CheckReport:
     places: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     complete: bool = True
+    has_gpu: bool = True  # False: the config says the box has no GPU (gpu = false)
+    stand_in: str | None = None  # a demo box: nothing was checked, and why
 
     @property
     def errors(self) -> list[Finding]:
@@ -477,11 +479,18 @@ class CheckReport:
     @property
     def summary(self) -> str:
         """One line for a box header or the journal."""
+        if self.stand_in is not None:
+            return self.stand_in
         if self.errors:
             first = self.errors[0].message
             more = f" (+{len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
             return f"{first}{more}"
         cards = f"{len(self.gpus)} GPU" + ("s" if len(self.gpus) != 1 else "")
+        if not self.has_gpu and not self.gpus:  # what the config said, not a verdict
+            if self.warnings:
+                return (f"no GPU, by config; {len(self.warnings)} warning(s): "
+                        f"{self.warnings[0].message}")
+            return f"no GPU, by config; torch {plain(self.torch.get('version'), 40)}"
         if self.warnings:
             return f"{cards} ok, {len(self.warnings)} warning(s): {self.warnings[0].message}"
         return f"{cards} ok, torch {plain(self.torch.get('version'), 40)}"
@@ -688,12 +697,15 @@ def _gpu_check(raw: Mapping[str, Any], arch: Sequence[str]) -> GpuCheck | None:
 
 
 NO_KERNEL = "no kernel image is available for execution on the device"
+NO_GPU_BY_CONFIG = "no GPU, by config (gpu = false): runs train on the CPU"
 
 
 def torch_findings(torch: Mapping[str, Any], gpus: Sequence[GpuCheck],
                    health: Sequence[GpuHealth], smi_absent: bool, python: str,
-                   cuda_visible: str | None, warnings: Sequence[str]
+                   cuda_visible: str | None, warnings: Sequence[str], has_gpu: bool = True
                    ) -> list[Finding]:
+    """What stands between this torch and training; `has_gpu=False` (the box's config says
+    it has none): no CUDA is expected, and only a torch that is missing or broken is."""
     found: list[Finding] = []
     if not torch.get("installed"):
         return [Finding(ERROR, "torch.missing", f"torch not installed in {python}",
@@ -706,6 +718,9 @@ def torch_findings(torch: Mapping[str, Any], gpus: Sequence[GpuCheck],
                         "reinstall torch for this card (pip install --force-reinstall torch "
                         f"--index-url {TORCH_INDEX}/cu126)")]
     version = torch.get("version", "?")
+    if not has_gpu and (not torch.get("cuda") or not torch.get("available") or not gpus):
+        return [Finding(INFO, "gpu.none_by_config", NO_GPU_BY_CONFIG,
+                        "train with --device cpu (the launch form's device field: cpu)")]
     if not torch.get("cuda"):
         return [Finding(ERROR, "torch.cpu_only", f"torch {version} is a CPU-only build: it "
                         "cannot use a GPU",
@@ -797,7 +812,7 @@ def libreyolo_facts(raw: Mapping[str, Any], python: str
 
 def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: float,
                 persistent: str | None = None, runs_roots: Sequence[str] = (),
-                failure: Finding | None = None) -> CheckReport:
+                failure: Finding | None = None, has_gpu: bool = True) -> CheckReport:
     """The report for one check, from the parts the on-box program sent (untrusted)."""
     findings: list[Finding] = []
     notes: list[str] = []
@@ -838,7 +853,7 @@ def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: 
         visible = host.get("cuda_visible_devices")
         findings.extend(torch_findings(torch, gpus, health, smi_absent, python,
                                        plain(visible, 100) if isinstance(visible, str)
-                                       else None, warns))
+                                       else None, warns, has_gpu))
     libreyolo: dict[str, Any] = {}
     if lib_raw is not None:
         libreyolo, lib_findings = libreyolo_facts(lib_raw, python)
@@ -854,7 +869,7 @@ def judge_check(parts: Mapping[str, Any], *, box: str, python: str, checked_at: 
         python_version=plain(version, 20) if isinstance(version, str) else None,
         executable=plain(executable, 300) if isinstance(executable, str) else None,
         torch=torch, gpus=tuple(gpus), health=tuple(health), libreyolo=libreyolo,
-        places=places, notes=tuple(notes), complete=failure is None)
+        places=places, notes=tuple(notes), complete=failure is None, has_gpu=has_gpu)
 
 
 # -- doctor ---------------------------------------------------------------------------
@@ -883,6 +898,7 @@ class DoctorReport:
     dropped: int = 0
     strict: bool = False  # --strict: warnings fail too
     libreyolo_exit: int | None = None  # LibreYOLO's own exit_code (it knows --strict)
+    stand_in: str | None = None  # a demo box: the doctor did not run, and why
 
     @property
     def errors(self) -> list[DoctorFinding]:
@@ -904,6 +920,8 @@ class DoctorReport:
 
     def lines(self) -> list[str]:
         head = f"box {self.box}: libreyolo doctor {self.data}"
+        if self.stand_in is not None:
+            return [head, f"  · {self.stand_in}"]
         if self.failure:
             return [head, f"  ✗ {self.failure}"]
         counts = ", ".join(f"{self.summary.get(k, 0)} {k}" for k in ("errors", "warnings",
@@ -994,6 +1012,8 @@ class CheckVerdict:
 
 
 def verdict_of(report: CheckReport) -> CheckVerdict:
+    if report.stand_in is not None:  # nothing was checked: no verdict, not a ✓
+        return CheckVerdict("stand-in", report.stand_in, report.checked_at)
     verdict = report.verdict if report.complete else "failed"
     return CheckVerdict(verdict, report.summary, report.checked_at)
 

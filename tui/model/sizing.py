@@ -280,14 +280,17 @@ def _disk_for(root: str, disks: Sequence[DiskRow]) -> DiskRow | None:
     return None
 
 
-def project_disk(box: BoxState, *, stopped_usd_per_hr: float | None = None
+def project_disk(box: BoxState, *, stopped_usd_per_hr: float | None = None,
+                 billed_disk_gb: float | None = None, billed_by: str = "config"
                  ) -> DiskProjection:
     """Whether the box's disks hold its running runs to the end, and, with the box's stopped
     rate, what the part of its disk the runs will never use costs while stopped.
 
     Roots sharing a filesystem share its free space. The allocation is the runs
     root filesystem's size as the box reports it (a rented box's disk or volume);
-    the money needs exactly one such filesystem, the one the stopped rate bills.
+    the money needs exactly one such filesystem, the one the stopped rate bills. The size
+    the rate bills (`billed_disk_gb`, the config's or the provider's) may differ from it:
+    the words then name both figures and whose each is.
     """
     runs = [p for r in box.runs if (p := project_run(r)) is not None]
     warnings: list[DiskWarning] = []
@@ -319,12 +322,23 @@ def project_disk(box: BoxState, *, stopped_usd_per_hr: float | None = None
         if allocated_gb >= FAR_ABOVE * wanted_gb and unused_gb >= FAR_ABOVE_MIN_GB:
             rate = stopped_usd_per_hr * unused_gb / allocated_gb
             warnings.append(DiskWarning("info", (
-                f"the {allocated_gb:.0f} GB disk is far above what the runs need (about "
+                f"{_allocation_words(allocated_gb, billed_disk_gb, billed_by)} is far "
+                f"above what the runs need (about "
                 f"{math.ceil(wanted_gb)} GB with 30% headroom): the unused "
                 f"{unused_gb:.0f} GB costs ${rate:.4f}/hr while stopped; a disk cannot "
                 f"shrink, so size the next box with `gpurent-tui size`")))
     return DiskProjection(tuple(runs), tuple(warnings), need_all, used_end,
                           tuple(filesystems))
+
+
+def _allocation_words(allocated_gb: float, billed_gb: float | None, billed_by: str) -> str:
+    """`the 250 GB disk`, or, where the billed size is another figure, whose each is:
+    `the filesystem's 271 GB (the config says disk_gb = 100)`."""
+    if billed_gb is None or round(billed_gb) == round(allocated_gb):
+        return f"the {allocated_gb:.0f} GB disk"
+    said = (f"the config says disk_gb = {billed_gb:g}" if billed_by == "config"
+            else f"the provider bills {billed_gb:g} GB")
+    return f"the filesystem's {allocated_gb:.0f} GB ({said})"
 
 
 def projection_document(projection: DiskProjection) -> dict[str, object]:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.box import BoxState, Connection
-from tui.model.cost import RunCost, percent_words, usd
+from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, folder_words, format_age
@@ -94,7 +94,10 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
 def disk_projection(box: BoxState, cost: BoxCost | None) -> DiskProjection:
     """Will the box's disk hold its running runs to the end (and what an oversized one costs)."""
     stopped = cost.rates.stopped if cost is not None else None
-    return project_disk(box, stopped_usd_per_hr=stopped.usd_per_hr if stopped else None)
+    billed = cost.rates.disk_gb if cost is not None else None
+    return project_disk(box, stopped_usd_per_hr=stopped.usd_per_hr if stopped else None,
+                        billed_disk_gb=billed,
+                        billed_by=cost.rates.disk_gb_from if cost is not None else "config")
 
 
 def _stake(run: RunState, box: BoxState, cost: BoxCost | None,
@@ -180,10 +183,13 @@ def _money_line(cost: BoxCost) -> str:
     rate = cost.rate_now
     if rate is None:
         if cost.maybe_usd_per_hr is None:
-            return "  $ no rate known (set [box.pricing] running_usd_per_hr)"
-        line = f"  $ nothing metered yet (not observed), {usd(cost.maybe_usd_per_hr)}/hr if running"
+            return "  cost: no rate known (set [box.pricing] running_usd_per_hr)"
+        line = (f"  cost: nothing metered yet (not observed), "
+                f"{usd(cost.maybe_usd_per_hr)}/hr if running")
+    elif rate.source == "unknown":
+        line = f"  cost: {cost.rates.state}: {UNKNOWN_DISK_RATE}, spent {usd(cost.accrued_usd)}"
     else:
-        line = f"  $ {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
+        line = f"  cost: {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
         line += f", spent {usd(cost.accrued_usd)}"
     stopped = cost.rates.stopped
     if stopped is not None and cost.rates.state not in ("stopped", "destroyed"):

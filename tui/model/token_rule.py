@@ -20,6 +20,7 @@ this one rule first:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -135,6 +136,21 @@ def _withheld(box: BoxConfig, step: Step, repo: str | None) -> str:
     if step == "guard":
         return f"{base}, so the watchdog cannot push (a destroy falls back to stop)"
     return f"{base}: the files are pulled and uploaded from this machine"
+
+
+_NOTICE_HEAD = re.compile(r"(?P<what>.+?) sends your Hugging Face token from (?P<source>.+?) "
+                          r"to box (?P<box>[^,]+), ")
+
+
+def notice_brief(line: str) -> str | None:
+    """The one line a box's header gives a token note (`This push sends your Hugging Face
+    token from HF_TOKEN to box a100`): the whole paragraph was in the dialog, or is in the
+    CLI's output. None for any other line."""
+    match = _NOTICE_HEAD.match(line)
+    if match is None:
+        return None
+    return (f"{match['what']} sends your Hugging Face token from {match['source']} to box "
+            f"{match['box']}")
 
 
 def _notice(box: BoxConfig, step: Step, source: str, repo: str) -> str:

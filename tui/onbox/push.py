@@ -22,9 +22,11 @@ Modes:
         inode, sha256, steady}], "hub": bool}  (hub: whether huggingface_hub imports here)
   read  {"run_path", "name", "offset", "size"} -> D frames of the file's bytes from
         `offset` up to `size`, then done: {"sent": n}  (a push without SFTP)
-  hub   {"run_path", "files": [{name, size, mtime}], "repo", "prefix", "token",
+  hub   {"run_path", "files": [{name, size, mtime, sha256}], "repo", "prefix", "token",
         "endpoint", "message"} -> events {"sending"|"sent": name}, {"committed": oid};
-        done: {"commit", "changed": [names whose size or mtime moved since the listing]}
+        done: {"commit", "changed": [names whose size or mtime moved since the listing],
+        "relisted": [rows as list's, for small files rewritten since the listing: the
+        bytes uploaded are a snapshot read whole, described by these rows]}
         (the panel asks the Hub itself what the commit holds; the box's word is not proof)
 """
 
@@ -45,6 +47,7 @@ FIXED_FILES = ("weights/best.pt", "weights/last.pt", "summary.json", "results.cs
 # Appended while a run trains: a push sends (and the Hub gets) the bytes listed, no more.
 GROWING = ("metrics.jsonl", "train.log")
 SMALL_BYTES = 64 << 20
+SNAPSHOT_BYTES = 256 << 20  # a Hub push's snapshots held in memory at most, all together
 # The whole name, ASCII digits only (fullmatch: `$` would take a trailing newline, `\d`
 # would take other scripts' digits): only names the push itself would pick.
 # At most nine ASCII digits, as the panel reads them (tui/model/fields.py EPOCH_NAME): a
@@ -184,6 +187,27 @@ def describe_file(path, growing=False):
             "inode": after.st_ino, "sha256": digest, "steady": same}
 
 
+def snapshot(path):
+    """A small file's bytes read whole while it held still (size and mtime the same before
+    and after), with their description; None when it kept changing. A Hub push uploads
+    these very bytes, so the sha256 the panel verifies is the one of what was sent, even
+    when training rewrote the file between the listing and the upload."""
+    for _ in range(HASH_TRIES):
+        before = os.stat(path)
+        if before.st_size > SMALL_BYTES:
+            return None
+        with open(path, "rb") as f:
+            data = f.read(SMALL_BYTES + 1)
+            after = os.fstat(f.fileno())
+        same = (after.st_size, after.st_mtime_ns, after.st_ino) == \
+            (before.st_size, before.st_mtime_ns, before.st_ino)
+        if same and len(data) == after.st_size:
+            return data, {"size": after.st_size, "mtime": after.st_mtime,
+                          "mtime_ns": after.st_mtime_ns, "inode": after.st_ino,
+                          "sha256": hashlib.sha256(data).hexdigest(), "steady": True}
+    return None
+
+
 def list_files(params):
     run_path = params["run_path"]
     if not os.path.isdir(run_path):
@@ -248,9 +272,25 @@ def hub_push(params):
     run_path, repo, prefix = params["run_path"], params["repo"], params["prefix"]
     files = params["files"]
     api = HfApi(endpoint=endpoint, token=token)
-    ops = [CommitOperationAdd(path_in_repo=prefix + "/" + f["name"],
-                              path_or_fileobj=_content(run_path, f))
-           for f in files]
+    relisted, fixed = [], set()
+    ops = []
+    budget = [SNAPSHOT_BYTES]
+    for f in files:
+        content = _content(run_path, f)
+        if f["name"] not in GROWING and f["size"] <= budget[0]:
+            try:
+                taken = snapshot(os.path.join(run_path, f["name"]))
+            except OSError:
+                taken = None
+            if taken is not None:
+                content, row = taken
+                budget[0] -= len(content)
+                fixed.add(f["name"])
+                if row["sha256"] != f.get("sha256"):  # rewritten since the listing
+                    row["name"] = f["name"]
+                    relisted.append(row)
+        ops.append(CommitOperationAdd(path_in_repo=prefix + "/" + f["name"],
+                                      path_or_fileobj=content))
     stage = "upload"
     try:
         preupload = getattr(api, "preupload_lfs_files", None)
@@ -269,8 +309,8 @@ def hub_push(params):
         return
     changed = []
     for f in files:
-        if f["name"] in GROWING:
-            continue  # its listed bytes were sent; what was appended since is not news
+        if f["name"] in GROWING or f["name"] in fixed:
+            continue  # the bytes sent are the ones listed (or relisted): not news
         try:
             st = os.stat(os.path.join(run_path, f["name"]))
         except OSError:
@@ -278,7 +318,7 @@ def hub_push(params):
             continue
         if st.st_size != f["size"] or abs(st.st_mtime - f["mtime"]) > 1e-3:
             changed.append(f["name"])
-    emit({"done": {"commit": commit, "changed": changed}})
+    emit({"done": {"commit": commit, "changed": changed, "relisted": relisted}})
 
 
 def _content(run_path, f):

@@ -39,6 +39,29 @@ FLAGS = {"resume": "resume its run dir", "force": "despite a failed check",
          "no_doctor": "skip the doctor"}
 
 
+def flag_label(words: str, ticked: bool) -> Text:
+    """`[x] resume its run dir`: ticked or not in words, not only in colour."""
+    return Text(f"[{'x' if ticked else ' '}] {words}")
+
+
+class Flag(Checkbox, inherit_bindings=False):
+    """A form checkbox: space ticks it; Enter is the form's (it launches, as the hint
+    says), never a silent tick."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "toggle_button", "Toggle", show=False),
+        Binding("enter", "screen.submit", "Launch", show=False),  # as Enter in a field does
+    ]
+
+    def __init__(self, words: str, *, id: str) -> None:
+        super().__init__(flag_label(words, False), compact=True, id=id)
+        self.words = words
+
+    def watch_value(self) -> None:
+        super().watch_value()  # the -on class and the Changed message
+        self.label = flag_label(self.words, self.value)
+
+
 class LaunchScreen(ModalScreen[LaunchRequest | None]):
     """Answers a LaunchRequest, or None when cancelled."""
 
@@ -76,13 +99,16 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             for f in fields(LaunchForm):
                 with Horizontal():
                     yield Label(LABELS[f.name])
+                    # the cursor at the end, nothing selected: a first key must not
+                    # replace a prefilled path
                     yield Input(getattr(form, f.name), placeholder=HINTS.get(f.name, ""),
-                                compact=True, id=f"f-{f.name}")
+                                compact=True, select_on_focus=False, id=f"f-{f.name}")
             with Horizontal(id="flags"):
                 for key, words in FLAGS.items():
-                    yield Checkbox(words, compact=True, id=key)
+                    yield Flag(words, id=key)
             yield Static("", id="problems")
-            yield Static(Text("enter / ctrl+s: launch    tab: next field    escape: cancel"),
+            yield Static(Text("enter / ctrl+s: launch    space: tick    tab: next    "
+                              "escape: cancel"),
                          id="keys")
 
     def on_mount(self) -> None:
