@@ -4,6 +4,7 @@ reference moved out of the README into docs/; this keeps the links from rotting.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -92,3 +93,21 @@ def test_the_readme_links_every_docs_page() -> None:
               for target in links(ROOT / "README.md")}
     missing = [p.name for p in PAGES[1:] if p.resolve() not in linked]
     assert not missing, f"docs pages the README does not link: {missing}"
+
+
+def test_architecture_names_every_layer_the_layer_test_enforces() -> None:
+    """docs/architecture.md explains the layers tests/unit/test_layers.py enforces: a
+    layer added to its LAYERS table (read from its syntax tree) must be named on the page
+    too, as a path (`tui.model` -> tui/model, `tui.app` -> tui/app.py)."""
+    tree = ast.parse((ROOT / "tests" / "unit" / "test_layers.py").read_text())
+    table = next(node.value for node in tree.body
+                 if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                 and node.target.id == "LAYERS")
+    assert isinstance(table, ast.Dict)
+    layers = [ast.literal_eval(key) for key in table.keys if key is not None]
+    assert "tui.model" in layers
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = [layer for layer in layers if layer != "tui"
+               and layer.replace(".", "/") not in page
+               and layer.replace(".", "/") + ".py" not in page]
+    assert not unnamed, f"layers docs/architecture.md does not name: {unnamed}"
