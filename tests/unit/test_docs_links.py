@@ -111,3 +111,14 @@ def test_architecture_names_every_layer_the_layer_test_enforces() -> None:
                and layer.replace(".", "/") not in page
                and layer.replace(".", "/") + ".py" not in page]
     assert not unnamed, f"layers docs/architecture.md does not name: {unnamed}"
+
+
+def test_the_readmes_keys_name_every_binding_id() -> None:
+    """The keys stay in the README (a newcomer needs them): every binding id the config's
+    `[keys]` may remap is named in its "Keys in the panel" section."""
+    from tui.model.keys import DEFAULT_KEYS
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Keys in the panel", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)`", section))
+    assert not set(DEFAULT_KEYS) - named, sorted(set(DEFAULT_KEYS) - named)
