@@ -1,6 +1,6 @@
-"""Every exit code a command can give is in the README's table: each case here runs the
-command for real (no box needed: each ends before any connection) and finds its code in
-that command's row."""
+"""Every exit code a command can give is in the commands table (docs/commands.md): each
+case here runs the command for real (no box needed: each ends before any connection) and
+finds its code in that command's row."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from tui.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = ROOT / "docs" / "commands.md"  # the README links there
 CONFIG = '''[[box]]
 name = "box"
 host = "127.0.0.1"
@@ -19,10 +20,10 @@ port = 1
 '''
 
 
-def readme_codes() -> dict[str, set[int]]:
+def documented_codes() -> dict[str, set[int]]:
     """Command word (`push`, `stop`, `` for the panel) -> the codes its row lists."""
     rows: dict[str, set[int]] = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in COMMANDS.read_text().splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
         if len(cells) != 3 or not cells[0].startswith("`gpurent-tui"):
             continue
@@ -75,14 +76,14 @@ CASES = [
 
 @pytest.mark.parametrize(("command", "argv", "code"), CASES,
                          ids=[" ".join(a) for _, a, _ in CASES])
-def test_the_exit_code_is_in_the_readme(command: str, argv: list[str], code: int,
+def test_the_exit_code_is_documented(command: str, argv: list[str], code: int,
                                         config: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     if "--config" not in argv:
         argv = [*argv, "--config", config]
     assert exit_code(argv) == code, capsys.readouterr()
-    listed = readme_codes().get(command)
-    assert listed is not None, f"no row for `gpurent-tui {command}` in the README"
+    listed = documented_codes().get(command)
+    assert listed is not None, f"no row for `gpurent-tui {command}` in docs/commands.md"
     assert code in listed, f"`gpurent-tui {command}` exits {code}; its row lists {listed}"
 
 
@@ -92,8 +93,8 @@ def test_every_command_has_a_row_and_usage_errors_are_2(
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) <= set(readme_codes()), \
-        set(sub.choices) - set(readme_codes())
+    assert set(sub.choices) <= set(documented_codes()), \
+        set(sub.choices) - set(documented_codes())
     assert exit_code(["push"]) == 2
-    text = (ROOT / "README.md").read_text()
+    text = COMMANDS.read_text()
     assert "exits 2 on a usage error" in text and "130 when interrupted" in text

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
-from support.sshd import KeyPair, Sshd, _descendants, make_keypair
+from support.sshd import KeyPair, Sshd, _descendants, _pids_from_ssh_port, make_keypair
 
 from tui.model.box import BoxState, Connection
 from tui.remote.hostkeys import host_key_store
@@ -261,3 +261,37 @@ async def test_match_host_and_match_user_in_the_ssh_config(
     assert str(client_key.private_path) not in (other.error or "")  # root's key: not tried
     assert states["other-host"].connection is Connection.UNREACHABLE  # Port 1: not gpu-*
     assert logins(box) == 2
+
+
+async def test_the_agent_is_never_forwarded_to_a_box(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        agent: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ForwardAgent yes` in the ssh config is ignored: whoever controls a rented box
+    could use a forwarded agent to log in wherever its keys open. OpenSSH's `ssh -A` to
+    the same sshd does get an agent on the box (so the look below could see one); the
+    panel's kept probe there holds no SSH_AUTH_SOCK."""
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent(client_key))
+    box = sshd_factory("box")
+    root = runs_root_with(tmp_path, "yolox_failed")
+    known = tmp_path / "known_hosts_ssh"
+    known.write_text(box.known_hosts_line() + "\n")
+    config = tmp_path / "ssh_config"
+    config.write_text("Host 127.0.0.1\n  ForwardAgent yes\n")
+    forwarded = await asyncio.to_thread(subprocess.run, [
+        "ssh", "-F", str(config), "-A", "-p", str(box.port), "-i", str(client_key.private_path),
+        "-o", f"UserKnownHostsFile={known}", "-o", "BatchMode=yes", "root@127.0.0.1",
+        "printenv SSH_AUTH_SOCK"], capture_output=True, text=True, timeout=30)
+    assert forwarded.returncode == 0 and forwarded.stdout.strip(), forwarded
+
+    fleet = make_fleet(tmp_path, [box_entry(box, client_key, "box", runs_roots=[str(root)])],
+                       known_hosts=[box.known_hosts_line()], ssh_config=str(config))
+    watcher = BoxWatcher(fleet.boxes[0], fleet, store=host_key_store(fleet))
+    try:
+        state = await watcher.refresh()
+        assert state.connection is Connection.OK, state.error
+        sessions = _pids_from_ssh_port(box.port)
+        assert sessions, "the kept probe runs in a session on the box"
+        environs = [Path(f"/proc/{pid}/environ").read_bytes() for pid in sessions]
+        assert not any(b"SSH_AUTH_SOCK=" in env for env in environs)
+    finally:
+        await watcher.close()

@@ -114,13 +114,18 @@ def test_no_boxes_and_bad_box_names() -> None:
     assert "cannot be used as a box name" in msg
 
 
-def test_shipped_example_and_readme_example_are_valid() -> None:
+def test_shipped_example_and_documented_examples_are_valid() -> None:
+    """Every config block a reader may copy parses: the README's first fleet, the full
+    example in docs/config.md, and those on the other docs pages (alerts, milestones)."""
     parse_config((ROOT / "tui" / "fleet.example.toml").read_text(), "example")
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```toml\n(.*?)```", readme, re.S)
-    assert blocks, "README.md shows a config example"
-    for block in blocks:
-        parse_config(block, "README.md")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = {page.name: re.findall(r"```toml\n(.*?)```", page.read_text(), re.S)
+              for page in pages}
+    assert blocks["README.md"], "README.md shows a first fleet's config"
+    assert blocks["config.md"], "docs/config.md shows the full config"
+    for name, found in blocks.items():
+        for block in found:
+            parse_config(block, name)
 
 
 def test_check_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

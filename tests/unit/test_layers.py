@@ -1,7 +1,8 @@
-"""DESIGN.md's layering, enforced.
+"""The layering docs/architecture.md describes, enforced.
 
 Every import in every module (lazy ones inside functions too) points down
-the layer table below. tests/io/test_imports.py checks the same at run time.
+the layer table below; docs/architecture.md's "Layers" says what each layer
+holds and why. tests/io/test_imports.py checks the same at run time.
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def gpu_lines(box: BoxSpec, busy: Mapping[int, str], now: float) -> list[str]:
 
 def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str,
                provider_urls: Mapping[str, str] | None = None) -> str:
-    """The demo's fleet config, as a user would write it (see README: Fleet config)."""
+    """The demo's fleet config, as a user would write it (see docs/config.md)."""
 
     def value(v: object) -> str:
         if isinstance(v, str):
