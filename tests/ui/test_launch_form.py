@@ -207,3 +207,20 @@ async def test_a_ticked_box_says_so_in_words_not_only_colour() -> None:
         await pilot.press("space")
         await until(pilot, lambda: str(resume.label).startswith("[x] "))
         assert "resume" in str(resume.label) and resume.has_class("-on")  # still a checkbox
+
+
+def test_a_first_launch_on_a_gpu_false_box_trains_on_its_cpu(tmp_path: Path) -> None:
+    """`gpu = false` says the box has no GPU: the form's device starts as `cpu`, not the
+    GPU 0 that LibreYOLO would fail to find; a GPU box keeps `0`, and a box's last launch
+    still wins over either."""
+    from tui.model.config import parse_config
+
+    fleet = parse_config('[[box]]\nname = "cpu-box"\nhost = "h"\ngpu = false\n'
+                         '[[box]]\nname = "gpu-box"\nhost = "h"\n', "f.toml")
+    journal = Journal(tmp_path / "journal.jsonl")
+    app = GpurentApp(fleet, live=False, journal=journal)
+    assert app.launch_form("cpu-box").device == "cpu"
+    assert app.launch_form("gpu-box").device == "0"
+    journal.record(box="cpu-box", action="launch", outcome="started", run="r1",
+                   message="libreyolo train --data d.yaml --device 0")
+    assert app.launch_form("cpu-box").device == "0"

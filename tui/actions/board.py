@@ -158,10 +158,12 @@ class Board:
     # --- launch and monitor --------------------------------------------------------------
 
     def launch_form(self, box: str) -> LaunchForm:
-        """The launch form as the box's last launch left it (its journal line)."""
-        from tui.model.launch import form_from_entry, last_entry
+        """The launch form as the box's last launch left it (its journal line); a first
+        launch on a `gpu = false` box trains on its CPU, so its device starts as `cpu`."""
+        from tui.model.launch import LaunchForm, form_from_entry, last_entry
 
-        return form_from_entry(last_entry(self.journal.entries, box, "launch"))
+        base = LaunchForm() if self.fleet.box(box).gpu else LaunchForm(device="cpu")
+        return form_from_entry(last_entry(self.journal.entries, box, "launch"), base)
 
     def launch(self, request: LaunchRequest) -> Work:
         """Start a run detached on a box; it shows in its section once it writes status.json
