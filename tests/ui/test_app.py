@@ -266,6 +266,30 @@ async def test_a_burst_ending_in_d_or_s_asks_about_the_box_the_cursor_reached() 
         assert selected(app) == order[1]
 
 
+async def test_stopping_a_manual_box_names_its_stop_command_not_a_provider() -> None:
+    """A manual box has no provider to bill its disk or give its GPU away: the dialog says
+    its stop_command runs on it, and which command that is."""
+    config = parse_config(CONFIG.replace('host = "lab.example.org"\n',
+                                         'host = "lab.example.org"\n'
+                                         'stop_command = "sudo systemctl poweroff"\n'),
+                          "manual.toml")
+    app = GpurentApp(config, states=fleet_states(), live=False, clock=lambda: NOW)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        for _ in range(len(shown(app))):
+            key = fleet_screen(app).selected
+            if key is not None and key[0] == "lab-3090":
+                break
+            await pilot.press("j")
+        assert fleet_screen(app).selected[0] == "lab-3090"  # type: ignore[index]
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        body = app.screen.body  # type: ignore[attr-defined]
+        assert "stop_command" in body and "sudo systemctl poweroff" in body
+        assert "No provider bills it while stopped" in body
+        assert "provider gives" not in body and "still bills" not in body
+
+
 async def test_a_filter_typed_in_one_burst_keeps_every_key() -> None:
     """`/`, the filter text and Enter in one write (a paste, a laggy link): every letter
     reaches the filter, and Enter keeps the filter instead of opening a run, although the

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tui.model.capability import refusal
+from tui.model.capability import refusal, stop_words
 from tui.model.config import parse_config
-from tui.model.cost import BoxRates
+from tui.model.cost import BoxRates, Rate
 
 FLEET = parse_config("""
 [[box]]
@@ -70,3 +70,15 @@ def test_a_box_whose_provider_cannot_stop_is_offered_destroy_only() -> None:
 def test_an_unknown_action_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="reboot"):
         refusal("reboot", FLEET.box("vast"))
+
+
+def test_stop_words_say_what_applies_to_the_box() -> None:
+    """A manual box: its stop_command runs, and only a disk rate the config gives is
+    billed; a provider's box: its disk bills on and the GPU may go to another renter."""
+    lab = stop_words(FLEET.box("lab"), None)
+    assert "sudo poweroff" in lab and "No provider bills it" in lab and "provider gives" not in lab
+    priced = stop_words(FLEET.box("lab"), Rate(0.02, "config"))
+    assert "your config prices its disk at $0.0200/hr" in priced
+    vast = stop_words(FLEET.box("vast"), Rate(0.05, "api"))
+    assert "still bills $0.0500/hr" in vast and "provider gives it to someone else" in vast
+    assert "rate unknown" in stop_words(FLEET.box("vast"), None)

@@ -9,7 +9,7 @@ stop; a box already stopped needs no stop).
 from __future__ import annotations
 
 from tui.model.config import BoxConfig
-from tui.model.cost import BoxRates
+from tui.model.cost import BoxRates, Rate, usd
 from tui.model.instance import POWER_ACTIONS, PowerAction
 
 _ALREADY = {"stop": ("stopped", "stopping"), "start": ("running", "starting")}
@@ -45,3 +45,23 @@ def refusal(action: PowerAction, box: BoxConfig, rates: BoxRates | None = None) 
     if rates.state in _ALREADY.get(action, ()):
         return f"{box.name} is already {rates.state}"
     return None
+
+
+def stop_words(box: BoxConfig, stopped: Rate | None) -> str:
+    """The stop confirmation's body: what the stop does and what stays billed.
+
+    A provider's box keeps billing its disk and may lose its GPU to another renter; a
+    manual box has no provider: its `stop_command` runs on it, and only what the config
+    prices for it stopped is billed (the user's own figure, if any).
+    """
+    if box.provider == "manual":
+        bill = (f"While stopped your config prices its disk at {usd(stopped.usd_per_hr)}/hr."
+                if stopped and stopped.usd_per_hr > 0
+                else "No provider bills it while stopped.")
+        return (f"{box.name} is a manual box: its stop_command runs on it over SSH:\n"
+                f"  {box.stop_command}\n{bill}\nRuns on it stop now; start it again from "
+                "its own console.")
+    bill = (f"While stopped it still bills {usd(stopped.usd_per_hr)}/hr for its disk."
+            if stopped else "While stopped its disk is still billed (rate unknown).")
+    return (f"{bill}\nThe GPU may be gone when you start it again (the provider gives "
+            "it to someone else): runs on it stop now.")

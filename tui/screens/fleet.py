@@ -46,7 +46,7 @@ from tui.messages import (
 )
 from tui.model.box import BoxState, Connection
 from tui.model.cancel import cancel_words
-from tui.model.capability import refusal
+from tui.model.capability import refusal, stop_words
 from tui.model.cost import usd
 from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
@@ -401,10 +401,7 @@ class FleetScreen(Screen[None]):
             return
         cost = app.cost.boxes.get(box) if app.cost else None
         stopped = cost.rates.stopped if cost else None
-        bill = (f"While stopped it still bills {usd(stopped.usd_per_hr)}/hr for its disk."
-                if stopped else "While stopped its disk is still billed (rate unknown).")
-        body = (f"{bill}\nThe GPU may be gone when you start it again (the provider gives "
-                "it to someone else): runs on it stop now.")
+        body = stop_words(app.fleet.box(box), stopped)
         self.app.push_screen(ConfirmScreen(f"Stop {box}?", body),
                              partial(self._power_answer, box, "stop"))
 
