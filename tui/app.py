@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import ClassVar, Literal
 
 from rich.text import Text
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.events import Key
+from textual.message import Message
 from textual.notifications import Notification, Notify, SeverityLevel
 from textual.reactive import var
 from textual.screen import Screen
@@ -71,6 +73,21 @@ from widgets.action_text import ended_text, ended_toast
 from widgets.fleet_text import clock_time
 
 TOAST_SECONDS = 4
+
+
+def escape_then_key(key: Key, bound: Iterable[str]) -> list[Key] | None:
+    """Escape and the key, for an Alt+key that is really Escape typed just before it.
+
+    A terminal sends Escape as ESC, and Alt+key as ESC and the key: an Escape followed
+    within Textual's escape delay by a letter or digit (typing ahead, a laggy link) reads
+    as `alt+<k>`. Where no binding gives that Alt+key a meaning, it is the two keys the
+    user typed; None where it means itself (a key remapped to it) or is not that case.
+    """
+    char = key.character
+    if (not key.key.startswith("alt+") or char is None or len(char) != 1
+            or not char.isalnum() or key.key in set(bound)):
+        return None
+    return [Key("escape", "\x1b"), Key(char, char)]
 ALARM_TOAST_SECONDS = 5  # the bell rang; each box's own line keeps saying it
 ALARM_LINES = 4  # alarms one toast lists; the rest are counted
 _WEIGHT: dict[SeverityLevel, int] = {"information": 0, "warning": 1, "error": 2}
@@ -123,6 +140,25 @@ class GpurentApp(App[None]):
         self._drawn: dict[str, BoxState] = dict(self.runtime.states)  # as last drawn
         self._settler = HistorySettler()
         self.set_reactive(GpurentApp.pushes, self.runtime.pushes)
+
+    def post_message(self, message: Message) -> bool:
+        """Keys from the terminal come in here: an unbound Alt+key is split into the Escape
+        and the key it was typed as, queued in order, so typeahead after Escape acts on
+        the screen the Escape left (`c Escape J`: the costs close, the journal opens)."""
+        if isinstance(message, Key) and not message.is_forwarded and self.is_running:
+            split = escape_then_key(message, self._bound_keys())
+            if split is not None:
+                posted = [App.post_message(self, key) for key in split]
+                return all(posted)
+        return super().post_message(message)
+
+    def _bound_keys(self) -> set[str]:
+        """Every key a binding gives a meaning now: the focused widget's up to the app's."""
+        try:
+            chain = self.screen._binding_chain
+        except ScreenStackError:  # no screen yet (starting) or any more (closing)
+            return set()
+        return {key for _, bindings in chain for key in bindings.key_to_bindings}
 
     # What the runtime holds, read here (the screens and the tests read it through the app).
 

@@ -61,8 +61,10 @@ def selected(app: GpurentApp) -> str | None:
 
 def burst(app: GpurentApp, keys: str) -> None:
     """Keys as one write from the terminal (a paste, a laggy link): parsed as the driver
-    parses them and queued together, before the app handles the first."""
-    for event in XTermParser().feed(keys):
+    parses them and queued together, before the app handles the first. The write ends
+    as the driver ends it: a last ESC waits its escape delay, then reads as Escape."""
+    parser = XTermParser()
+    for event in [*parser.feed(keys), *parser.feed("")]:
         app.post_message(event)
 
 
@@ -288,6 +290,32 @@ async def test_stopping_a_manual_box_names_its_stop_command_not_a_provider() -> 
         assert "stop_command" in body and "sudo systemctl poweroff" in body
         assert "No provider bills it while stopped" in body
         assert "provider gives" not in body and "still bills" not in body
+
+
+async def test_keys_typed_ahead_after_escape_are_kept() -> None:
+    """`c Escape J` in one write: the terminal reads ESC and J as Alt+J; no binding gives
+    Alt+J a meaning, so it is Escape (the costs close) and J (the journal opens)."""
+    app = fixed_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        burst(app, "c\x1bJ")
+        await until(pilot, lambda: isinstance(app.screen, JournalScreen))
+        assert [type(s) for s in app.screen_stack] == [FleetScreen, JournalScreen]
+        await pilot.press("escape")
+        await pilot.pause()
+        burst(app, "c\x1bj")  # a lower-case key: Escape, then one run down
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen)
+                    and selected(app) == "yolox-n coco")
+
+
+async def test_an_alt_key_remapped_to_an_action_keeps_its_meaning() -> None:
+    """A key the config binds to Alt+J is that key, not Escape and J."""
+    config = parse_config(CONFIG + '[keys]\njournal = "alt+shift+j"\n', "alt.toml")
+    app = GpurentApp(config, states=fleet_states(), live=False, clock=lambda: NOW)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        burst(app, "\x1bJ")
+        await until(pilot, lambda: isinstance(app.screen, JournalScreen))
 
 
 async def test_a_filter_typed_in_one_burst_keeps_every_key() -> None:
