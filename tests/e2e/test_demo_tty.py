@@ -299,3 +299,19 @@ def test_a_missing_tmux_fails_where_it_is_required(tmp_path: Path, required: str
         assert "GPURENT_REQUIRE_TMUX" in done.stdout
     else:
         assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout
+
+
+def test_a_key_typed_right_after_escape_is_kept(tmux: Tmux, tmp_path: Path) -> None:
+    """Escape and J sent together: the terminal reads them as Alt+J; the panel takes it as
+    the two keys typed (the costs close, the journal opens), as the README promises."""
+    demo = start_demo(tmux, tmp_path, SIZE)
+    wait_drawn(demo)
+    send = functools.partial(demo.tmux, "send-keys", "-t", tmux.session)
+    send("c")
+    wait_for("the cost screen", lambda: "break-even" in demo.screen(), 20)
+    send("Escape", "J")  # one write to the pty: ESC J
+    wait_for("the journal", lambda: "no actions yet" in demo.screen(), 20)
+    send("Escape")  # the journal closes onto the fleet, not onto the costs
+    wait_for("the fleet", lambda: "3/3 boxes up" in demo.screen()
+             and "break-even" not in demo.screen(), 20)
+    quit_clean(demo)
