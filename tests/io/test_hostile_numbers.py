@@ -15,12 +15,10 @@ import io
 import itertools
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +36,7 @@ from support.hub_server import HubServer
 from support.pilot import box_text, until
 from support.provider_servers import VastServer, vast_instance
 from support.sshd import KeyPair, Sshd
+from support.watch_output import WatchOutput
 
 from tui.__main__ import main
 from tui.actions.stage import fetch, stage
@@ -168,7 +167,7 @@ def test_watch_keeps_watching_every_box_beside_the_hostile_one(
     proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    out = Lines(proc)
+    out = WatchOutput(proc)
     try:
         out.wait_for("box bad: ok")
         out.wait_for("box good: milestone push of yolox_completed (run completed): done")
@@ -198,44 +197,6 @@ def bad_answers() -> list[tuple[str, dict[str, object]]]:
     cases = list(itertools.islice(hostile_answers(SEED), 9, 11))
     assert all("hidden=nan" in label or "16610-bit" in label for label, _ in cases), cases
     return cases
-
-
-class Lines:
-    """The watch's output, read by a thread so a silent process cannot hang the test."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        stream = proc.stdout
-        self.lines: list[str] = []
-        self.queue: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            for line in stream:
-                self.queue.put(line)
-            self.queue.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-    def wait_for(self, wanted: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                raise AssertionError(f"no {wanted!r} in the watch's output:\n{self.text()}")
-            self.lines.append(line)
-            if wanted in line:
-                return line
-
-    def text(self) -> str:
-        return "".join(self.lines)
-
-    def rest(self) -> str:
-        while (line := self.queue.get(timeout=30)) is not None:
-            self.lines.append(line)
-        return self.text()
 
 
 def painted(app: GpurentApp) -> str:

@@ -5,58 +5,21 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.sshd import KeyPair, Sshd
+from support.watch_output import WatchOutput
 from support.webhook_server import WebhookServer
 
 from tui.store.jsonl import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Output:
-    """The watch's stdout, read by a thread so a silent process cannot hang the test."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.lines: list[str] = []
-        self.queue: queue.Queue[str | None] = queue.Queue()
-        assert proc.stdout is not None
-        stream = proc.stdout
-
-        def pump() -> None:
-            for line in stream:
-                self.queue.put(line)
-            self.queue.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-    def wait_for(self, text: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                raise AssertionError(f"no {text!r} in the watch's output:\n"
-                                     + "".join(self.lines))
-            self.lines.append(line)
-            if text in line:
-                return line
-
-    def rest(self) -> str:
-        while (line := self.queue.get(timeout=30)) is not None:
-            self.lines.append(line)
-        return "".join(self.lines)
 
 
 def test_watch_pushes_alerts_and_exits_cleanly_on_sigterm(
@@ -86,7 +49,7 @@ def test_watch_pushes_alerts_and_exits_cleanly_on_sigterm(
         proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source],
                                 cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
-        out = Output(proc)
+        out = WatchOutput(proc)
         try:
             out.wait_for("box b: ok")
             done = out.wait_for("milestone push of yolox_completed")
@@ -130,7 +93,7 @@ def test_watch_ends_cleanly_on_sigint_with_a_box_down(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    out = Output(proc)
+    out = WatchOutput(proc)
     try:
         assert "connection refused" in out.wait_for("box down: unreachable")
         proc.send_signal(signal.SIGINT)
