@@ -129,10 +129,13 @@ def collect(folder: Path, *, follow_outside: bool = False) -> tuple[list[Entry],
     if outside:
         listed = "; ".join(outside[:20]) + (f"; and {len(outside) - 20} more"
                                             if len(outside) > 20 else "")
-        raise StageError(f"{len(outside)} link{'s' if len(outside) != 1 else ''} in {folder} "
-                         f"point out of it, so what they point to would be uploaded with the "
-                         f"data set: {listed}. Nothing was packed or uploaded: remove those "
-                         "links, or pass --follow-outside to pack what they point to")
+        one = len(outside) == 1
+        raise StageError(f"{len(outside)} link{'' if one else 's'} in {folder} "
+                         f"point{'s' if one else ''} out of it, so what "
+                         f"{'it points' if one else 'they point'} to would be uploaded with "
+                         f"the data set: {listed}. Nothing was packed or uploaded: remove "
+                         f"{'that link' if one else 'those links'}, or pass --follow-outside "
+                         f"to pack what {'it points' if one else 'they point'} to")
     return entries, notes
 
 
