@@ -8,12 +8,18 @@ never reads as a firing, and never crashes the reading.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from tui.actions.guardian import Guardian
+from tui.model.alerts import UNREACHABLE, WATCHDOG_ACTED
 from tui.model.box import BoxState, Connection, fold_answer, fold_failure
+from tui.model.config import parse_config
 from tui.model.status_doc import status_document
 from tui.model.watchdog_silence import guard_reading, likely_fired
+from tui.store.journal import Journal
 
 BOX_T = 1_800_000_000.0   # the box's clock at its last answer
 PANEL_T = BOX_T + 3.0     # the panel's, a little ahead of the box's
@@ -101,3 +107,20 @@ def test_the_earliest_condition_that_held_is_the_one_named() -> None:
     idle = silent_after(guard_state(armed_at=BOX_T - 100, no_progress_minutes=1,
                                     idle_since=BOX_T - 70), 60)
     assert "(GPUs idle since " in (guard_reading(idle, PANEL_T + 60) or ("",))[0]
+
+
+def test_the_alert_is_the_watchdogs_stop_once_not_an_outage(tmp_path: Path) -> None:
+    """A box its watchdog most likely took down is news once, in the header's words; its
+    silence is not then alerted as an outage however long it lasts."""
+    fleet = parse_config('[[box]]\nname = "b"\nhost = "h"\n', "f.toml")
+    clock = [PANEL_T + 30]
+    guardian = Guardian(fleet, Journal(tmp_path / "j.jsonl"), clock=lambda: clock[0])
+    box = silent_after(guard_state(armed_at=BOX_T - 170, max_hours=0.05), 30)
+    answered = replace(box, connection=Connection.OK, error=None, failed_since=None)
+    said = guardian.box_updated(answered, box)
+    assert [(e.kind, e.text) for e in said] == [
+        (WATCHDOG_ACTED, f"b: {(guard_reading(box, clock[0]) or ('',))[0]}")]
+    clock[0] += 3600
+    later = replace(box, failures=box.failures + 100)
+    assert guardian.box_updated(box, later) == []
+    assert all(e.kind != UNREACHABLE for e in guardian.box_updated(later, later))
