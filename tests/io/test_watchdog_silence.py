@@ -90,7 +90,8 @@ def said_everywhere(state: BoxState, now: float, words: str) -> dict:
     assert "unreachable" not in lines[0] and "timeout" not in lines[0].split(")")[-1], lines
     assert not any("retry in" in line for line in lines), lines
     assert any(line.strip().startswith("not answering") for line in lines), lines
-    assert f"! {words}" in status_table([state], now)
+    table = status_table([state], now)
+    assert f"! {words}" in table and "· not answering: box box: " in table, table
     logged: list[str] = []
     LogSink(logged.append)(BoxChanged(state=state))
     assert logged and words in logged[0], logged

@@ -15,7 +15,7 @@ from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
 from tui.model.unpushed import AtStake, at_stake, rate_share
 from tui.model.watchdog import guard_document
-from tui.model.watchdog_silence import guard_reading, likely_fired_document
+from tui.model.watchdog_silence import guard_reading, likely_fired, likely_fired_document
 
 SCHEMA = "gpurent.status/1"
 
@@ -253,7 +253,9 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
         for disk in box.disks:
             head += f"  disk {disk.root} {disk.percent}% of {disk.where}"
         out.append(head)
-        if box.connection is not Connection.OK:
+        if box.connection is not Connection.OK and likely_fired(box) is not None:
+            out.append(f"  · not answering: {box.error}")  # its watchdog's stop, expected
+        elif box.connection is not Connection.OK:
             out.append(f"  ! {box.error}")
             age = box.data_age(now)
             if age is not None:
