@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
@@ -26,6 +26,7 @@ from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
 from tui.model.unpushed import at_stake, rate_share
+from tui.model.watchdog_silence import box_clock, likely_fired, silent
 from widgets.badges import badge, bar
 from widgets.guard_text import guard_line
 from widgets.money_text import box_money_line, fleet_money, run_money
@@ -223,7 +224,10 @@ def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = No
     due = due or Due(now)
     text = Text(f"■ {box.name} ", style="bold")
     text.append(f"({provider}) ", style="dim")
-    text.append_text(badge(str(box.connection)))
+    if likely_fired(box) is not None:
+        text.append("○ silent", style="dim")  # expected: its watchdog took it down
+    else:
+        text.append_text(badge(str(box.connection)))
     text.append(" ")
     age = box.data_age(now)
     if age is not None and (box.connection is not Connection.OK or age > 30):
@@ -271,6 +275,12 @@ def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text 
     """Why a box is down (with the retry countdown), its roots' problems and notices."""
     due = due or Due(now)
     lines = []
+    if box.connection is not Connection.OK and box.error and likely_fired(box) is not None:
+        since = clock_time(box.failed_since) if box.failed_since is not None else None
+        quiet = Text(f"not answering{f' since {since}' if since else ''}: "
+                     f"{clean_block(box.error)}", style="dim")
+        rest = box_problem_line(replace(box, error=None), now, due)
+        return Text("\n").join([quiet, rest]) if rest is not None else quiet
     if box.connection is not Connection.OK and box.error:
         retry = ""
         if box.retry_at is not None:
@@ -359,7 +369,11 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         if view.cost.idle_alarm and view.cost.idle_since is not None:
             due.age(now - view.cost.idle_since)
         lines += _lines_of(box_money_line(view.cost, now), 2)
-    lines += _lines_of(guard_line(box), 2)
+    if box.guard is not None and silent(box) and box.guard.deadline is not None:
+        carried = box_clock(box, now)  # its countdown runs on, and stops at the deadline
+        if carried is not None and box.guard.deadline > carried:
+            due.countdown(box.guard.deadline - carried)
+    lines += _lines_of(guard_line(box, now), 2)
     lines += _lines_of(box_problem_line(box, now, due), 2)
     shown: list[str] = []
     for run in box.runs:

@@ -23,6 +23,7 @@ from tui.model.alerts import (
     OVER_BUDGET,
     PREEMPTED,
     PUSH_FAILED,
+    WATCHDOG_ACTED,
     AlertEvent,
     Gate,
     disk_fill_event,
@@ -47,6 +48,7 @@ from tui.model.milestones import (
 from tui.model.policy import Alarms, Decision, judge_costs
 from tui.model.preemption import POWER_ACTIONS, UNSURE_WORDS, WORDS, preempted
 from tui.model.watchdog import guard_events
+from tui.model.watchdog_silence import likely_fired
 from tui.store.journal import Journal
 
 Log = Callable[[str], None]
@@ -115,8 +117,14 @@ class Guardian:
         stops = _guard_stops(after)
         if stops:
             self._guard_stopped[after.name] = max(stops)
+        fired = likely_fired(after)
         if after.connection is Connection.OK:
             self._unreachable.discard(after.name)
+        elif fired is not None:
+            if after.name not in self._unreachable:  # said once, as the header says it
+                self._unreachable.add(after.name)
+                found.append(event(WATCHDOG_ACTED, after.name,
+                                   f"{after.name}: {fired.words()}", now))
         elif after.name not in self._unreachable and not self._stopped_on_purpose(after.name):
             down = unreachable_event(after, self.fleet.alerts.unreachable_minutes, now)
             if down is not None:

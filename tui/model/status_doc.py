@@ -14,7 +14,8 @@ from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
 from tui.model.unpushed import AtStake, at_stake, rate_share
-from tui.model.watchdog import guard_document, guard_summary
+from tui.model.watchdog import guard_document
+from tui.model.watchdog_silence import guard_reading, likely_fired, likely_fired_document
 
 SCHEMA = "gpurent.status/1"
 
@@ -106,8 +107,23 @@ def _stake(run: RunState, box: BoxState, cost: BoxCost | None,
     return at_stake(run, (pushes or {}).get(run.path), rate_share(run, cost, running))
 
 
+def _guard(box: BoxState, now: float | None) -> dict[str, Any] | None:
+    """The guard's part: its state, and the panel's reading of it (a silent box's watchdog
+    that most likely fired: `likely_fired`)."""
+    doc = guard_document(box.guard, box.box_time)
+    if doc is None:
+        return None
+    if now is not None:
+        reading = guard_reading(box, now)
+        if reading is not None:
+            doc["summary"], doc["level"] = reading
+    doc["likely_fired"] = likely_fired_document(box)
+    return doc
+
+
 def box_document(box: BoxState, cost: BoxCost | None = None,
-                 pushes: Mapping[str, PushRecord] | None = None) -> dict[str, Any]:
+                 pushes: Mapping[str, PushRecord] | None = None,
+                 now: float | None = None) -> dict[str, Any]:
     return {
         "name": box.name,
         "connection": str(box.connection),
@@ -129,7 +145,7 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
         "problems": [*box.root_problems, *box.notices],
         "truncated": box.truncated,
         "cost": cost_document(cost),
-        "guard": guard_document(box.guard, box.box_time),
+        "guard": _guard(box, now),
         "runs": [run_document(r, cost.runs.get(r.path) if cost else None,
                               _stake(r, box, cost, pushes)) for r in box.runs],
     }
@@ -152,7 +168,7 @@ def status_document(boxes: list[BoxState], generated_at: float,
         "generated_at": iso(generated_at),
         "fleet": fleet,
         "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None,
-                               (pushes or {}).get(b.name)) for b in boxes],
+                               (pushes or {}).get(b.name), generated_at) for b in boxes],
     }
 
 
@@ -237,7 +253,9 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
         for disk in box.disks:
             head += f"  disk {disk.root} {disk.percent}% of {disk.where}"
         out.append(head)
-        if box.connection is not Connection.OK:
+        if box.connection is not Connection.OK and likely_fired(box) is not None:
+            out.append(f"  · not answering: {box.error}")  # its watchdog's stop, expected
+        elif box.connection is not Connection.OK:
             out.append(f"  ! {box.error}")
             age = box.data_age(now)
             if age is not None:
@@ -249,8 +267,9 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
                 out.append(f"  ! {box_cost.provider_error}")
         for problem in (*box.root_problems, *box.notices):
             out.append(f"  ! {problem}")
-        if box.guard is not None:
-            words, level = guard_summary(box.guard, box.box_time)
+        reading = guard_reading(box, now)
+        if reading is not None:
+            words, level = reading
             out.append(f"  {'!' if level in ('bad', 'acted') else '·'} {words}")
         projection = disk_projection(box, box_cost)
         out.extend(f"  · disk at the runs' end: {fs.where} {fs.end_pct}%"

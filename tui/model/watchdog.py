@@ -371,8 +371,11 @@ def guard_events(prev: GuardView | None, new: GuardView | None) -> list[GuardSte
     return [s for s in new.did if (s.action, s.outcome, s.at) not in seen]
 
 
-def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
+def guard_summary(view: GuardView, box_time: float | None,
+                  countdown_at: float | None = None) -> tuple[str, str]:
     """(words, level) for the box header: level is ok | warn | acted | bad.
+    `countdown_at`: the box's clock carried forward while it is silent (the countdown runs
+    on; the heartbeat is still judged on the last answer's clock).
 
     `guarded: stops in 3h12m or after 20 min without progress`, `guard acted 12:03 ...`,
     `guard not running (last heartbeat 14m ago)`, `guard state unreadable: ...`.
@@ -400,10 +403,11 @@ def guard_summary(view: GuardView, box_time: float | None) -> tuple[str, str]:
         return f"guard not armed ({view.ended or 'ended'})", "warn"
     parts = []
     deadline = view.deadline
-    if deadline is not None and now is not None:
+    left_from = countdown_at if countdown_at is not None else now
+    if deadline is not None and left_from is not None:
         final = view.final("timeout")
         verb = f"would {final}" if view.dry_run else f"{final}s"
-        parts.append(f"{verb} in {format_age(max(0.0, deadline - now))}")
+        parts.append(f"{verb} in {format_age(max(0.0, deadline - left_from))}")
     if view.no_progress_minutes is not None:
         parts.append(f"after {minutes_words(view.no_progress_minutes)} without progress")
     parts.append("when every run finished")

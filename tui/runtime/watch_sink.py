@@ -20,6 +20,7 @@ from tui.actions.alerts import AlertSender
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.milestones import RETRY_BASE_SECONDS
+from tui.model.watchdog_silence import likely_fired
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.runtime.events import (
     ActionEnded,
@@ -82,6 +83,9 @@ class LogSink:
             return []
         words = f"{state.connection}" + (f": {state.error}" if state.error and
                                         state.connection != "ok" else "")
+        fired = likely_fired(state)
+        if fired is not None:  # the same words as the panel's guard line
+            return [f"box {state.name}: {fired.words()}; not answering: {state.error}"]
         return [f"box {state.name}: {words}"]
 
 
