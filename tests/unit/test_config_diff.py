@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.model.config import parse_config
-from tui.model.config_diff import config_changes, rewatch
+from tui.model.config_diff import config_changes, needs_restart, rewatch
 
 BASE = """
 budget_usd = 100
@@ -48,3 +48,11 @@ def test_only_a_changed_way_in_restarts_a_watcher() -> None:
     assert rewatch(old, added) == ({"box-d"}, set(), set())
     assert rewatch(added, old) == (set(), {"box-d"}, set())
     assert config_changes(old, parse_config(BASE, "f.toml")) == []
+
+
+def test_what_waits_for_a_restart_is_named() -> None:
+    old = parse_config(BASE, "f.toml")
+    rebound = parse_config(BASE.replace("[alerts]", "[keys]\nrefresh = 'R'\n[alerts]"),
+                           "f.toml")
+    assert needs_restart(old, rebound) == ["keys"]
+    assert needs_restart(old, parse_config(BASE, "f.toml")) == []

@@ -108,6 +108,13 @@ def config_changes(old: FleetConfig, new: FleetConfig) -> list[str]:
     return words
 
 
+def needs_restart(old: FleetConfig, new: FleetConfig) -> list[str]:
+    """The changed keys that take effect only when the panel or `watch` starts again: the
+    key bindings (set on the panel at its start) and the provider API URLs (its clients
+    are made once)."""
+    return [key for key in ("keys", "providers") if getattr(old, key) != getattr(new, key)]
+
+
 def rewatch(old: FleetConfig, new: FleetConfig) -> tuple[set[str], set[str], set[str]]:
     """(added, removed, reconnect): the boxes to start watching, to stop watching, and
     those whose watcher must start again because the way in to them changed."""

@@ -29,7 +29,7 @@ from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, eve
 from tui.model.box import BoxState, Connection, fold_failure
 from tui.model.cancel import CANCELLED
 from tui.model.config import FleetConfig
-from tui.model.config_diff import config_changes, rewatch
+from tui.model.config_diff import config_changes, needs_restart, rewatch
 from tui.model.guard import PushRecord, last_verified_pushes
 from tui.model.milestones import RETRY_BASE_SECONDS
 from tui.model.retry import backoff_delay
@@ -376,6 +376,9 @@ class Runtime:
                     watcher.box = watcher.session.box = box
                     watcher.fleet = watcher.session._fleet = new
         words = "config reloaded: " + "; ".join(changes)
+        later = needs_restart(old, new)
+        if later:
+            words += f" ({' and '.join(f'[{k}]' for k in later)}: on the next start)"
         self.journal.record(box="", action="config", outcome="reloaded", message=words,
                             at=self.clock())
         self.sink(ConfigReloaded(new, tuple(changes)))
