@@ -55,19 +55,39 @@ class Timeline:
     offset: float  # panel clock - box clock
     spans: Mapping[str, tuple[float, float]]  # run path -> (started, last update)
 
-    def price(self, path: str, start: float, end: float) -> float | None:
-        """The run's share of what the box billed from `start` to `end` (box clock)."""
-        middle = (start + end) / 2
-        sharing = 1 + sum(1 for other, (a, b) in self.spans.items()
-                          if other != path and a <= middle <= b)
+    def sharing(self, path: str, at: float) -> int:
+        """How many runs were training on the box at `at` (box clock), this one included."""
+        return 1 + sum(1 for other, (a, b) in self.spans.items()
+                       if other != path and a <= at <= b)
+
+    def billed(self, start: float, end: float) -> float | None:
+        """What the box billed from `start` to `end` (box clock): the ledger's segments, or
+        its running rate where the ledger has no word on `start`."""
         history = self.history
         if history is not None and history.at(start + self.offset) is not None:
-            billed = history.between(start + self.offset, end + self.offset)
-        elif self.running_usd_per_hr is not None:
-            billed = self.running_usd_per_hr * (end - start) / 3600
-        else:
-            return None
-        return billed / sharing
+            return history.between(start + self.offset, end + self.offset)
+        if self.running_usd_per_hr is not None:
+            return self.running_usd_per_hr * (end - start) / 3600
+        return None
+
+    def price(self, path: str, windows: list[tuple[float, float]]) -> float | None:
+        """The run's share of what the box billed over its epochs' `windows` (newest first,
+        each ending where the next begins): one ledger sum per stretch run with the same
+        number of runs training (a draw of 64 epochs costs a few sums, not 64)."""
+        total = 0.0
+        i = 0
+        while i < len(windows):
+            share = self.sharing(path, (windows[i][0] + windows[i][1]) / 2)
+            j = i + 1
+            while j < len(windows) and \
+                    self.sharing(path, (windows[j][0] + windows[j][1]) / 2) == share:
+                j += 1
+            billed = self.billed(windows[j - 1][0], windows[i][1])
+            if billed is None:
+                return None
+            total += billed / share
+            i = j
+        return total
 
 
 def box_timeline(box: BoxState | None, cost: BoxCost | None) -> Timeline | None:
@@ -168,14 +188,11 @@ def _priced(run: RunState, last: int, epochs: int, timeline: Timeline | None
     durations = _durations(run, last, epochs)
     if end is None or durations is None:
         return None
-    total = 0.0
+    windows = []
     for seconds in durations:
-        money = timeline.price(run.path, end - seconds, end)
-        if money is None:
-            return None
-        total += money
+        windows.append((end - seconds, end))
         end -= seconds
-    return total
+    return timeline.price(run.path, windows)
 
 
 def _seconds(run: RunState, last: int, epochs: int) -> float | None:
