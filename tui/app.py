@@ -233,6 +233,11 @@ class GpurentApp(App[None]):
                                               item.code, item.outcome))
         elif isinstance(item, ev.CostChanged):
             self.cost = item.cost
+        elif isinstance(item, ev.ConfigReloaded):
+            self.fleet = item.fleet  # the screens read rates, limits and targets from here
+            fleet = self.screen_stack[0] if self.screen_stack else None
+            if isinstance(fleet, FleetScreen):
+                fleet.boxes_changed()
         elif isinstance(item, ev.Alarm):
             self.alarm([("", n.text) for n in item.notices] + [_titled(e) for e in item.alerts],
                        item.severity, bell=item.bell)

@@ -99,6 +99,27 @@ class FleetList(ScrollView, can_focus=False):
             self._blocks[view.state.name].view = view
             self._rebuild(view.state.name, now)
 
+    def set_boxes(self, views: Iterable[BoxView], now: float) -> None:
+        """The boxes the config now lists, in its order (a reloaded config added or
+        removed some): a box kept keeps its lines, a new one is drawn, a gone one goes."""
+        self._now = now
+        blocks = {}
+        for view in views:
+            block = self._blocks.get(view.state.name)
+            if block is None:
+                block = _Block(view, box_lines(view, self.filter, now))
+            blocks[view.state.name] = block
+        if list(blocks) == self._names:
+            return
+        self._blocks = blocks
+        self._names = list(blocks)
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._order = None
+        self._cursor = None
+        if self._tops:
+            self._layout()
+            self.refresh()
+
     def stage(self, view: BoxView, by: float) -> None:
         """A box's new picture that may wait until `by` (or the box's next redraw)."""
         block = self._blocks.get(view.state.name)

@@ -25,7 +25,7 @@ from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
-from tui.model.unpushed import at_stake, rate_share
+from tui.model.unpushed import at_stake, box_timeline, rate_share
 from tui.model.watchdog_silence import box_clock, likely_fired, silent
 from widgets.badges import badge, bar
 from widgets.guard_text import guard_line
@@ -351,7 +351,8 @@ def _with_stake(pushed: str | None, run: RunState, view: BoxView, box: BoxState
                 ) -> str | None:
     """`unpushed: 7 epochs, $1.84 of GPU time` after the push note, while anything is."""
     running = sum(r.health is Health.RUNNING for r in box.runs)
-    stake = at_stake(run, view.pushes.get(run.path), rate_share(run, view.cost, running))
+    stake = at_stake(run, view.pushes.get(run.path), rate_share(run, view.cost, running),
+                     box_timeline(box, view.cost))
     if stake is None or stake.epochs == 0:
         return pushed
     return f"{pushed} · {stake.words()}" if pushed else stake.words()

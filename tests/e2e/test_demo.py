@@ -593,3 +593,34 @@ async def test_real_training_box_and_its_process_goes_with_the_fleet() -> None:
         assert trained.pid == proc.pid and trained.pid_alive is True
         assert trained.health is Health.RUNNING
     assert proc.poll() is not None and demo.training.proc is None
+
+
+async def test_a_finished_runs_unpushed_money_does_not_follow_the_runs_training_now(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's baseline finished 3 h ago, alone on its box: its "unpushed ... of GPU
+    time" is the whole box's rate over its epochs, whether the two live runs beside it are
+    training now or not (it read $0.38 with them and $0.76 without)."""
+    from dataclasses import replace
+
+    from tui.cli.watching import _status
+    from tui.model.status_doc import box_document
+
+    demo = DemoFleet()
+    async with demo as fleet:
+        for var, value in demo.env.items():
+            monkeypatch.setenv(var, value)
+        boxes, cost = await _status(fleet)
+    box = next(b for b in boxes if b.name == "vast-4090x2")
+    assert sum(r.health is Health.RUNNING for r in box.runs) >= 2
+    done = next(r for r in box.runs if r.name == "baseline-yolox-n")
+    assert done.health is Health.COMPLETED
+
+    def unpushed(state: BoxState) -> float:
+        doc = box_document(state, cost.boxes["vast-4090x2"], {})
+        figure = next(r for r in doc["runs"] if r["name"] == "baseline-yolox-n")
+        assert figure["unpushed_epochs"] == 40
+        return float(figure["unpushed_usd"])
+
+    crowded = unpushed(box)
+    alone = unpushed(replace(box, runs=(done,)))
+    assert crowded == pytest.approx(alone) and crowded > 0

@@ -208,6 +208,8 @@ class BoxCost:
     doubt: str | None = None              # where unsure: what may still be going out
     maybe_usd_per_hr: float | None = None  # never observed: what it bills if running
     idle_reason: str = ""
+    # The box's billing history (what prices its runs' past epochs at the rate then).
+    history: BoxHistory | None = field(default=None, compare=False, repr=False)
 
     @property
     def rate_now(self) -> Rate | None:
@@ -317,7 +319,7 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
             budget_usd=box.budget_usd, budget_level=budget_level(spent, box.budget_usd),
             provider_error=error, billing=open_,
             doubt=_doubt(box, open_, state, rates, error, now),
-            maybe_usd_per_hr=maybe, idle_reason=idle_words)
+            maybe_usd_per_hr=maybe, idle_reason=idle_words, history=history)
     accrued_total = sum(c.accrued_usd for c in costs.values())
     return FleetCost(
         boxes=costs,

@@ -13,7 +13,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
-from tui.model.unpushed import AtStake, at_stake, rate_share
+from tui.model.unpushed import AtStake, at_stake, box_timeline, rate_share
 from tui.model.watchdog import guard_document
 from tui.model.watchdog_silence import guard_reading, likely_fired, likely_fired_document
 
@@ -104,7 +104,8 @@ def disk_projection(box: BoxState, cost: BoxCost | None) -> DiskProjection:
 def _stake(run: RunState, box: BoxState, cost: BoxCost | None,
            pushes: Mapping[str, PushRecord] | None) -> AtStake | None:
     running = sum(r.health is Health.RUNNING for r in box.runs)
-    return at_stake(run, (pushes or {}).get(run.path), rate_share(run, cost, running))
+    return at_stake(run, (pushes or {}).get(run.path), rate_share(run, cost, running),
+                    box_timeline(box, cost))
 
 
 def _guard(box: BoxState, now: float | None) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from tui.model.alerts import AlertEvent
 from tui.model.box import BoxState
+from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord
 from tui.model.meter import FleetCost
 from tui.model.policy import Notice as CostNotice
@@ -24,6 +25,14 @@ class BoxChanged:
     """A box's new snapshot (a watcher's look, or a crashed watcher's failure)."""
 
     state: BoxState
+
+
+@dataclass(frozen=True)
+class ConfigReloaded:
+    """The config file's new content is in force; `changes` says what changed, in words."""
+
+    fleet: FleetConfig
+    changes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -136,5 +145,5 @@ class BoxBusy(Exception):
 
 Event = (BoxChanged | CostChanged | ActionStarted | ActionRefused | ActionProgress
          | ActionCancelling | ActionEnded | Alarm | Notice | Crashed | PushesChanged
-         | MonitorNote)
+         | MonitorNote | ConfigReloaded)
 Sink = Callable[[Event], None]

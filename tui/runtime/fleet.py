@@ -29,12 +29,14 @@ from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, eve
 from tui.model.box import BoxState, Connection, fold_failure
 from tui.model.cancel import CANCELLED
 from tui.model.config import FleetConfig
+from tui.model.config_diff import config_changes, needs_restart, rewatch
 from tui.model.guard import PushRecord, last_verified_pushes
 from tui.model.milestones import RETRY_BASE_SECONDS
 from tui.model.retry import backoff_delay
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
+from tui.runtime.config_file import CONFIG_POLL_SECONDS, ConfigFile, Refused, Reloaded
 from tui.runtime.events import (
     ActionCancelling,
     ActionEnded,
@@ -44,6 +46,7 @@ from tui.runtime.events import (
     Alarm,
     BoxBusy,
     BoxChanged,
+    ConfigReloaded,
     CostChanged,
     Crashed,
     MonitorNote,
@@ -80,8 +83,16 @@ class Runtime:
                  states: Iterable[BoxState] | None = None,
                  retry_seconds: float = RETRY_BASE_SECONDS,
                  poll_seconds: float = PROVIDER_POLL_SECONDS,
-                 coalesce_seconds: float = COST_COALESCE_SECONDS) -> None:
+                 coalesce_seconds: float = COST_COALESCE_SECONDS,
+                 config_path: Path | None = None,
+                 config_seconds: float = CONFIG_POLL_SECONDS) -> None:
         self.fleet = fleet
+        # The config file, looked at again while live (its source when that is a file).
+        if config_path is None and live and Path(fleet.source).is_file():
+            config_path = Path(fleet.source)
+        self.config_file = ConfigFile(config_path) if config_path is not None and live \
+            else None
+        self.config_seconds = config_seconds
         self.sink = sink
         self.clock = clock
         self.live = live
@@ -127,7 +138,8 @@ class Runtime:
 
     def watching(self, box: str) -> bool:
         """Whether the box's watcher task is alive (a crash restarts it, never ends it)."""
-        return any(t.get_name() == f"watch {box}" and not t.done() for t in self._tasks)
+        return any(t.get_name() == f"watch {box}" and not t.done() and not t.cancelling()
+                   for t in self._tasks)
 
     def action_task(self, box: str) -> asyncio.Task[None] | None:
         """The task of the box's running action (a cancel asked about names this one)."""
@@ -149,6 +161,8 @@ class Runtime:
         if self.meter is not None:
             self._spawn(self._poller(), "poll providers")
         self._spawn(self._reread_journal(), "journal")
+        if self.config_file is not None:
+            self._spawn(self._watch_config(), "config")
 
     def _spawn(self, work: Awaitable[None], name: str) -> None:
         self._tasks.append(asyncio.ensure_future(work))
@@ -301,6 +315,88 @@ class Runtime:
     def _ring(self, events: list[AlertEvent]) -> None:
         if events:
             self.sink(Alarm((), tuple(events), "error", True))
+
+    # --- the config file -------------------------------------------------------------
+
+    async def _watch_config(self) -> None:
+        """The config file, looked at every `config_seconds`: an edit applies live."""
+        while True:
+            await asyncio.sleep(self.config_seconds)
+            self.check_config()
+
+    def check_config(self) -> list[str] | None:
+        """Look at the config file now: a new valid content is applied (its changes
+        returned, in words), an invalid one said once and the config in force kept."""
+        if self.config_file is None:
+            return None
+        verdict = self.config_file.check()
+        if isinstance(verdict, Refused):
+            self.sink(Notice(f"config not reloaded, the one in force is kept: {verdict.error}",
+                             "error"))
+            return None
+        if isinstance(verdict, Reloaded):
+            return self.apply_config(verdict.fleet)
+        return None
+
+    def apply_config(self, new: FleetConfig) -> list[str]:
+        """Put `new` in force: rates, budgets, thresholds, milestones and push targets at
+        once; an added box watched, a removed one no longer, a box whose way in changed
+        watched anew. Journaled as one line of what changed."""
+        old = self.fleet
+        changes = config_changes(old, new)
+        if not changes:
+            self.fleet = new
+            return []
+        added, removed, reconnect = rewatch(old, new)
+        self.fleet = new
+        self.guardian.fleet = new
+        self.guardian._power_version = None
+        self.board.fleet = new
+        if self.meter is not None:
+            self.meter.fleet = new
+        if self.sender is not None:
+            self.sender.config = new.alerts
+        for name in removed:
+            self.states.pop(name, None)
+            self._stop_watching(name)
+        for box in new.boxes:
+            if box.name not in self.states:
+                self.states[box.name] = BoxState(name=box.name)
+        if self.live:
+            store = host_key_store(new)
+            for box in new.boxes:
+                watcher = self.watchers.get(box.name)
+                if box.name in added or box.name in reconnect or watcher is None:
+                    self._stop_watching(box.name)
+                    watcher = self.watchers[box.name] = BoxWatcher(box, new, store=store,
+                                                                   clock=self.clock)
+                    if self._running:
+                        self._spawn(self._supervise(watcher), f"watch {box.name}")
+                else:
+                    watcher.box = watcher.session.box = box
+                    watcher.fleet = watcher.session._fleet = new
+        words = "config reloaded: " + "; ".join(changes)
+        later = needs_restart(old, new)
+        if later:
+            words += f" ({' and '.join(f'[{k}]' for k in later)}: on the next start)"
+        self.journal.record(box="", action="config", outcome="reloaded", message=words,
+                            at=self.clock())
+        self.sink(ConfigReloaded(new, tuple(changes)))
+        self.sink(Notice(words, "information"))
+        self._update_cost()
+        return changes
+
+    def _stop_watching(self, name: str) -> None:
+        """End a box's watcher task and close its session (in the background)."""
+        for task in self._tasks:
+            if task.get_name() == f"watch {name}" and not task.done():
+                task.cancel()
+        watcher = self.watchers.pop(name, None)
+        if watcher is not None and self._running:
+            closing = asyncio.ensure_future(watcher.close())
+            closing.set_name(f"close {name}")
+            self._tasks.append(closing)
+        self._tasks = [t for t in self._tasks if not t.done()]
 
     # --- the journal and the stores ----------------------------------------------------
 

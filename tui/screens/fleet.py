@@ -167,8 +167,18 @@ class FleetScreen(Screen[None]):
         return BoxView(app.states[name], config.provider, cost, app.pushes.get(name, {}),
                        app.notes.get(name), self.head_items(name), at_stake=True)
 
+    def boxes_changed(self) -> None:
+        """The reloaded config added or removed boxes: the list follows it."""
+        app = self.gpurent
+        self.fleet_list.set_boxes([self._view(b.name) for b in app.fleet.boxes
+                                   if b.name in app.states], app.clock())
+        self._follow_order()
+        self._schedule_head()
+
     def refresh_box(self, name: str) -> None:
         """Redraw one box from the app's state (only what changed is repainted)."""
+        if name not in self.gpurent.states:
+            return  # removed from the config since
         self.fleet_list.show(self._view(name), self.gpurent.clock())
         self._follow_order()
 

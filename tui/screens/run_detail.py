@@ -21,7 +21,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
 from tui.model.runs import Health, RunState, format_age, short_metric_name
 from tui.model.sizing import human_bytes
-from tui.model.unpushed import AtStake, at_stake, rate_share
+from tui.model.unpushed import AtStake, at_stake, box_timeline, rate_share
 from widgets import badge
 
 SERIES = ("both", "loss", "metric")
@@ -112,7 +112,8 @@ def run_stake(run: RunState, box: BoxState | None, pushes: Mapping[str, PushReco
     """What a crash would cost now: from the box's last verified pushes and its share of
     the box's running rate (no money without a cost picture)."""
     running = sum(r.health is Health.RUNNING for r in box.runs) if box else 1
-    return at_stake(run, pushes.get(run.path), rate_share(run, cost, running))
+    return at_stake(run, pushes.get(run.path), rate_share(run, cost, running),
+                    box_timeline(box, cost))
 
 
 class RunDetail(Screen[None]):
