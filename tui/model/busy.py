@@ -70,7 +70,7 @@ class BusyIntegral:
             return None
         inside = [w for w in self.recent if w.at > since]
         spans = sum(w.span for w in inside)
-        return 100 * sum(w.span * w.pct for w in inside) / spans if spans > 0 else None
+        return sum(w.span * w.pct for w in inside) / spans if spans > 0 else None
 
 
 def _number(value: object) -> float | None:

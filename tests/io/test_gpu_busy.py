@@ -1,0 +1,150 @@
+"""The true GPU-busy figure over real sshd: a box whose `nvidia-smi` replays the H200's
+`-q -d UTILIZATION` recordings gives the busy integral, `gpu_idle_usd` and the
+`gpu_underused` alert exactly, on a fake clock (the driver's ~14 s average per window)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from support.fleets import DATA, box_entry, make_fleet
+from support.nvidia_smi import replaying_nvidia_smi, utilisation_answers_served
+from support.sshd import KeyPair, Sshd
+
+from tui.actions.guardian import Guardian
+from tui.model.alerts import GPU_UNDERUSED
+from tui.model.box import BoxState, Connection
+from tui.model.config import FleetConfig
+from tui.model.cost import BoxRates, Rate
+from tui.model.meter import BoxCost, FleetCost
+from tui.model.runs import Health
+from tui.model.status_doc import box_document
+from tui.remote.watch import BoxWatcher
+from tui.store.journal import Journal
+
+Factory = Callable[..., Sshd]
+RATE = 3.49  # the H200's $/hr where the recordings were made
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def live_run(root: Path) -> Path:
+    """A LibreYOLO run that progresses (updated now, by the box's own clock)."""
+    run = root / "live"
+    run.mkdir(parents=True)
+    status = json.loads((DATA / "yolox_running" / "status.json").read_text())
+    status.pop("pid", None)
+    status["updated_at"] = datetime.now(UTC).isoformat()
+    (run / "status.json").write_text(json.dumps(status))
+    return run
+
+
+def h200_fleet(tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+               *util: str, **top: object) -> tuple[FleetConfig, Path]:
+    bin_dir = tmp_path / "bin"
+    server = sshd_factory("box", env=replaying_nvidia_smi(bin_dir, *util))
+    root = tmp_path / "runs"
+    live_run(root)
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(root)])],
+                       known_hosts=[server.known_hosts_line()], **top)
+    return fleet, bin_dir
+
+
+def billed(state: BoxState) -> FleetCost:
+    rates = BoxRates("running", Rate(RATE, "config"), None, 720.0, "config", None)
+    return FleetCost({state.name: BoxCost(state.name, rates, 0.0, 0.0)}, RATE, 0.0, 0.0, 0.0)
+
+
+async def look(watcher: BoxWatcher) -> BoxState:
+    state = await watcher.refresh()
+    assert state.connection is Connection.OK, state.error
+    (run,) = state.runs
+    assert run.health is Health.RUNNING, run.reason
+    return state
+
+
+async def test_the_busy_integral_and_idle_money_over_dense_and_sparse_refreshes(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """Three driver averages (17 %, 39 %, 70 %, each over 14.00 s): the second is read
+    10 s after the first, so only its last 10 s are new; the third 30 s later, so it
+    covers its own 14 s and the 16 s gap is not guessed. One `utilization.gpu` read per
+    refresh said 0 % every time."""
+    fleet, bin_dir = h200_fleet(tmp_path, sshd_factory, client_key,
+                                "util-17.txt", "util-39.txt", "util-70.txt")
+    clock = Clock()
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    try:
+        for step in (0.0, 10.0, 30.0):
+            clock.now += step
+            state = await look(watcher)
+        assert utilisation_answers_served(bin_dir) == 3
+        assert state.gpus[0].util_pct == 0.0  # the one-sample read the panel showed before
+        covered, busy = 14 + 10 + 14, 14 * 0.17 + 10 * 0.39 + 14 * 0.70
+        assert state.busy.covered_s == covered and abs(state.busy.busy_s - busy) < 1e-9
+        assert state.runs[0].busy == state.busy  # the run progressed the whole time
+        doc = box_document(state, billed(state).boxes["box"])
+        pct, idle = round(100 * busy / covered, 1), round(RATE * (covered - busy) / 3600, 4)
+        assert (doc["gpu_busy_pct"], doc["gpu_idle_usd"]) == (42.3, idle) == (42.3, 0.0213)
+        assert doc["gpu_busy_now_pct"] == 70.0 and doc["gpu_busy_covered_s"] == covered
+        run_doc = doc["runs"][0]
+        assert (run_doc["gpu_busy_pct"], run_doc["gpu_idle_usd"]) == (pct, idle)
+        # the same instant folded again (a catch-up round) adds nothing
+        state = await look(watcher)
+        assert state.busy.covered_s == covered
+    finally:
+        await watcher.session.close()
+
+
+async def test_gpu_underused_once_per_run_after_fifteen_minutes(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """The run progresses while the driver reads its GPU 17 % busy at every look (once a
+    minute): nothing before 15 minutes of windows, then one `gpu_underused` naming the
+    rate, the share and what to try; never again for that run."""
+    fleet, _ = h200_fleet(tmp_path, sshd_factory, client_key, "util-17.txt")
+    clock = Clock()
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    guardian = Guardian(fleet, Journal(tmp_path / "journal.jsonl"), clock=clock)
+    found = []
+    try:
+        for minute in range(17):
+            if minute:
+                clock.now += 60
+            state = await look(watcher)
+            _, events = guardian.judge_costs(billed(state), {"box": state}, set())
+            found.append([e for e in events if e.kind == GPU_UNDERUSED])
+        assert all(not f for f in found[:15])  # 14 min of windows (plus the first 14 s)
+        (alert,) = found[15]
+        assert alert.run == "live" and alert.box == "box"
+        assert alert.text == ("box/live: paying $3.49/hr for 17% of an H200 over the last "
+                              "15 min: dataloader-bound? `gpurent-tui profile box`")
+        assert found[16] == []
+    finally:
+        await watcher.session.close()
+
+
+async def test_thresholds_come_from_the_fleet_config(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """`[alerts] gpu_underused_pct = 10` and a 17 % GPU: no alert however long."""
+    fleet, _ = h200_fleet(tmp_path, sshd_factory, client_key, "util-17.txt",
+                          alerts={"gpu_underused_pct": 10, "gpu_underused_minutes": 2})
+    assert (fleet.alerts.gpu_underused_pct, fleet.alerts.gpu_underused_minutes) == (10, 2)
+    clock = Clock()
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    guardian = Guardian(fleet, Journal(tmp_path / "journal.jsonl"), clock=clock)
+    try:
+        for _ in range(4):
+            clock.now += 60
+            state = await look(watcher)
+            _, events = guardian.judge_costs(billed(state), {"box": state}, set())
+            assert [e for e in events if e.kind == GPU_UNDERUSED] == []
+        assert state.runs[0].busy.trailing(clock.now, 2) == 17.0
+    finally:
+        await watcher.session.close()
