@@ -28,7 +28,7 @@ from tui.model.text import clean, clean_block
 from tui.model.unpushed import at_stake, rate_share
 from widgets.badges import badge, bar
 from widgets.guard_text import guard_line
-from widgets.money_text import box_money_line, fleet_money, run_money
+from widgets.money_text import box_money_line, busy_note, fleet_money, run_money
 
 NAME_CELLS = 20
 SPARK_POINTS = 60
@@ -132,6 +132,9 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
     money = run_money(cost)
     if money:
         parts.append(money)
+    gpu = busy_note(run.busy, cost.usd_per_hr if cost else None)
+    if gpu:
+        parts.append(gpu)
     if pushed:
         parts.append(pushed)
     updated = parse_time(run.updated_at)
@@ -358,7 +361,7 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
     if view.cost is not None:
         if view.cost.idle_alarm and view.cost.idle_since is not None:
             due.age(now - view.cost.idle_since)
-        lines += _lines_of(box_money_line(view.cost, now), 2)
+        lines += _lines_of(box_money_line(view.cost, now, box.busy), 2)
     lines += _lines_of(guard_line(box), 2)
     lines += _lines_of(box_problem_line(box, now, due), 2)
     shown: list[str] = []

@@ -15,22 +15,26 @@ from support.sshd import KeyPair, Sshd
 
 from tui.actions.guardian import Guardian
 from tui.model.alerts import GPU_UNDERUSED
+from tui.model.bill import Event
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
-from tui.model.cost import BoxRates, Rate
-from tui.model.meter import BoxCost, FleetCost
+from tui.model.meter import FleetCost, meter
 from tui.model.runs import Health
 from tui.model.status_doc import box_document
 from tui.remote.watch import BoxWatcher
+from tui.screens.cost import notes
 from tui.store.journal import Journal
+from widgets.fleet_text import run_detail_line
+from widgets.money_text import box_money_line
 
 Factory = Callable[..., Sshd]
 RATE = 3.49  # the H200's $/hr where the recordings were made
+START = 1_000_000.0  # the fake clock's first look
 
 
 class Clock:
     def __init__(self) -> None:
-        self.now = 1_000_000.0
+        self.now = START
 
     def __call__(self) -> float:
         return self.now
@@ -53,14 +57,18 @@ def h200_fleet(tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
     server = sshd_factory("box", env=replaying_nvidia_smi(bin_dir, *util))
     root = tmp_path / "runs"
     live_run(root)
-    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(root)])],
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(root)],
+                                            pricing={"running_usd_per_hr": RATE})],
                        known_hosts=[server.known_hosts_line()], **top)
     return fleet, bin_dir
 
 
-def billed(state: BoxState) -> FleetCost:
-    rates = BoxRates("running", Rate(RATE, "config"), None, 720.0, "config", None)
-    return FleetCost({state.name: BoxCost(state.name, rates, 0.0, 0.0)}, RATE, 0.0, 0.0, 0.0)
+def billed(fleet: FleetConfig, state: BoxState) -> FleetCost:
+    """The meter's picture of the box, billed running at its configured $/hr since it was
+    first seen (the ledger's segment an answering box opens)."""
+    now = state.last_ok_at or 0.0
+    book = [Event(START - 14, state.name, "running", RATE, "config")]
+    return meter(fleet, [state], {}, book, {}, now, now - 3600)
 
 
 async def look(watcher: BoxWatcher) -> BoxState:
@@ -90,12 +98,23 @@ async def test_the_busy_integral_and_idle_money_over_dense_and_sparse_refreshes(
         covered, busy = 14 + 10 + 14, 14 * 0.17 + 10 * 0.39 + 14 * 0.70
         assert state.busy.covered_s == covered and abs(state.busy.busy_s - busy) < 1e-9
         assert state.runs[0].busy == state.busy  # the run progressed the whole time
-        doc = box_document(state, billed(state).boxes["box"])
+        cost = billed(fleet, state)
+        doc = box_document(state, cost.boxes["box"])
         pct, idle = round(100 * busy / covered, 1), round(RATE * (covered - busy) / 3600, 4)
         assert (doc["gpu_busy_pct"], doc["gpu_idle_usd"]) == (42.3, idle) == (42.3, 0.0213)
         assert doc["gpu_busy_now_pct"] == 70.0 and doc["gpu_busy_covered_s"] == covered
         run_doc = doc["runs"][0]
         assert (run_doc["gpu_busy_pct"], run_doc["gpu_idle_usd"]) == (pct, idle)
+        assert (doc["cost"]["gpu_busy_pct"], round(doc["cost"]["gpu_idle_usd"], 4)) == (pct, idle)
+        # the same figures where a person looks: the box's money line and the cost screen
+        line = box_money_line(cost.boxes["box"], clock.now, state.busy)
+        assert line is not None and line.plain == (  # billed 54 s, 38 s of them covered
+            "$3.49/hr running (config) · spent $0.0524 · GPU 42% busy ($0.0213 idle)")
+        run_cost = cost.boxes["box"].runs[state.runs[0].path]
+        detail = run_detail_line(state.runs[0], clock.now, run_cost)
+        assert "GPU 42% busy ($0.0213 idle)" in detail.plain
+        assert ("box: GPUs 42% busy while billed: $0.0213 of its GPU time went unused "
+                "(`gpurent-tui profile` says why)") in notes(cost)
         # the same instant folded again (a catch-up round) adds nothing
         state = await look(watcher)
         assert state.busy.covered_s == covered
@@ -118,7 +137,7 @@ async def test_gpu_underused_once_per_run_after_fifteen_minutes(
             if minute:
                 clock.now += 60
             state = await look(watcher)
-            _, events = guardian.judge_costs(billed(state), {"box": state}, set())
+            _, events = guardian.judge_costs(billed(fleet, state), {"box": state}, set())
             found.append([e for e in events if e.kind == GPU_UNDERUSED])
         assert all(not f for f in found[:15])  # 14 min of windows (plus the first 14 s)
         (alert,) = found[15]
@@ -143,7 +162,7 @@ async def test_thresholds_come_from_the_fleet_config(
         for _ in range(4):
             clock.now += 60
             state = await look(watcher)
-            _, events = guardian.judge_costs(billed(state), {"box": state}, set())
+            _, events = guardian.judge_costs(billed(fleet, state), {"box": state}, set())
             assert [e for e in events if e.kind == GPU_UNDERUSED] == []
         assert state.runs[0].busy.trailing(clock.now, 2) == 17.0
     finally:

@@ -90,6 +90,8 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
         "idle_alarm": cost.idle_alarm,
         "idle_usd": _money(cost.idle_usd) if cost.idle_since is not None else None,
         "idle_reason": cost.idle_reason if cost.idle_since is not None else None,
+        "gpu_busy_pct": None if cost.gpu_busy_pct is None else round(cost.gpu_busy_pct, 1),
+        "gpu_idle_usd": _money(cost.gpu_idle_usd),
         "budget_usd": cost.budget_usd,
         "budget_level": cost.budget_level,
         "provider_error": cost.provider_error,
