@@ -9,8 +9,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from support.fleets import DATA, box_entry, make_fleet
-from support.nvidia_smi import replaying_nvidia_smi, utilisation_answers_served
+from support.nvidia_smi import fake_nvml, replaying_nvidia_smi, utilisation_answers_served
 from support.sshd import KeyPair, Sshd
 
 from tui.actions.guardian import Guardian
@@ -52,9 +53,10 @@ def live_run(root: Path) -> Path:
 
 
 def h200_fleet(tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
-               *util: str, **top: object) -> tuple[FleetConfig, Path]:
+               *util: str, env: dict[str, str] | None = None,
+               **top: object) -> tuple[FleetConfig, Path]:
     bin_dir = tmp_path / "bin"
-    server = sshd_factory("box", env=replaying_nvidia_smi(bin_dir, *util))
+    server = sshd_factory("box", env={**replaying_nvidia_smi(bin_dir, *util), **(env or {})})
     root = tmp_path / "runs"
     live_run(root)
     fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(root)],
@@ -167,3 +169,47 @@ async def test_thresholds_come_from_the_fleet_config(
         assert state.runs[0].busy.trailing(clock.now, 2) == 17.0
     finally:
         await watcher.session.close()
+
+
+async def test_nvml_is_preferred_and_read_since_the_last_sample_by_the_kept_probe(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """A box whose libnvidia-ml.so.1 (a stand-in built from tests/support/fake_nvml.c,
+    NVML's own signatures, 71 samples 200 ms apart, odd slots 99 % busy) loads: the probe
+    reads NVML's samples through ctypes and never forks `nvidia-smi -q`; the kept probe asks
+    only for samples since the last one it saw, so the second window is the 10 s between."""
+    nvml = fake_nvml(tmp_path / "lib")
+    if nvml is None:
+        pytest.skip("no C compiler to build the stand-in libnvidia-ml.so.1")
+    fleet, bin_dir = h200_fleet(tmp_path, sshd_factory, client_key, "util-17.txt", env=nvml)
+    clock = Clock()
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    try:
+        first = await look(watcher)
+        clock.now += 10
+        state = await look(watcher)
+        assert watcher.session.probe_mode == "kept"
+    finally:
+        await watcher.session.close()
+    assert utilisation_answers_served(bin_dir) == 0
+    assert first.gpu_busy is not None and state.gpu_busy is not None
+    assert (first.gpu_busy.span, round(first.gpu_busy.pct, 4)) == (14.2, round(35 * 99 / 71, 4))
+    assert (state.gpu_busy.span, state.gpu_busy.pct) == (10.0, 49.5)
+    assert abs(state.busy.covered_s - 24.2) < 1e-6
+    assert abs(state.busy.busy_s - (0.35 * 99 / 71 * 14.2 + 4.95)) < 1e-6
+
+
+async def test_where_nvml_will_not_start_nvidia_smi_answers(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """nvmlInit_v2 fails (a driver/library mismatch): the fallback reads the recording."""
+    nvml = fake_nvml(tmp_path / "lib")
+    if nvml is None:
+        pytest.skip("no C compiler to build the stand-in libnvidia-ml.so.1")
+    fleet, bin_dir = h200_fleet(tmp_path, sshd_factory, client_key, "util-39.txt",
+                                env={**nvml, "FAKE_NVML_FAIL": "init"})
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=Clock())
+    try:
+        state = await look(watcher)
+    finally:
+        await watcher.session.close()
+    assert utilisation_answers_served(bin_dir) == 1
+    assert state.gpu_busy is not None and (state.gpu_busy.span, state.gpu_busy.pct) == (14, 39)

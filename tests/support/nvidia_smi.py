@@ -11,6 +11,8 @@ driver does for a field it does not know.
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
@@ -80,3 +82,18 @@ def utilisation_answers_served(bin_dir: Path) -> int:
     """How many `-q -d UTILIZATION` queries the stand-in answered."""
     path = bin_dir / "util.n"
     return int(path.read_text()) if path.exists() else 0
+
+
+FAKE_NVML_SOURCE = Path(__file__).resolve().parent / "fake_nvml.c"
+
+
+def fake_nvml(lib_dir: Path) -> dict[str, str] | None:
+    """Build the stand-in libnvidia-ml.so.1 (fake_nvml.c) into `lib_dir`: the box env that
+    loads it, or None where this machine has no C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib_dir / "libnvidia-ml.so.1"),
+                    str(FAKE_NVML_SOURCE)], check=True)
+    return {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_STEP_US": "10000000"}

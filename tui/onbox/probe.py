@@ -704,7 +704,7 @@ def nvml_busy():
                                       ctypes.byref(vtype), ctypes.byref(n), None)
         window = None
         if rc == 0 and n.value > 0:
-            n = ctypes.c_uint(min(n.value, NVML_MAX_SAMPLES))
+            n = ctypes.c_uint(min(n.value + 16, NVML_MAX_SAMPLES))  # room for new ones
             buf = (Sample * n.value)()
             rc = lib.nvmlDeviceGetSamples(handle, NVML_SAMPLES, ctypes.c_ulonglong(seen),
                                           ctypes.byref(vtype), ctypes.byref(n), buf)
