@@ -22,6 +22,8 @@ from tui.model.config import FleetConfig
 from tui.model.meter import FleetCost, meter
 from tui.model.runs import Health
 from tui.model.status_doc import box_document
+from tui.model.watchdog import fold_guard, guard_document
+from tui.onbox import guard, probe
 from tui.remote.watch import BoxWatcher
 from tui.screens.cost import notes
 from tui.store.journal import Journal
@@ -213,3 +215,31 @@ async def test_where_nvml_will_not_start_nvidia_smi_answers(
         await watcher.session.close()
     assert utilisation_answers_served(bin_dir) == 1
     assert state.gpu_busy is not None and (state.gpu_busy.span, state.gpu_busy.pct) == (14, 39)
+
+
+def test_the_watchdog_keeps_the_integral_while_the_panel_is_away(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The on-box watchdog folds the same driver averages at its own looks (here 0, 10 and
+    40 s after arming: the same tiling as the panel's), and its state reads back through
+    the panel's hostile-input reader into `status --json`'s guard part."""
+    bin_dir = tmp_path / "bin"
+    env = replaying_nvidia_smi(bin_dir, "util-17.txt", "util-39.txt", "util-70.txt")
+    monkeypatch.setenv("PATH", env["PATH"])
+    root = tmp_path / "runs"
+    live_run(root)
+    watch = guard.Watch({"runs_roots": [str(root)], "max_hours": 2.0}, now=START)
+    for at in (START, START + 10, START + 40, START + 40):
+        watch.look(probe, at)
+    assert utilisation_answers_served(bin_dir) == 4
+    covered, busy = 14 + 10 + 14, 14 * 0.17 + 10 * 0.39 + 14 * 0.70
+    assert watch.busy["covered_s"] == covered and abs(watch.busy["busy_s"] - busy) < 1e-9
+    raw = {"v": 1, "armed_at": START,
+           "gpu_busy": {"covered_s": covered, "busy_s": round(busy, 1)}}
+    doc = guard_document(fold_guard(raw, START + 40), START + 40)
+    assert doc is not None and (doc["gpu_busy_pct"], doc["gpu_busy_covered_s"]) == (42.4, 38.0)
+    for hostile, read in (({"covered_s": 10, "busy_s": 1e9}, 100.0),
+                          ({"covered_s": 10, "busy_s": -5}, 0.0),
+                          ({"covered_s": "10", "busy_s": 1}, None),
+                          ({"covered_s": float("inf"), "busy_s": 1}, None), ("lots", None)):
+        doc = guard_document(fold_guard({"v": 1, "gpu_busy": hostile}, None), None)
+        assert doc is not None and doc["gpu_busy_pct"] == read
