@@ -21,7 +21,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.meter import FleetCost, meter
 from tui.model.runs import Health
-from tui.model.status_doc import box_document
+from tui.model.status_doc import box_document, status_table
 from tui.model.watchdog import fold_guard, guard_document
 from tui.onbox import guard, probe
 from tui.remote.watch import BoxWatcher
@@ -117,6 +117,8 @@ async def test_the_busy_integral_and_idle_money_over_dense_and_sparse_refreshes(
         run_cost = cost.boxes["box"].runs[state.runs[0].path]
         detail = run_detail_line(state.runs[0], clock.now, run_cost)
         assert "GPU 42% busy ($0.0213 idle)" in detail.plain
+        assert ("  cost: $3.49/hr running (config), spent $0.0524, GPU 42% busy ($0.0213 "
+                "idle)") in status_table([state], clock.now, cost).splitlines()
         assert ("box: GPUs 42% busy while billed: $0.0213 of its GPU time went unused "
                 "(`gpurent-tui profile` says why)") in notes(cost)
         # the same instant folded again (a catch-up round) adds nothing

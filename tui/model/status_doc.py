@@ -207,6 +207,10 @@ def _money_line(cost: BoxCost) -> str:
     else:
         line = f"  cost: {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
         line += f", spent {usd(cost.accrued_usd)}"
+    if cost.gpu_busy_pct is not None:
+        line += f", GPU {cost.gpu_busy_pct:.0f}% busy"
+        if cost.gpu_idle_usd is not None:
+            line += f" ({usd(cost.gpu_idle_usd)} idle)"
     stopped = cost.rates.stopped
     if stopped is not None and cost.rates.state not in ("stopped", "destroyed"):
         line += f", stopped {usd(stopped.usd_per_hr)}/hr"
