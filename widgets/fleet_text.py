@@ -29,7 +29,7 @@ from tui.model.unpushed import at_stake, box_timeline, rate_share
 from tui.model.watchdog_silence import box_clock, likely_fired, silent
 from widgets.badges import badge, bar
 from widgets.guard_text import guard_line
-from widgets.money_text import box_money_line, fleet_money, run_money
+from widgets.money_text import box_money_line, busy_note, fleet_money, run_money
 
 NAME_CELLS = 20
 SPARK_POINTS = 60
@@ -133,6 +133,9 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
     money = run_money(cost)
     if money:
         parts.append(money)
+    gpu = busy_note(run.busy, cost.usd_per_hr if cost else None)
+    if gpu:
+        parts.append(gpu)
     if pushed:
         parts.append(pushed)
     updated = parse_time(run.updated_at)
@@ -369,7 +372,7 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
     if view.cost is not None:
         if view.cost.idle_alarm and view.cost.idle_since is not None:
             due.age(now - view.cost.idle_since)
-        lines += _lines_of(box_money_line(view.cost, now), 2)
+        lines += _lines_of(box_money_line(view.cost, now, box.busy), 2)
     if box.guard is not None and silent(box) and box.guard.deadline is not None:
         carried = box_clock(box, now)  # its countdown runs on, and stops at the deadline
         if carried is not None and box.guard.deadline > carried:

@@ -6,6 +6,7 @@ import math
 
 from rich.text import Text
 
+from tui.model.busy import BusyIntegral
 from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
@@ -26,8 +27,20 @@ def fleet_money(cost: FleetCost | None) -> Text:
     return text
 
 
-def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
-    """Rate now with its source, spent, the stopped rate, the saving and the verdict; alarms."""
+def busy_note(busy: BusyIntegral | None, usd_per_hr: float | None) -> str | None:
+    """`GPU 17% busy ($0.21 idle)`: the driver's busy average over the billed time and
+    the money its unused share cost; nothing before the first window."""
+    pct = busy.pct if busy is not None else None
+    if busy is None or pct is None:
+        return None
+    idle = busy.idle_usd(usd_per_hr)
+    return f"GPU {pct:.0f}% busy" + (f" ({usd(idle)} idle)" if idle is not None else "")
+
+
+def box_money_line(cost: BoxCost | None, now: float,
+                   busy: BusyIntegral | None = None) -> Text | None:
+    """Rate now with its source, spent, how busy its GPUs were, the stopped rate, the
+    saving and the verdict; alarms."""
     if cost is None:
         return None
     rates = cost.rates
@@ -45,6 +58,9 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
         text.append(f"{usd(rate.usd_per_hr)}/hr", style="bold")
         text.append(f" {rates.state} ({rate.source})", style="dim")
         text.append(f" · spent {usd(cost.accrued_usd)}")
+    gpu = busy_note(busy, rates.running.usd_per_hr if rates.running else None)
+    if gpu:
+        text.append(f" · {gpu}")
     if rates.stopped is not None and rates.state not in ("stopped", "destroyed"):
         text.append(f" · stopped {usd(rates.stopped.usd_per_hr)}/hr", style="dim")
         if rates.saving_pct is not None:

@@ -11,6 +11,8 @@ driver does for a field it does not know.
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
@@ -43,3 +45,55 @@ def fake_nvidia_smi(bin_dir: Path, scenario: str) -> dict[str, str]:
     exe.write_text(_SCRIPT.format(data=shlex.quote(str(data))))
     exe.chmod(0o755)
     return {"PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-h200"
+
+_REPLAY = """#!/bin/sh
+# stand-in nvidia-smi: the H200 recordings in {data}, utilisation answers in order
+b={bin}
+case "$*" in
+  *UTILIZATION*)
+    n=$(cat "$b/util.n" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > "$b/util.n"
+    f=$(sed -n "${{n}}p" "$b/util.seq"); [ -n "$f" ] || f=$(tail -n 1 "$b/util.seq")
+    cat "{data}/$f" ;;
+  *--query-gpu=index,name,utilization.gpu*) cat "{data}/query.csv" ;;
+  *) echo "stand-in nvidia-smi: no recorded answer for: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def replaying_nvidia_smi(bin_dir: Path, *util: str) -> dict[str, str]:
+    """Write nvidia-smi into `bin_dir` answering the probe's queries from the H200
+    recordings: `-q -d UTILIZATION` with the files `util` in turn (the last one again
+    once they run out); the box env to use it."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name in util:
+        assert (FIXTURES / name).is_file(), f"no recording {name}"
+    (bin_dir / "util.seq").write_text("".join(f"{name}\n" for name in util))
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(_REPLAY.format(data=shlex.quote(str(FIXTURES)),
+                                  bin=shlex.quote(str(bin_dir))))
+    exe.chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def utilisation_answers_served(bin_dir: Path) -> int:
+    """How many `-q -d UTILIZATION` queries the stand-in answered."""
+    path = bin_dir / "util.n"
+    return int(path.read_text()) if path.exists() else 0
+
+
+FAKE_NVML_SOURCE = Path(__file__).resolve().parent / "fake_nvml.c"
+
+
+def fake_nvml(lib_dir: Path) -> dict[str, str] | None:
+    """Build the stand-in libnvidia-ml.so.1 (fake_nvml.c) into `lib_dir`: the box env that
+    loads it, or None where this machine has no C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib_dir / "libnvidia-ml.so.1"),
+                    str(FAKE_NVML_SOURCE)], check=True)
+    return {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_STEP_US": "10000000"}

@@ -29,6 +29,7 @@ from tui.model.alerts import (
     disk_fill_event,
     event,
     gate,
+    gpu_underused_events,
     run_events,
     unreachable_event,
     watchdog_acted,
@@ -76,6 +77,7 @@ class Guardian:
         self.unsure: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
         self._disk_filling: set[str] = set()  # boxes whose disk-fill was alerted (once each)
+        self._underused_runs: set[tuple[str, str]] = set()  # (box, run): GPU under-use told
         self._guard_stopped: dict[str, float] = {}  # box -> when its watchdog last stopped it
         self._pushed: dict[str, Pushed] = {}
         self._folded_list: list[dict[str, Any]] | None = None  # the journal list folded
@@ -169,7 +171,23 @@ class Guardian:
                         "it): start it again or destroy it", now)
                   for n in sorted(unsure - self.unsure)]
         self.preempted, self.unsure = stopped, unsure
+        found += self._underused(cost, states)
         return decision, self.alert(found)
+
+    def _underused(self, cost: FleetCost, states: Mapping[str, BoxState]) -> list[AlertEvent]:
+        """`gpu_underused`, once per run: it progresses on GPUs that stay mostly idle."""
+        found = []
+        for name, state in states.items():
+            box_cost = cost.boxes.get(name)
+            running = box_cost.rates.running if box_cost is not None else None
+            for item in gpu_underused_events(
+                    state, running.usd_per_hr if running is not None else None,
+                    self.fleet.alerts.gpu_underused_pct, self.fleet.alerts.gpu_underused_minutes):
+                key = (name, item.run or "")
+                if key not in self._underused_runs:
+                    self._underused_runs.add(key)
+                    found.append(item)
+        return found
 
     def _fold_power(self) -> None:
         """Each box's last stop/start/destroy, last start and armed watchdog, folded from

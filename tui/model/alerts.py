@@ -30,7 +30,7 @@ from tui.model.text import clean
 
 AlertKind = Literal["run_failed", "run_died", "run_stalled", "box_idle", "over_budget",
                     "push_failed", "watchdog_acted", "unreachable", "preempted", "box_stopped",
-                    "disk_fill"]
+                    "disk_fill", "gpu_underused"]
 RUN_FAILED: Final = "run_failed"
 RUN_DIED: Final = "run_died"
 RUN_STALLED: Final = "run_stalled"
@@ -42,6 +42,7 @@ UNREACHABLE: Final = "unreachable"
 PREEMPTED: Final = "preempted"
 BOX_STOPPED: Final = "box_stopped"  # stopped while a watchdog was armed: whose stop?
 DISK_FILL: Final = "disk_fill"  # a runs root will fill before its running runs finish
+GPU_UNDERUSED: Final = "gpu_underused"  # a run progresses on GPUs that stay mostly idle
 KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
 TITLES: dict[AlertKind, str] = {
     RUN_FAILED: "run failed", RUN_DIED: "run died", RUN_STALLED: "run stalled",
@@ -49,7 +50,7 @@ TITLES: dict[AlertKind, str] = {
     WATCHDOG_ACTED: "watchdog acted", UNREACHABLE: "box unreachable",
     PREEMPTED: "box stopped by the provider",
     BOX_STOPPED: "box stopped (by its watchdog or the provider?)",
-    DISK_FILL: "disk will fill"}
+    DISK_FILL: "disk will fill", GPU_UNDERUSED: "GPU under-used"}
 _RUN_KINDS: dict[Health, AlertKind] = {Health.FAILED: RUN_FAILED, Health.DEAD: RUN_DIED,
                                        Health.STALLED: RUN_STALLED}
 TEXT_LIMIT = 1000
@@ -139,6 +140,31 @@ def disk_fill_event(state: BoxState, now: float) -> AlertEvent | None:
     return event(DISK_FILL, state.name, f"{state.name}: " + "; ".join(fills), now)
 
 
+def gpu_underused_events(state: BoxState, usd_per_hr: float | None, below_pct: float,
+                         minutes: float) -> list[AlertEvent]:
+    """Runs that progress (Health.RUNNING: not `idle`, which is no progress at all) while
+    the box's GPUs stayed under `below_pct` busy over the last `minutes` (the driver's own
+    averages, on the clock the box's answers were folded on). The caller sends each once
+    per run."""
+    now = state.last_ok_at
+    if state.connection is not Connection.OK or now is None:
+        return []
+    gpu = state.gpus[0].name.removeprefix("NVIDIA ") if state.gpus else "GPU"
+    of = f"{len(state.gpus)} x {gpu}" if len(state.gpus) > 1 else f"an {gpu}" \
+        if gpu[:1].upper() in "AEFHILMNORSX" else f"a {gpu}"
+    paying = f"paying ${usd_per_hr:.2f}/hr" if usd_per_hr is not None else "paying"
+    found = []
+    for run in state.runs:
+        busy = run.busy.trailing(now, minutes) if run.health is Health.RUNNING else None
+        if busy is None or busy >= below_pct:
+            continue
+        found.append(event(GPU_UNDERUSED, state.name, (
+            f"{state.name}/{clean(run.name)}: {paying} for {busy:.0f}% of {of} over the last "
+            f"{minutes:g} min: dataloader-bound? `gpurent-tui profile {state.name}`"),
+            now, run.name))
+    return found
+
+
 @dataclass(frozen=True)
 class Gate:
     """When each event key was last sent."""
@@ -165,7 +191,8 @@ def gate(memory: Gate, events: Iterable[AlertEvent], now: float, cooldown_minute
 NTFY_TAGS = {RUN_FAILED: "x", RUN_DIED: "skull", RUN_STALLED: "hourglass", BOX_IDLE: "zzz",
              OVER_BUDGET: "money_with_wings", PUSH_FAILED: "warning",
              WATCHDOG_ACTED: "robot", UNREACHABLE: "electric_plug", PREEMPTED: "stop_sign",
-             BOX_STOPPED: "stop_sign", DISK_FILL: "floppy_disk"}
+             BOX_STOPPED: "stop_sign", DISK_FILL: "floppy_disk",
+             GPU_UNDERUSED: "snail"}
 
 
 def webhook_request(url: str, fmt: str, item: AlertEvent) -> tuple[str, bytes]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from tui.model.busy import BusyIntegral, BusyWindow, parse_busy
 from tui.model.fields import MAX_COUNT, brief, digits, finite, size
 from tui.model.runs import Cursor, Health, RunState, fold_run
 from tui.model.text import clean, clean_block
@@ -141,6 +142,8 @@ class BoxState:
     runs: tuple[RunState, ...] = ()
     gpus: tuple[GpuRow, ...] = ()
     gpu_note: str | None = None
+    gpu_busy: BusyWindow | None = None  # the driver's last busy average (utilisation window)
+    busy: BusyIntegral = field(default_factory=BusyIntegral)  # over its answered (billed) time
     disks: tuple[DiskRow, ...] = ()
     root_problems: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
@@ -301,6 +304,7 @@ def check_answer(answer: Mapping[str, Any]) -> None:
         shape.opt(gpus, "absent", "bool")
         shape.opt(gpus, "error", "str")
         shape.opt(gpus, "rows", "strs")
+        shape.opt(gpus, "busy_src", "str")
 
 
 def fold_answer(prev: BoxState, answer: Mapping[str, Any], now: float,
@@ -351,6 +355,15 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
             gpus, gpu_note = (), clean(str(raw_gpus["error"]))
         else:
             gpus, gpu_note = parse_gpu_rows([str(r) for r in raw_gpus.get("rows") or []])
+    gpu_busy, busy = None, prev.busy
+    if isinstance(raw_gpus, Mapping):
+        gpu_busy, busy_note = parse_busy(raw_gpus.get("busy"), now)
+        gpu_note = gpu_note or busy_note
+    if gpu_busy is not None:
+        busy = busy.add(gpu_busy)
+        for path, run in runs.items():  # a run's share: the box's GPUs while it progressed
+            if run.health is Health.RUNNING:
+                runs[path] = replace(run, busy=run.busy.add(gpu_busy))
 
     disks: list[DiskRow] = []
     filesystems: set[object] = set()
@@ -384,7 +397,8 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
         connection=Connection.OK, error=None, box_time=box_time, last_ok_at=now,
         failed_since=None, failures=0, retry_at=None,
         runs=tuple(sorted(runs.values(), key=lambda r: r.name)),
-        gpus=gpus, gpu_note=gpu_note, disks=tuple(disks), root_problems=tuple(root_problems),
+        gpus=gpus, gpu_note=gpu_note, gpu_busy=gpu_busy, busy=busy, disks=tuple(disks),
+        root_problems=tuple(root_problems),
         notices=tuple(notices), truncated=bool(answer.get("truncated")), hidden=hidden,
         loading=needs_more(answer),
         python=clean(str(answer.get("python"))) if answer.get("python") else prev.python,

@@ -28,6 +28,8 @@ UPLOAD_FROM = ("box", "panel")
 ALERT_FORMATS = ("json", "ntfy", "slack", "discord")
 DEFAULT_ALERT_COOLDOWN_MINUTES = 30.0
 DEFAULT_UNREACHABLE_MINUTES = 10.0
+DEFAULT_GPU_UNDERUSED_PCT = 30.0
+DEFAULT_GPU_UNDERUSED_MINUTES = 15.0
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 # The panel's binding ids that `[keys]` may remap (the app checks it defines each).
 KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", "stop", "start",
@@ -86,6 +88,9 @@ class AlertConfig:
     command: str | None = None
     cooldown_minutes: float = DEFAULT_ALERT_COOLDOWN_MINUTES
     unreachable_minutes: float = DEFAULT_UNREACHABLE_MINUTES
+    # `gpu_underused`: a progressing run whose GPUs stayed under this busy % this long
+    gpu_underused_pct: float = DEFAULT_GPU_UNDERUSED_PCT
+    gpu_underused_minutes: float = DEFAULT_GPU_UNDERUSED_MINUTES
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,13 @@ def _label(value: object) -> str:
     if len(text) > 60 or not text.isprintable():
         raise _Bad("must be one printable line of at most 60 characters")
     return text
+
+
+def _percent(value: object) -> float:
+    number = _number(0.0, exclusive=True)(value)
+    if number > 100:
+        raise _Bad(f"must be a percent (at most 100), got {value!r}")
+    return number
 
 
 def _number(minimum: float = 0.0, *, exclusive: bool = False) -> Callable[[object], float]:
@@ -392,6 +404,8 @@ _ALERT_KEYS: dict[str, Callable[[object], Any]] = {
     "command": _string,
     "cooldown_minutes": _number(0.0),
     "unreachable_minutes": _number(0.0, exclusive=True),
+    "gpu_underused_pct": _percent,
+    "gpu_underused_minutes": _number(0.0, exclusive=True),
 }
 
 _BOX_KEYS: dict[str, Callable[[object], Any]] = {

@@ -210,6 +210,10 @@ class BoxCost:
     idle_reason: str = ""
     # The box's billing history (what prices its runs' past epochs at the rate then).
     history: BoxHistory | None = field(default=None, compare=False, repr=False)
+    # The box's GPUs over the time it answered (tui/model/busy.py): how busy, and the
+    # money their unused share cost at the running rate; None before any driver window.
+    gpu_busy_pct: float | None = None
+    gpu_idle_usd: float | None = None
 
     @property
     def rate_now(self) -> Rate | None:
@@ -319,7 +323,10 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
             budget_usd=box.budget_usd, budget_level=budget_level(spent, box.budget_usd),
             provider_error=error, billing=open_,
             doubt=_doubt(box, open_, state, rates, error, now),
-            maybe_usd_per_hr=maybe, idle_reason=idle_words, history=history)
+            maybe_usd_per_hr=maybe, idle_reason=idle_words, history=history,
+            gpu_busy_pct=state.busy.pct if state is not None else None,
+            gpu_idle_usd=state.busy.idle_usd(rates.running.usd_per_hr if rates.running
+                                             else None) if state is not None else None)
     accrued_total = sum(c.accrued_usd for c in costs.values())
     return FleetCost(
         boxes=costs,

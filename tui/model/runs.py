@@ -18,6 +18,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from tui.model.busy import BusyIntegral
 from tui.model.fields import MAX_COUNT, brief, epoch_of, finite, items, seconds, size, text, whole
 from tui.model.text import clean, clean_data
 
@@ -299,6 +300,7 @@ class RunState:
     restarts: int = 0
     box_time: float | None = None
     cursor: Cursor = field(default_factory=Cursor)
+    busy: BusyIntegral = field(default_factory=BusyIntegral)  # GPUs while it progressed
 
     def _field(self, key: str) -> object:
         """A status.json field, else the last metrics.jsonl record's.

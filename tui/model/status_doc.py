@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.box import BoxState, Connection
+from tui.model.busy import busy_fields
 from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
@@ -31,7 +32,9 @@ def _money(value: float | None) -> float | None:
 
 
 def run_document(run: RunState, cost: RunCost | None = None,
-                 stake: AtStake | None = None) -> dict[str, Any]:
+                 stake: AtStake | None = None,
+                 box_usd_per_hr: float | None = None) -> dict[str, Any]:
+    """`box_usd_per_hr` prices the GPU time a run no longer shares (finished runs)."""
     return {
         "path": run.path,
         "name": run.name,
@@ -61,6 +64,8 @@ def run_document(run: RunState, cost: RunCost | None = None,
         "unpushed_epochs": stake.epochs if stake else None,
         "unpushed_usd": _money(stake.usd) if stake else None,
         "last_verified_push": iso(stake.pushed_at) if stake else None,
+        # the box's GPUs while this run progressed: the driver's busy average, integrated
+        **busy_fields(run.busy, cost.usd_per_hr if cost else box_usd_per_hr),
     }
 
 
@@ -86,6 +91,8 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
         "idle_alarm": cost.idle_alarm,
         "idle_usd": _money(cost.idle_usd) if cost.idle_since is not None else None,
         "idle_reason": cost.idle_reason if cost.idle_since is not None else None,
+        "gpu_busy_pct": None if cost.gpu_busy_pct is None else round(cost.gpu_busy_pct, 1),
+        "gpu_idle_usd": _money(cost.gpu_idle_usd),
         "budget_usd": cost.budget_usd,
         "budget_level": cost.budget_level,
         "provider_error": cost.provider_error,
@@ -122,6 +129,12 @@ def _guard(box: BoxState, now: float | None) -> dict[str, Any] | None:
     return doc
 
 
+def running_usd_per_hr(cost: BoxCost | None) -> float | None:
+    """The box's rate while running: what its GPU time is billed at."""
+    running = cost.rates.running if cost is not None else None
+    return running.usd_per_hr if running is not None else None
+
+
 def box_document(box: BoxState, cost: BoxCost | None = None,
                  pushes: Mapping[str, PushRecord] | None = None,
                  now: float | None = None) -> dict[str, Any]:
@@ -137,6 +150,8 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
              "temp_c": g.temp_c, "power_w": g.power_w}
             for g in box.gpus],
         "gpu_note": box.gpu_note,
+        "gpu_busy_now_pct": round(box.gpu_busy.pct, 1) if box.gpu_busy else None,
+        **busy_fields(box.busy, running_usd_per_hr(cost)),
         "disks": [
             {"root": d.root, "mount": d.mount, "device": d.device, "fstype": d.fstype,
              "total_bytes": d.total, "used_bytes": d.used, "free_bytes": d.free,
@@ -148,7 +163,8 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
         "cost": cost_document(cost),
         "guard": _guard(box, now),
         "runs": [run_document(r, cost.runs.get(r.path) if cost else None,
-                              _stake(r, box, cost, pushes)) for r in box.runs],
+                              _stake(r, box, cost, pushes), running_usd_per_hr(cost))
+                 for r in box.runs],
     }
 
 
@@ -208,6 +224,10 @@ def _money_line(cost: BoxCost) -> str:
     else:
         line = f"  cost: {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
         line += f", spent {usd(cost.accrued_usd)}"
+    if cost.gpu_busy_pct is not None:
+        line += f", GPU {cost.gpu_busy_pct:.0f}% busy"
+        if cost.gpu_idle_usd is not None:
+            line += f" ({usd(cost.gpu_idle_usd)} idle)"
     stopped = cost.rates.stopped
     if stopped is not None and cost.rates.state not in ("stopped", "destroyed"):
         line += f", stopped {usd(stopped.usd_per_hr)}/hr"

@@ -181,6 +181,9 @@ class GuardView:
     last_progress_at: float | None = None
     idle_since: float | None = None
     gpu_note: str | None = None
+    # the GPUs' busy seconds over the seconds its looks covered, since armed
+    busy_covered_s: float | None = None
+    busy_s: float | None = None
     can_stop: str | None = None
     hf_repo: str | None = None
     fired: GuardStep | None = None
@@ -221,6 +224,16 @@ def _text(value: object, cells: int = TEXT_CELLS) -> str | None:
 def _time(value: object) -> float | None:
     number = fields.finite(value)
     return number if number is not None and 0 <= number < MAX_TIME else None
+
+
+def _busy(raw: object) -> tuple[float | None, float | None]:
+    """The watchdog's busy integral: covered seconds in range, busy ones clamped to them."""
+    if not isinstance(raw, Mapping):
+        return None, None
+    covered, busy = fields.finite(raw.get("covered_s")), fields.finite(raw.get("busy_s"))
+    if covered is None or busy is None or not 0 < covered < 1e9:
+        return None, None
+    return covered, min(covered, max(0.0, busy))
 
 
 def _positive(value: object) -> float | None:
@@ -332,6 +345,7 @@ def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
         last_progress_at=_time(raw.get("last_progress_at")),
         idle_since=_time(raw.get("idle_since")),
         gpu_note=_text(raw.get("gpu_note")),
+        busy_covered_s=_busy(raw.get("gpu_busy"))[0], busy_s=_busy(raw.get("gpu_busy"))[1],
         can_stop=_text(raw.get("can_stop")),
         hf_repo=_text(raw.get("hf_repo"), 120),
         fired=fired, did=did, staying=_stay(raw.get("staying")), kept=_kept(raw.get("kept")),
@@ -451,6 +465,9 @@ def guard_document(view: GuardView | None, box_time: float | None) -> dict[str, 
         "max_hours": view.max_hours, "no_progress_minutes": view.no_progress_minutes,
         "deadline": view.deadline, "heartbeat": view.heartbeat,
         "last_progress_at": view.last_progress_at, "gpu_note": view.gpu_note,
+        "gpu_busy_pct": None if view.busy_s is None or not view.busy_covered_s
+        else round(100 * view.busy_s / view.busy_covered_s, 1),
+        "gpu_busy_covered_s": view.busy_covered_s,
         "can_stop": view.can_stop, "hf_repo": view.hf_repo,
         "fired": None if view.fired is None else {
             "trigger": view.fired.action, "at": view.fired.at, "why": view.fired.detail},

@@ -232,6 +232,9 @@ class Watch:
         # box of old finished runs while a new one starts, it must not stop the box.
         self.active_seen = False
         self.runs = []     # (path, root, name) found last time
+        # The GPUs' busy integral since armed (the driver's average per look, as the panel
+        # folds it: tui/model/busy.py), so a box the panel did not watch still has one.
+        self.busy = {"covered_s": 0.0, "busy_s": 0.0, "at": None}
 
     def look(self, probe, now):
         roots = self.config.get("runs_roots") or ["~/runs"]
@@ -267,6 +270,7 @@ class Watch:
         for path in list(self.progress):
             if path not in seen:
                 del self.progress[path]
+        self.fold_busy(probe, now)
         minutes = self.config.get("no_progress_minutes")
         utils, why = gpu_utils(probe) if minutes is not None else (None, None)
         self.gpu_note = why
@@ -277,6 +281,25 @@ class Watch:
             self.idle_since = None
         elif self.idle_since is None:
             self.idle_since = now
+
+    def fold_busy(self, probe, now):
+        """The driver's busy average at this look, over the seconds before it that no
+        earlier look covered (looks sparser than its ~14 s window leave the gap out)."""
+        try:
+            windows = [w for w in probe.add_busy({}, 10.0).get("busy") or [] if w]
+        except Exception:  # a driver that answers oddly costs the figure, never the watch
+            return
+        if not windows:
+            return
+        pct = sum(w[0] for w in windows) / len(windows)
+        start, last = now - min(w[1] for w in windows), self.busy["at"]
+        if last is not None:
+            if now <= last:
+                return
+            start = max(start, last)
+        self.busy["covered_s"] += now - start
+        self.busy["busy_s"] += (now - start) * pct / 100.0
+        self.busy["at"] = now
 
     def running(self):
         return [p for p in self.progress.values() if p["state"] == "running"]
@@ -656,6 +679,8 @@ class Guard:
             "beat_seconds": self.beat,
             "hf_repo": cfg.get("hf_repo"),
             "gpu_note": watch.gpu_note,
+            "gpu_busy": {"covered_s": round(watch.busy["covered_s"], 1),
+                         "busy_s": round(watch.busy["busy_s"], 1)},
             "idle_since": watch.idle_since,
             "last_progress_at": watch.last_progress(),
             "runs": runs,

@@ -608,6 +608,146 @@ def gpu_rows(timeout=10.0):
     return {"rows": [line for line in text.splitlines() if line.strip()]}
 
 
+# --- how busy the GPUs were: the driver's own average, not one instantaneous read ------
+
+MAX_GPUS = 64
+UTIL_CAP = 1 << 20  # bytes of `nvidia-smi -q -d UTILIZATION` read
+NVML_SAMPLES = 1  # NVML_GPU_UTILIZATION_SAMPLES
+NVML_MAX_SAMPLES = 4096
+_NVML = {"lib": None, "tried": False, "seen": {}}  # type: dict  # kept open (init: 10 ms)
+
+
+def _clamp_pct(value):
+    return min(100.0, max(0.0, float(value)))
+
+
+def parse_util_query(text):
+    """[[avg %, span s], ...] per GPU from `nvidia-smi -q -d UTILIZATION`: each GPU's
+    "GPU Utilization Samples" block (Duration, Avg). A block missing either, or with a
+    number that does not read, is skipped (None in its place keeps the GPUs' order)."""
+    out = []
+    block = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if line.startswith("GPU "):
+            if len(out) >= MAX_GPUS:
+                break
+            out.append(None)
+            block = None
+        elif key == "GPU Utilization Samples" and out:
+            block = {}
+        elif line.strip() and not line.startswith(" " * 8) and key.endswith("Samples"):
+            block = None
+        elif block is not None and key in ("Duration", "Avg"):
+            try:
+                block[key] = float(value.split()[0])
+            except (ValueError, IndexError):
+                block = None
+                continue
+            if "Duration" in block and "Avg" in block and block["Duration"] > 0 \
+                    and block["Avg"] == block["Avg"]:
+                out[-1] = [_clamp_pct(block["Avg"]), min(60.0, block["Duration"])]
+    return out
+
+
+def nvml_window(samples, last_seen):
+    """(avg %, span s, newest timestamp) of NVML samples [(timestamp us, value), ...] taken
+    since `last_seen` (0: the driver's whole buffer, ~14 s): the span runs from the last
+    read when the samples follow on from it, else from one sample period before the
+    oldest (the driver dropped the rest). None when there are none."""
+    samples = sorted(s for s in samples if s[0] > last_seen)[:NVML_MAX_SAMPLES]
+    if not samples:
+        return None
+    first, newest = samples[0][0], samples[-1][0]
+    step = (newest - first) / (len(samples) - 1) if len(samples) > 1 else 200000.0
+    start = last_seen if last_seen > 0 and first - last_seen <= 2 * step else first - step
+    avg = sum(_clamp_pct(v) for _, v in samples) / len(samples)
+    return avg, min(60.0, (newest - start) / 1e6), newest
+
+
+def _nvml():
+    if not _NVML["tried"]:
+        _NVML["tried"] = True
+        try:
+            import ctypes
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() == 0:
+                _NVML["lib"] = lib
+        except (OSError, AttributeError):
+            pass
+    return _NVML["lib"]
+
+
+def nvml_busy():
+    """[[avg %, span s], ...] per GPU from NVML's utilisation samples (since the last
+    read, per GPU), or None where NVML will not load or answer."""
+    lib = _nvml()
+    if lib is None:
+        return None
+    import ctypes
+
+    class Sample(ctypes.Structure):
+        _fields_ = [("ts", ctypes.c_ulonglong), ("value", ctypes.c_ulonglong)]
+
+    count = ctypes.c_uint(0)
+    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+        return None
+    out = []
+    for index in range(min(count.value, MAX_GPUS)):
+        handle = ctypes.c_void_p()
+        if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
+            return None
+        seen = _NVML["seen"].get(index, 0)
+        vtype, n = ctypes.c_int(0), ctypes.c_uint(0)
+        rc = lib.nvmlDeviceGetSamples(handle, NVML_SAMPLES, ctypes.c_ulonglong(seen),
+                                      ctypes.byref(vtype), ctypes.byref(n), None)
+        window = None
+        if rc == 0 and n.value > 0:
+            n = ctypes.c_uint(min(n.value + 16, NVML_MAX_SAMPLES))  # room for new ones
+            buf = (Sample * n.value)()
+            rc = lib.nvmlDeviceGetSamples(handle, NVML_SAMPLES, ctypes.c_ulonglong(seen),
+                                          ctypes.byref(vtype), ctypes.byref(n), buf)
+            if rc == 0 and vtype.value in (1, 2, 3):  # unsigned int / long / long long
+                mask = 0xFFFFFFFF if vtype.value == 1 else (1 << 64) - 1
+                window = nvml_window([(s.ts, s.value & mask)
+                                      for s in buf[:min(n.value, NVML_MAX_SAMPLES)]], seen)
+        if window is None:
+            out.append(None)
+            continue
+        _NVML["seen"][index] = window[2]
+        out.append([window[0], window[1]])
+    return out
+
+
+def smi_busy(exe, timeout):
+    """The same from `nvidia-smi -q -d UTILIZATION` (39 ms of box CPU, NVML's ~3 ms)."""
+    try:
+        proc = subprocess.run([exe, "-q", "-d", "UTILIZATION"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return parse_util_query(proc.stdout[:UTIL_CAP].decode("utf-8", "replace"))
+
+
+def add_busy(gpus, timeout):
+    """`busy` ([[avg %, span s] or None per GPU]) and `busy_src` into a GPU answer."""
+    busy, src = None, "nvml"
+    try:
+        busy = nvml_busy()
+    except Exception:  # a driver that answers oddly costs the figure, never the answer
+        busy = None
+    exe = shutil.which("nvidia-smi")
+    if busy is None and exe is not None and "error" not in gpus:
+        busy, src = smi_busy(exe, timeout), "nvidia-smi"
+    if busy:
+        gpus["busy"] = busy
+        gpus["busy_src"] = src
+    return gpus
+
+
 def guard_part(req):
     """The watchdog's state: its heartbeat (mtime) every time, the document only when it
     changed since the client's `guard_sig`; bounded, never a FIFO or a device."""
@@ -675,6 +815,8 @@ def build_answer(req, boot=None):
         answer["hidden"] = hidden
     if req.get("gpu", True):
         answer["gpus"] = gpu_rows(req.get("gpu_timeout", 10.0))
+        if req.get("gpu_busy", True) and "absent" not in answer["gpus"]:
+            add_busy(answer["gpus"], req.get("gpu_timeout", 10.0))
     guard = guard_part(req)
     if guard is not None:
         answer["guard"] = guard

@@ -103,6 +103,11 @@ def notes(cost: FleetCost) -> str:
         verdict = box.rates.verdict()
         if verdict:
             lines.append(f"{name}: {verdict}")
+        if box.gpu_busy_pct is not None:
+            idle = f": {usd(box.gpu_idle_usd)} of its GPU time went unused" \
+                if box.gpu_idle_usd is not None else ""
+            lines.append(f"{name}: GPUs {box.gpu_busy_pct:.0f}% busy while billed{idle} "
+                         "(`gpurent-tui profile` says why)")
         stopped = box.rates.stopped
         if stopped is not None:
             lines.append(f"{name}: stopped rate {stopped.note or stopped.source}; "
