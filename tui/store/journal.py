@@ -24,13 +24,15 @@ from tui.store.jsonl import append_jsonl, parse_jsonl
 from tui.store.secrets import held_secrets
 
 # What the journal records: each kind of action on a box, and the words for how it ended.
-JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove"]
+JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove",
+                        "profile"]
 PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
+ProfileOutcome = Literal["done", "failed", "refused"]  # refused: a run was training there
 CancelOutcome = Literal["cancelled"]  # the user cancelled it from the panel while it ran
 JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome,
-                         CancelOutcome]
+                         ProfileOutcome, CancelOutcome]
 # Names and hashes the journal is searched by, kept whole: the rest (the message, the
 # error, the details: where a box's or a provider's words land) is redacted on the way in.
 FIXED = frozenset({"v", "time", "box", "run", "run_path", "action", "outcome", "files",
