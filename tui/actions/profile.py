@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from tui.actions.onbox_run import describe_end, interpreter_missing, run_onbox
 from tui.actions.preflight import _alarm, params_bytes, program
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.preflight import interpreter_command
-from tui.model.profile import ProfileError, ProfileReport, parse_cell, run_settings, verdict
-from tui.model.runs import Health
+from tui.model.profile import (
+    ProfileError,
+    ProfileReport,
+    ProfileRequest,
+    parse_cell,
+    parse_grid,
+    run_settings,
+    verdict,
+)
+from tui.model.runs import Health, RunState
 from tui.model.text import clean
 from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
@@ -29,24 +36,6 @@ from tui.store.journal import Journal, ProfileOutcome
 
 CELL_SECONDS = 900.0  # one setting's run, at most (a few steps, plus loading the model)
 CONFIG_DEADLINE = 60.0
-
-
-@dataclass
-class ProfileRequest:
-    """What the user asked; None means: the run's setting, else LibreYOLO's default."""
-
-    data: str | None = None
-    weights: str | None = None
-    size: str | None = None
-    batch: int | None = None
-    imgsz: int | None = None
-    workers: int | None = None
-    device: str | None = None
-    steps: int = 10
-    warmup: int = 3
-    grid: Sequence[str] = ()
-    run: str | None = None
-    force: bool = False
 
 
 async def _look(fleet: FleetConfig, box: BoxConfig) -> tuple[list[Any], str | None]:
@@ -74,15 +63,24 @@ def _settings(request: ProfileRequest, from_run: dict[str, Any]) -> dict[str, An
 
 async def profile_box(fleet: FleetConfig, box: BoxConfig, request: ProfileRequest, *,
                       say: Callable[[str], None] = lambda line: None) -> ProfileReport:
-    """Look, refuse or profile; a report always comes back (never raises for the box)."""
-    from tui.model.profile import parse_grid
-
-    report = ProfileReport(box=box.name, outcome="failed", run=request.run,
-                           usd_per_hr=box.pricing.running_usd_per_hr if box.pricing else None)
+    """The headless command: one look at the box's runs, then its own session."""
     runs, problem = await _look(fleet, box)
     if problem is not None:
-        report.message = problem
-        return report
+        return ProfileReport(box=box.name, outcome="failed", run=request.run, message=problem)
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        return await profile_on(session, box, request, runs, say=say)
+    finally:
+        await session.close()
+
+
+async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileRequest,
+                     runs: Sequence[RunState], *,
+                     say: Callable[[str], None] = lambda line: None) -> ProfileReport:
+    """Refuse or profile over `session`, given the box's runs as last read; a report always
+    comes back (never raises for the box's trouble)."""
+    report = ProfileReport(box=box.name, outcome="failed", run=request.run,
+                           usd_per_hr=box.pricing.running_usd_per_hr if box.pricing else None)
     training = [r for r in runs if r.health is Health.RUNNING]
     if training and not request.force:
         names = ", ".join(clean(r.name) for r in training[:3])
@@ -91,58 +89,54 @@ async def profile_box(fleet: FleetConfig, box: BoxConfig, request: ProfileReques
                           "compete for its GPU and cores and measure neither; --force to "
                           "profile anyway")
         return report
-    session = BoxSession(box, fleet, host_key_store(fleet))
+    from_run: dict[str, Any] = {}
+    weights = request.weights
+    if request.run is not None:
+        run = next((r for r in runs if r.name == request.run), None)
+        if run is None:
+            report.message = f"no run {request.run!r} on box {box.name}"
+            return report
+        config = await run_onbox(
+            session, interpreter_command(box.python), program("profile"),
+            params_bytes({"mode": "config", "run_dir": run.path,
+                          "deadline": _alarm(CONFIG_DEADLINE)}),
+            deadline=CONFIG_DEADLINE, what="profile")
+        part = config.parts().get("config")
+        values = part.get("values") if isinstance(part, dict) else None
+        from_run = run_settings(values if isinstance(values, dict) else {})
+        if weights is None:
+            held = {w.name for w in run.weights}
+            chosen = next((n for n in ("last.pt", "best.pt") if n in held), None)
+            weights = f"{run.path}/weights/{chosen}" if chosen else None
+    settings = _settings(request, from_run)
+    settings["weights"] = weights
+    report.settings = settings
+    if not settings["data"] or not weights:
+        missing = "--data YAML" if not settings["data"] else "--weights PT"
+        report.message = (f"profile on box {box.name} needs {missing}"
+                          + (f" (run {request.run} did not name one)" if request.run
+                             else ""))
+        report.outcome = "usage"
+        return report
     try:
-        from_run: dict[str, Any] = {}
-        weights = request.weights
-        if request.run is not None:
-            run = next((r for r in runs if r.name == request.run), None)
-            if run is None:
-                report.message = f"no run {request.run!r} on box {box.name}"
-                return report
-            config = await run_onbox(
-                session, interpreter_command(box.python), program("profile"),
-                params_bytes({"mode": "config", "run_dir": run.path,
-                              "deadline": _alarm(CONFIG_DEADLINE)}),
-                deadline=CONFIG_DEADLINE, what="profile")
-            part = config.parts().get("config")
-            values = part.get("values") if isinstance(part, dict) else None
-            from_run = run_settings(values if isinstance(values, dict) else {})
-            if weights is None:
-                held = {w.name for w in run.weights}
-                chosen = next((n for n in ("last.pt", "best.pt") if n in held), None)
-                weights = f"{run.path}/weights/{chosen}" if chosen else None
-        settings = _settings(request, from_run)
-        settings["weights"] = weights
-        report.settings = settings
-        if not settings["data"] or not weights:
-            missing = "--data YAML" if not settings["data"] else "--weights PT"
-            report.message = (f"profile on box {box.name} needs {missing}"
-                              + (f" (run {request.run} did not name one)" if request.run
-                                 else ""))
-            report.outcome = "usage"
-            return report
-        try:
-            grid = parse_grid(request.grid, settings["batch"], settings["workers"])
-        except ProfileError as exc:
-            report.message, report.outcome = str(exc), "usage"
-            return report
-        deadline = CELL_SECONDS * len(grid) + 30
-        params = dict(settings, mode="profile", deadline=_alarm(deadline),
-                      tool_timeout=CELL_SECONDS - 5,
-                      cells=[{"batch": b, "workers": w} for b, w in grid])
-        say(f"profile: libreyolo profile run on box {box.name}, {len(grid)} setting(s) of "
-            f"{settings['steps']} steps ...")
+        grid = parse_grid(request.grid, settings["batch"], settings["workers"])
+    except ProfileError as exc:
+        report.message, report.outcome = str(exc), "usage"
+        return report
+    deadline = CELL_SECONDS * len(grid) + 30
+    params = dict(settings, mode="profile", deadline=_alarm(deadline),
+                  tool_timeout=CELL_SECONDS - 5,
+                  cells=[{"batch": b, "workers": w} for b, w in grid])
+    say(f"profile: libreyolo profile run on box {box.name}, {len(grid)} setting(s) of "
+        f"{settings['steps']} steps ...")
 
-        def seen(frame: dict[str, Any]) -> None:
-            if isinstance(frame.get("stage"), str):
-                say(f"profile: {clean(frame['stage'])[:80]}")
+    def seen(frame: dict[str, Any]) -> None:
+        if isinstance(frame.get("stage"), str):
+            say(f"profile: {clean(frame['stage'])[:80]}")
 
-        ran = await run_onbox(session, interpreter_command(box.python), program("profile"),
-                              params_bytes(params), deadline=deadline, what="profile",
-                              on_frame=seen)
-    finally:
-        await session.close()
+    ran = await run_onbox(session, interpreter_command(box.python), program("profile"),
+                          params_bytes(params), deadline=deadline, what="profile",
+                          on_frame=seen)
     parts = ran.parts()
     host_part = parts.get("host")
     host: dict[str, Any] = host_part if isinstance(host_part, dict) else {}

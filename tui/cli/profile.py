@@ -9,7 +9,7 @@ import sys
 from tui.cli.fleet import box_named, load_fleet
 from tui.cli.output import print_json
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from tui.model.profile import ProfileError, model_size, table_rows
+from tui.model.profile import ProfileError, ProfileRequest, model_size, parse_grid, table_rows
 from tui.model.profile_doc import profile_document
 
 HEADER = ["batch", "workers", "img/s", "dataload", "GPU busy", "$/1k img", "LibreYOLO"]
@@ -22,13 +22,14 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from tui.actions.profile import ProfileRequest, journal_profile, profile_box
+    from tui.actions.profile import journal_profile, profile_box
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
     box = box_named(fleet, args.box)
     try:
         size = model_size(args.model) if args.model else None
+        parse_grid(args.try_ or (), args.batch or 16, args.workers or 8)  # before any box
     except ProfileError as exc:
         print(f"profile: {exc}", file=sys.stderr)
         return EXIT_USAGE

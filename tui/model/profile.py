@@ -71,6 +71,24 @@ class ProfileReport:
     verdict: str = ""
 
 
+@dataclass
+class ProfileRequest:
+    """What the user asked; None means: the run's setting, else LibreYOLO's default."""
+
+    data: str | None = None
+    weights: str | None = None
+    size: str | None = None
+    batch: int | None = None
+    imgsz: int | None = None
+    workers: int | None = None
+    device: str | None = None
+    steps: int = 10
+    warmup: int = 3
+    grid: Sequence[str] = ()
+    run: str | None = None
+    force: bool = False
+
+
 def parse_grid(items: Sequence[str], batch: int, workers: int) -> list[tuple[int, int]]:
     """`--try workers=1,8,12 batch=16,64` as (batch, workers) cells, in order; the
     settings not named stay as given."""
