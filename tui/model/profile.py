@@ -272,3 +272,53 @@ def run_settings(values: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(raw, str) and raw and clean(raw) == raw and len(raw) <= 1000:
             out[key] = raw
     return out
+
+
+_TEXT_OPTIONS = {"--data": "data", "--weights": "weights", "--device": "device"}
+_INT_OPTIONS = {"--batch": "batch", "--imgsz": "imgsz", "--workers": "workers",
+                "--steps": "steps", "--warmup": "warmup"}
+
+
+def parse_options(text: str, run: str | None) -> ProfileRequest:
+    """The panel's profile field, written as the command's options (`--try workers=1,8
+    --force`, `--data D --weights W`): the request, or ProfileError saying what is wrong."""
+    import shlex
+
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ProfileError(f"cannot read the options: {exc}") from None
+    request = ProfileRequest(run=run)
+    grid: list[str] = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word == "--force":
+            request.force = True
+        elif word == "--try":
+            while at + 1 < len(words) and not words[at + 1].startswith("--"):
+                at += 1
+                grid.append(words[at])
+        elif word in _TEXT_OPTIONS or word in _INT_OPTIONS or word == "--model":
+            if at + 1 >= len(words):
+                raise ProfileError(f"{word} needs a value")
+            at += 1
+            value = words[at]
+            if word == "--model":
+                request.size = model_size(value)
+            elif word in _TEXT_OPTIONS:
+                setattr(request, _TEXT_OPTIONS[word], value)
+            else:
+                if not value.isdigit():
+                    raise ProfileError(f"{word} {value!r}: a whole number")
+                setattr(request, _INT_OPTIONS[word], int(value))
+        else:
+            raise ProfileError(f"{word!r} is not a profile option (--data --weights --model "
+                               "--batch --imgsz --workers --device --steps --try --force)")
+        at += 1
+    request.grid = tuple(grid)
+    parse_grid(request.grid, request.batch or 16, request.workers or 8)
+    if run is None and (request.data is None or request.weights is None):
+        raise ProfileError("give --data YAML and --weights PT (paths on the box), or open "
+                           "it from a run to use the run's settings")
+    return request
