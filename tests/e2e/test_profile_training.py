@@ -57,6 +57,7 @@ def test_profile_measures_on_the_cpu_and_prices_it(
     assert cell["usd_per_1k_images"] == pytest.approx(0.5 / (cell["img_per_s"] * 3.6))
     assert cell["libreyolo_bound"] == "host / launch"
     assert doc["verdict"] and doc["cpus"] >= 1
+    assert "GPU" not in doc["verdict"] or doc["verdict"].startswith("profiled on the CPU")
     assert Journal().entries[-1]["action"] == "profile"
     assert not list(Path("/tmp").glob("gpurent-profile-*/p/prof/profile.json"))
 

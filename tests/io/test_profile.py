@@ -102,3 +102,6 @@ def test_usage_errors_exit_2_before_any_box(capsys: pytest.CaptureFixture[str],
     assert main(["--config", str(config), "profile", "box"]) == 2
     assert "--data YAML and --weights PT" in capsys.readouterr().err
     assert main(["--config", str(config), "profile", "box", *ARGS, "--model", "a b"]) == 2
+    assert main(["--config", str(config), "profile", "box", *ARGS, "--steps", "100000"]) == 2
+    assert main(["--config", str(config), "profile", "box", *ARGS, "--try", "gpus=2"]) == 2
+    assert "--try 'gpus=2'" in capsys.readouterr().err

@@ -61,6 +61,13 @@ def test_twelve_workers_reads_host_launch_bound_not_libreyolos_memory_pressure()
     assert "cheaper, slower GPU" in said
 
 
+def test_on_the_cpu_the_gpu_share_is_not_read() -> None:
+    cells = [parse_cell(recorded(2), 16, 12), parse_cell(recorded(1), 16, 1)]
+    assert verdict(cells, (16, 12), 2, None, on_cpu=True) == \
+        "profiled on the CPU, so no GPU was measured"
+    assert verdict(cells, (16, 1), 2, None, on_cpu=True).startswith("dataloader-bound: 1 of 2")
+
+
 def test_unit_cost() -> None:
     assert usd_per_1k_images(3.49, 35.37) == pytest.approx(0.02741, abs=1e-5)
     assert usd_per_1k_images(None, 35.0) is None and usd_per_1k_images(3.0, 0.0) is None

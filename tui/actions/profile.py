@@ -131,8 +131,12 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
         f"{settings['steps']} steps ...")
 
     def seen(frame: dict[str, Any]) -> None:
-        if isinstance(frame.get("stage"), str):
-            say(f"profile: {clean(frame['stage'])[:80]}")
+        stage = frame.get("stage")
+        index = stage.rpartition(" ")[2] if isinstance(stage, str) else ""
+        if index.isdigit() and int(index) < len(grid):
+            batch, workers = grid[int(index)]
+            say(f"profile: setting {int(index) + 1} of {len(grid)}: batch {batch}, "
+                f"workers {workers} ...")
 
     ran = await run_onbox(session, interpreter_command(box.python), program("profile"),
                           params_bytes(params), deadline=deadline, what="profile",
@@ -156,7 +160,8 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
         report.message = describe_end(ran, f"profile on box {box.name}", deadline)
         return report
     report.verdict = verdict(report.cells, (settings["batch"], settings["workers"]),
-                             report.cpus, report.usd_per_hr)
+                             report.cpus, report.usd_per_hr,
+                             on_cpu=str(settings["device"]).lower() == "cpu")
     if any(c.measured for c in report.cells):
         report.outcome = "done"
         report.message = report.verdict

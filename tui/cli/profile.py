@@ -9,7 +9,14 @@ import sys
 from tui.cli.fleet import box_named, load_fleet
 from tui.cli.output import print_json
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from tui.model.profile import ProfileError, ProfileRequest, model_size, parse_grid, table_rows
+from tui.model.profile import (
+    ProfileError,
+    ProfileRequest,
+    check_steps,
+    model_size,
+    parse_grid,
+    table_rows,
+)
 from tui.model.profile_doc import profile_document
 
 HEADER = ["batch", "workers", "img/s", "dataload", "GPU busy", "$/1k img", "LibreYOLO"]
@@ -30,6 +37,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     try:
         size = model_size(args.model) if args.model else None
         parse_grid(args.try_ or (), args.batch or 16, args.workers or 8)  # before any box
+        check_steps(args.steps, args.warmup)
     except ProfileError as exc:
         print(f"profile: {exc}", file=sys.stderr)
         return EXIT_USAGE

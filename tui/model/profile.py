@@ -89,6 +89,12 @@ class ProfileRequest:
     force: bool = False
 
 
+def check_steps(steps: int, warmup: int) -> None:
+    """A few steps: enough to measure, never a training run in disguise."""
+    if not 1 <= steps <= 500 or not 0 <= warmup <= 100:
+        raise ProfileError(f"--steps {steps} --warmup {warmup}: steps 1..500, warmup 0..100")
+
+
 def parse_grid(items: Sequence[str], batch: int, workers: int) -> list[tuple[int, int]]:
     """`--try workers=1,8,12 batch=16,64` as (batch, workers) cells, in order; the
     settings not named stay as given."""
@@ -197,7 +203,7 @@ def suggested_workers(cpus: int | None, workers: int) -> int:
 
 
 def verdict(cells: Sequence[Cell], first: tuple[int, int], cpus: int | None,
-            usd_per_hr: float | None) -> str:
+            usd_per_hr: float | None, *, on_cpu: bool = False) -> str:
     """What to do and what it is worth, from the cell of the given setting (`first`,
     the run's or the flags') and, when a grid was tried, the best measured cell."""
     start = next((c for c in cells if (c.batch, c.workers) == first and c.measured), None)
@@ -226,6 +232,8 @@ def verdict(cells: Sequence[Cell], first: tuple[int, int], cpus: int | None,
                             "(--try workers=... measures it)")
         return (f"dataloader-bound: {feeding} feeding, {_pct(start.dataload_frac)} of each "
                 f"step waits on data; {advice}; a faster GPU buys nothing")
+    if on_cpu:  # no GPU in the step: its busy share says nothing
+        return "profiled on the CPU, so no GPU was measured" + (f"; {change}" if change else "")
     if kind == "host / launch-bound":
         advice = change or "try a bigger --batch (--try batch=... measures it)"
         return (f"host / launch-bound: the GPU is busy {_pct(start.gpu_util)} of each step; "
@@ -317,6 +325,7 @@ def parse_options(text: str, run: str | None) -> ProfileRequest:
                                "--batch --imgsz --workers --device --steps --try --force)")
         at += 1
     request.grid = tuple(grid)
+    check_steps(request.steps, request.warmup)
     parse_grid(request.grid, request.batch or 16, request.workers or 8)
     if run is None and (request.data is None or request.weights is None):
         raise ProfileError("give --data YAML and --weights PT (paths on the box), or open "
