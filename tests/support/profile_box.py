@@ -18,6 +18,10 @@ def entrypoint():
     mode = open(os.path.join(os.path.dirname(__file__), "mode.txt")).read().strip()
     args = sys.argv[1:]
     project = args[args.index("--project") + 1]
+    if mode == "slow":  # a profile that takes its time: it is cancelled before it ends
+        import time
+        time.sleep(120)
+        return 0
     if mode == "garbage":
         sys.stdout.write("\x1b]52;c;cGF5bG9hZA==\x07{not json\n\x00\xff rubbish\n")
         sys.stderr.write("Traceback: \x1b[2J boom\n")

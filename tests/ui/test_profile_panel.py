@@ -9,8 +9,9 @@ from pathlib import Path
 
 from support.box_python import make_venv
 from support.disk_runs import running_root
-from support.fleets import box_entry, make_fleet
+from support.fleets import box_entry, make_fleet, runs_root_with
 from support.pilot import box_text, until
+from support.profile_box import hostile_libreyolo
 from support.sshd import KeyPair, Sshd
 from textual.widgets import Input, Static
 
@@ -65,3 +66,32 @@ async def test_P_on_a_run_profiles_its_box_refused_while_it_trains(
             screen.query_one("#body", Static).render()))
     outcomes = [e["outcome"] for e in Journal().entries if e["action"] == "profile"]
     assert outcomes == ["refused", "failed"]
+
+
+async def test_a_running_profile_is_cancelled_like_any_action(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    root = runs_root_with(tmp_path, "yolox_completed")
+    server = sshd_factory()
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, "gpu-1", runs_roots=[str(root)],
+        python=str(hostile_libreyolo(tmp_path / "slow", "slow")))],
+        known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "gpu-1"))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ProfileScreen))
+        screen = app.screen
+        screen.query_one("#options", Input).value = "--data /d.yaml --weights /w.pt"
+        await pilot.press("enter")
+        await until(pilot, lambda: "setting 1 of 1: batch 16, workers 8" in str(
+            screen.query_one("#body", Static).render()))
+        assert app.busy.get("gpu-1") == "profile"
+        cancel = next(c for c in app.get_system_commands(screen)
+                      if c.title == "Cancel profile on gpu-1")  # the palette's entry
+        cancel.callback()
+        await until(pilot, lambda: "gpu-1" not in app.busy)
+    entry = [e for e in Journal().entries if e["action"] == "profile"][-1]
+    assert entry["outcome"] == "cancelled"
