@@ -46,6 +46,7 @@ from tui.messages import (
     MonitorRequested,
     OpenRunRequested,
     PowerRequested,
+    ProfileRequested,
     PushRequested,
     SizeRequested,
     StageRequested,
@@ -402,6 +403,20 @@ class GpurentApp(App[None]):
 
         self.push_screen(DoctorScreen(box, locked, self.board.doctor_paths.get(box, "")))
 
+    def open_profile(self, box: str, run: str | None = None) -> None:
+        """LibreYOLO's profiler on the box (a run's settings), in its own screen, under the
+        box's lock: `x` cancels it as any action."""
+        from tui.model.profile import ProfileReport, ProfileRequest
+        from tui.screens.profile import ProfileScreen
+
+        profile = self.board.profile(box)
+
+        async def locked(request: ProfileRequest, say: Callable[[str], None]
+                         ) -> ProfileReport:
+            return await self.runtime.locked(box, "profile", lambda: profile(request, say))
+
+        self.push_screen(ProfileScreen(box, run, locked))
+
     def open_fetch(self, box: str) -> None:
         """ctrl+p: a staged data set onto the box (the fetch command), in its own screen."""
         from tui.actions.stage import default_dest
@@ -495,6 +510,9 @@ class GpurentApp(App[None]):
 
     def on_doctor_requested(self, request: DoctorRequested) -> None:
         self.open_doctor(request.box)
+
+    def on_profile_requested(self, request: ProfileRequested) -> None:
+        self.open_profile(request.box, request.run)
 
     def on_fetch_requested(self, request: FetchRequested) -> None:
         self.open_fetch(request.box)

@@ -118,6 +118,14 @@ class DoctorRequested(Message):
 
 
 @dataclass
+class ProfileRequested(Message):
+    """Open the profile screen: LibreYOLO's profiler on a box (for one of its runs)."""
+
+    box: str
+    run: str | None = None
+
+
+@dataclass
 class FetchRequested(Message):
     """Open the fetch screen: a staged data set onto a box."""
 

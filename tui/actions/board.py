@@ -25,6 +25,7 @@ from tui.model.guard import Unpushed
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.milestones import Wish
 from tui.model.preflight import CheckVerdict, DoctorReport, last_check_verdicts
+from tui.model.profile import ProfileReport, ProfileRequest
 from tui.model.sizing import human_bytes
 from tui.model.text import clean
 from tui.remote.hostkeys import host_key_store
@@ -251,6 +252,25 @@ class Board:
                 return await doctor_box(session, config, data)
 
         return doctor
+
+    def profile(self, box: str) -> Callable[[ProfileRequest, Callable[[str], None]],
+                                            Awaitable[ProfileReport]]:
+        """`profile`: LibreYOLO's profiler on the box over the panel's session, refused
+        while a run of the box's last snapshot trains (unless forced); journaled."""
+        from tui.actions.profile import journal_profile, profile_on
+
+        config = self.fleet.box(box)
+
+        async def profile(request: ProfileRequest, say: Callable[[str], None]
+                          ) -> ProfileReport:
+            state = self.states.get(box)
+            async with self.session(box) as session:
+                report = await profile_on(session, config, request,
+                                          state.runs if state else (), say=say)
+            journal_profile(self.journal, report)
+            return report
+
+        return profile
 
     def fetch(self, box: str
               ) -> Callable[[str, str, StageProgress, bool], Awaitable[FetchReport]]:

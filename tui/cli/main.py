@@ -12,7 +12,7 @@ import logging
 import sys
 
 from tui import __version__
-from tui.cli import actions, config_cmds, monitor, preflight, size, watching
+from tui.cli import actions, config_cmds, monitor, preflight, profile, size, watching
 from tui.model.config import ConfigError
 from tui.model.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_cmds.add_init(sub, common)
     preflight.add_preflight(sub, common)  # check, doctor, stage, fetch
     size.add_size(sub, common)
+    profile.add_profile(sub, common)
     return parser
 
 

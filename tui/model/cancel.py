@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # The journal's names for the actions the panel can cancel (a subset of JournalAction).
-CancelAction = Literal["push", "stop", "start", "destroy", "launch", "check"]
+CancelAction = Literal["push", "stop", "start", "destroy", "launch", "check", "profile"]
 CANCELLED: Literal["cancelled"] = "cancelled"
 
 
@@ -60,6 +60,9 @@ _WORDS: dict[str, CancelWords] = {
         "detached); cancelling only stops waiting for its status.json.",
         "a run it already started goes on and shows in the box's section"),
     "check": CancelWords("check", None, "nothing was changed on the box"),
+    "profile": CancelWords("profile", None,
+                           "nothing was changed on the box; its few profiled steps may still "
+                           "finish there"),
 }
 _BUDGET = CancelWords(
     "push",

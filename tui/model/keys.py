@@ -21,7 +21,7 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "destroy_without_snapshots": "w",
     "launch": "L", "monitor": "w", "launch_go": "ctrl+s", "launch_cancel": "escape",
     "check": "g", "doctor": "G", "focus_next": "tab", "focus_previous": "shift+tab",
-    "cancel": "x",
+    "cancel": "x", "profile": "P",
 }
 # Bound on the app: active on every screen (a screen's own binding of a key wins there).
 EVERYWHERE = ("quit", "refresh", "cost", "journal", "help", "focus_next", "focus_previous")
@@ -31,10 +31,11 @@ PRIORITY = ("focus_next", "focus_previous")
 SCREENS: Mapping[str, tuple[str, ...]] = {
     "the fleet": ("open", "filter", "push", "push_box", "stop", "start", "destroy", "next",
                   "previous", "back", "launch", "monitor", "check", "doctor", "cancel"),
-    "the run detail": ("back", "series"),
+    "the run detail": ("back", "series", "profile"),
     "the cost screen": ("back",),
     "the journal": ("back",),
     "the doctor": ("back",),
+    "the profile": ("back",),
     "a stop/start confirmation": ("confirm_yes", "confirm_no"),
     "the destroy dialog": ("destroy_cancel", "destroy_push_first", "destroy_override",
                            "destroy_without_snapshots"),

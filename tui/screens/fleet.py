@@ -40,6 +40,7 @@ from tui.messages import (
     MonitorRequested,
     OpenRunRequested,
     PowerRequested,
+    ProfileRequested,
     PushRequested,
     SizeRequested,
     StageRequested,
@@ -528,6 +529,9 @@ class FleetScreen(Screen[None]):
             yield SystemCommand(escape(f"Doctor a data set on {name}"), "LibreYOLO's own "
                                 "dataset checks, run on the box",
                                 lambda b=name: ask(DoctorRequested(b)))
+            yield SystemCommand(escape(f"Profile on {name}"), "LibreYOLO's profiler for a "
+                                "few steps: what limits training, what a change is worth "
+                                "per 1k images", lambda b=name: ask(ProfileRequested(b)))
             yield SystemCommand(escape(f"Fetch a data set onto {name}"), "a tar staged on the "
                                 "Hub, downloaded by the box, sha256-checked, unpacked safely",
                                 lambda b=name: ask(FetchRequested(b)))

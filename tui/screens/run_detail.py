@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 from textual_plotext import PlotextPlot
 
+from tui.messages import ProfileRequested
 from tui.model.box import BoxState
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
@@ -133,6 +134,7 @@ class RunDetail(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="back"),
         Binding("m", "cycle_series", "Chart: loss/metric", id="series"),
+        Binding("P", "profile", "Profile", id="profile"),
     ]
 
     run: var[RunState] = var(cast(RunState, None), always_update=True, init=False)
@@ -225,6 +227,10 @@ class RunDetail(Screen[None]):
 
     def watch_series(self) -> None:
         self._draw_chart()
+
+    def action_profile(self) -> None:
+        """`P`: LibreYOLO's profiler on this run's box with the run's settings."""
+        self.post_message(ProfileRequested(self.box_name, self.run.name))
 
     def action_cycle_series(self) -> None:
         self.series = SERIES[(SERIES.index(self.series) + 1) % len(SERIES)]

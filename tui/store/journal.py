@@ -25,14 +25,15 @@ from tui.store.secrets import held_secrets
 
 # What the journal records: each kind of action on a box, and the words for how it ended.
 JournalAction = Literal[PowerAction, "push", "launch", "check", "fetch", "guard", "guard-remove",
-                        "config"]
+                        "config", "profile"]
 PushOutcome = Literal["done", "failed"]
 CheckOutcome = Literal["ok", "warnings", "problems", "failed"]  # failed: it did not finish
 GuardOutcome = Literal["armed", "dry_run", "failed", "removed"]
+ProfileOutcome = Literal["done", "failed", "refused"]  # refused: a run was training there
 CancelOutcome = Literal["cancelled"]  # the user cancelled it from the panel while it ran
 ConfigOutcome = Literal["reloaded"]  # the config file's edit put in force (box "": the fleet)
 JournalOutcome = Literal[PushOutcome, PowerResult, LaunchResult, CheckOutcome, GuardOutcome,
-                         CancelOutcome, ConfigOutcome]
+                         ProfileOutcome, CancelOutcome, ConfigOutcome]
 # Names and hashes the journal is searched by, kept whole: the rest (the message, the
 # error, the details: where a box's or a provider's words land) is redacted on the way in.
 FIXED = frozenset({"v", "time", "box", "run", "run_path", "action", "outcome", "files",

@@ -1,0 +1,55 @@
+"""Box interpreters for `profile` tests: a venv whose `libreyolo profile run` misbehaves on
+cue (prints garbage, floods stdout, or writes a profile.json of impossible numbers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.box_python import make_venv, site_packages
+
+_HOSTILE_CLI = r'''
+"""A hostile `libreyolo` CLI: what `profile run` does is read from mode.txt beside it."""
+import json
+import os
+import sys
+
+
+def entrypoint():
+    mode = open(os.path.join(os.path.dirname(__file__), "mode.txt")).read().strip()
+    args = sys.argv[1:]
+    project = args[args.index("--project") + 1]
+    if mode == "slow":  # a profile that takes its time: it is cancelled before it ends
+        import time
+        time.sleep(120)
+        return 0
+    if mode == "garbage":
+        sys.stdout.write("\x1b]52;c;cGF5bG9hZA==\x07{not json\n\x00\xff rubbish\n")
+        sys.stderr.write("Traceback: \x1b[2J boom\n")
+        return 1
+    if mode == "flood":
+        chunk = "A" * (1 << 20)
+        for _ in range(64):  # 64 MiB on stdout, 64 MiB on stderr
+            sys.stdout.write(chunk)
+            sys.stderr.write(chunk)
+        return 0
+    if mode == "absurd":
+        os.makedirs(os.path.join(project, "prof"))
+        with open(os.path.join(project, "prof", "profile.json"), "w") as f:
+            f.write(json.dumps({"img_per_s": float("nan"), "dataload_frac": -0.5,
+                                "gpu_util": 1e300, "step_ms": -3, "bound": "\x1b[31m" * 300,
+                                "kernels": ["x" * 1000] * 1000}))
+        sys.stdout.write(json.dumps({"img_per_s": float("inf"), "bound": 7}) + "\n")
+        return 0
+    return 2
+'''
+
+
+def hostile_libreyolo(directory: Path, mode: str) -> Path:
+    """A venv's python whose `libreyolo` package misbehaves as `mode` says."""
+    python = make_venv(directory)
+    package = site_packages(python) / "libreyolo"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("__version__ = '1.6.0'\n")
+    (package / "cli" / "__init__.py").write_text(_HOSTILE_CLI)
+    (package / "cli" / "mode.txt").write_text(mode)
+    return python

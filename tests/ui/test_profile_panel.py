@@ -1,0 +1,97 @@
+"""`P` on a run's detail opens the profile screen for its box, which refuses while a run
+trains there and says so; `--force` goes on to the box (here one without LibreYOLO, which
+says that in one line). Both are journaled; the palette offers it per box."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from support.box_python import make_venv
+from support.disk_runs import running_root
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.pilot import box_text, until
+from support.profile_box import hostile_libreyolo
+from support.sshd import KeyPair, Sshd
+from textual.widgets import Input, Static
+
+from tui.app import GpurentApp
+from tui.screens.fleet import FleetScreen
+from tui.screens.profile import ProfileScreen
+from tui.screens.run_detail import RunDetail
+from tui.store.journal import Journal
+
+
+async def test_P_on_a_run_profiles_its_box_refused_while_it_trains(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    root = running_root(tmp_path, 1000)
+    server = sshd_factory()
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, "gpu-1",
+                                            runs_roots=[str(root)],
+                                            python=str(make_venv(tmp_path / "bare")))],
+                       known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: "yolox_running" in box_text(app, "gpu-1"))
+        fleet_screen = app.screen
+        assert isinstance(fleet_screen, FleetScreen)
+        assert any(c.title == "Profile on gpu-1"
+                   for c in app.get_system_commands(fleet_screen))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ProfileScreen))
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen) and screen.run == "yolox_running"
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.report is not None)
+        body = str(screen.query_one("#body", Static).render())
+        assert body.startswith("profile refused: run yolox_running is training on box gpu-1")
+        screen.report = None
+        screen.query_one("#options", Input).value = "--force --steps 2"
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.report is not None)
+        body = str(screen.query_one("#body", Static).render())
+        assert body == ("profile on box gpu-1 needs --data YAML (run yolox_running did not "
+                        "name one)")  # its train_config.yaml is missing
+        screen.report = None
+        screen.query_one("#options", Input).value = "--force --data /d.yaml --steps 2"
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.report is not None)
+        body = str(screen.query_one("#body", Static).render())
+        assert "profile failed: libreyolo is not installed for" in body
+        screen.query_one("#options", Input).value = "--try gpus=2"
+        await pilot.press("enter")
+        await until(pilot, lambda: "--try 'gpus=2'" in str(
+            screen.query_one("#body", Static).render()))
+    outcomes = [e["outcome"] for e in Journal().entries if e["action"] == "profile"]
+    assert outcomes == ["refused", "failed"]
+
+
+async def test_a_running_profile_is_cancelled_like_any_action(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    root = runs_root_with(tmp_path, "yolox_completed")
+    server = sshd_factory()
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, "gpu-1", runs_roots=[str(root)],
+        python=str(hostile_libreyolo(tmp_path / "slow", "slow")))],
+        known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "gpu-1"))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ProfileScreen))
+        screen = app.screen
+        screen.query_one("#options", Input).value = "--data /d.yaml --weights /w.pt"
+        await pilot.press("enter")
+        await until(pilot, lambda: "setting 1 of 1: batch 16, workers 8" in str(
+            screen.query_one("#body", Static).render()))
+        assert app.busy.get("gpu-1") == "profile"
+        cancel = next(c for c in app.get_system_commands(screen)
+                      if c.title == "Cancel profile on gpu-1")  # the palette's entry
+        cancel.callback()
+        await until(pilot, lambda: "gpu-1" not in app.busy)
+    entry = [e for e in Journal().entries if e["action"] == "profile"][-1]
+    assert entry["outcome"] == "cancelled"
