@@ -7,7 +7,7 @@ through NVML (ctypes, kept open in the kept probe) and forks `nvidia-smi -q -d
 UTILIZATION` only where NVML will not load. This machine has no GPU: the fork is measured
 against a stand-in `nvidia-smi` (a shell script replaying the H200 recordings, cheaper
 than the real 39 ms), the NVML side's own Python work (summing 71 samples) is measured
-here, and the H200's recorded costs (tests/fixtures/nvidia-smi-h200 README, the team's
+here, and the H200's recorded costs (tests/data/nvidia-smi-h200 README, the team's
 reference query-cost-nvml-vs-nvidia-smi.txt) are printed beside them.
 
     python benchmarks/probe_busy.py [--refreshes 200]
@@ -30,7 +30,7 @@ from _fleet import REPO, code_line, code_under_test, machine, machine_line, prin
 
 from tui.onbox import probe
 
-FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi-h200"
+FIXTURES = REPO / "tests" / "data" / "nvidia-smi-h200"
 # Recorded on the H200 (driver 580.159.04): CPU per call.
 RECORDED_MS = {"nvidia-smi --query-gpu (the GPU rows)": 24.1,
                "nvidia-smi -q -d UTILIZATION (fallback)": 39.3,

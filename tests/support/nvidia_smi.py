@@ -47,7 +47,7 @@ def fake_nvidia_smi(bin_dir: Path, scenario: str) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-h200"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi-h200"
 
 _REPLAY = """#!/bin/sh
 # stand-in nvidia-smi: the H200 recordings in {data}, utilisation answers in order

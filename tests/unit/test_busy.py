@@ -11,7 +11,7 @@ from tui.model.busy import MAX_GPUS, BusyIntegral, BusyWindow, parse_busy
 from tui.onbox import probe
 from tui.onbox.probe import PROBE_VERSION, nvml_window, parse_util_query
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-h200"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi-h200"
 
 
 def test_the_recorded_h200_answers_read_as_their_averages() -> None:
