@@ -13,6 +13,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
+from tui.model.throughput import UnitCost, unit_words
 from tui.model.unpushed import AtStake, at_stake, rate_share
 from tui.model.watchdog import guard_document, guard_summary
 
@@ -30,7 +31,9 @@ def _money(value: float | None) -> float | None:
 
 
 def run_document(run: RunState, cost: RunCost | None = None,
-                 stake: AtStake | None = None) -> dict[str, Any]:
+                 stake: AtStake | None = None, unit: UnitCost | None = None) -> dict[str, Any]:
+    figures = unit.to_json() if unit is not None else {
+        "images_per_second": None, "usd_per_epoch": None, "usd_per_1k_images": None}
     return {
         "path": run.path,
         "name": run.name,
@@ -60,6 +63,9 @@ def run_document(run: RunState, cost: RunCost | None = None,
         "unpushed_epochs": stake.epochs if stake else None,
         "unpushed_usd": _money(stake.usd) if stake else None,
         "last_verified_push": iso(stake.pushed_at) if stake else None,
+        **figures,
+        "training_images": run.dataset.images if run.dataset else None,
+        "unit_cost_note": (unit.note or None) if unit is not None else None,
     }
 
 
@@ -131,7 +137,8 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
         "cost": cost_document(cost),
         "guard": guard_document(box.guard, box.box_time),
         "runs": [run_document(r, cost.runs.get(r.path) if cost else None,
-                              _stake(r, box, cost, pushes)) for r in box.runs],
+                              _stake(r, box, cost, pushes),
+                              cost.units.get(r.path) if cost else None) for r in box.runs],
     }
 
 
@@ -160,7 +167,7 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
-def _run_line(run: RunState) -> str:
+def _run_line(run: RunState, unit: UnitCost | None = None) -> str:
     epoch = f"{run.current_epoch if run.current_epoch is not None else '-'}/" \
             f"{run.total_epochs if run.total_epochs is not None else '?'}"
     eta = format_age(run.eta_seconds) if run.eta_seconds is not None else "-"
@@ -173,6 +180,9 @@ def _run_line(run: RunState) -> str:
             f"loss {_num(run.train_loss):<8} {best}")
     if run.health not in ("running", "completed"):
         line += f"\n      {run.reason}"
+    words = unit_words(unit)
+    if words:
+        line += f"\n      {words}"
     folders = folder_words(run.weight_dirs, run.weight_dirs_more)
     if folders:
         line += f"\n      ! {folders}: a destroy would lose what it holds"
@@ -259,5 +269,6 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
             out.append(f"  {'!' if warning.severity == 'warning' else '·'} {warning.message}")
         if not box.runs and box.connection is Connection.OK:
             out.append("  no runs found under the runs roots")
-        out.extend(_run_line(run) for run in box.runs)
+        out.extend(_run_line(run, box_cost.units.get(run.path) if box_cost else None)
+                   for run in box.runs)
     return "\n".join(out)
