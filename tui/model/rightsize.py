@@ -92,7 +92,7 @@ class Verdict:
 
 
 def _who(m: Measured) -> str:
-    return f"the {m.gpu} box ({m.box})"
+    return f"box {m.box} (no GPU)" if m.gpu == "no GPU" else f"the {m.gpu} box ({m.box})"
 
 
 def verdict(measured: Iterable[Measured], model: str, imgsz: int) -> Verdict:
