@@ -113,6 +113,7 @@ def test_a_million_entries_read_unknown_within_the_bound(tmp_path: Path) -> None
     assert probe_script.dataset_count(config)["images"] == 3000
     old = probe_script.DATASET_MAX_ENTRIES
     probe_script.DATASET_MAX_ENTRIES = 1000
+    probe_script._COUNTED.clear()  # counted just now: a kept probe would not count again
     try:
         told = probe_script.dataset_count(config)
     finally:
@@ -133,3 +134,28 @@ def test_a_yaml_with_control_characters_and_junk_reads_clean(tmp_path: Path) -> 
     (tmp_path / "runs" / "run1" / "train_config.yaml").write_bytes(b"a: b\n" * 20000)
     raw = dataset_of(tmp_path / "runs")
     assert "over" in raw["dataset"]["unknown"]
+
+
+def test_runs_sharing_a_data_set_are_all_counted_in_one_answer(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "ds", n_train=16, n_val=8)
+    root = run_with_data(tmp_path, str(data))
+    for i in range(30):
+        shutil.copytree(root / "run1", root / f"copy{i}")
+    ans = probe({"roots": [str(root)], "runs": {}})
+    assert len(ans["runs"]) == 31
+    assert {r["dataset"]["images"] for r in ans["runs"]} == {16}
+
+
+def test_an_answer_out_of_counting_time_leaves_the_count_for_the_next(tmp_path: Path) -> None:
+    """No d_sig is sent for a run not counted, so the next refresh counts it."""
+    data = make_dataset(tmp_path / "ds", n_train=3, n_val=1)
+    root = run_with_data(tmp_path, str(data))
+    old = probe_script.DATASET_ANSWER_SECONDS
+    probe_script.DATASET_ANSWER_SECONDS = 0.0
+    try:
+        first = probe_script.build_answer({"roots": [str(root)], "runs": {}, "gpu": False})
+    finally:
+        probe_script.DATASET_ANSWER_SECONDS = old
+    assert "d_sig" not in first["runs"][0] and "dataset" not in first["runs"][0]
+    second = probe_script.build_answer({"roots": [str(root)], "runs": {}, "gpu": False})
+    assert second["runs"][0]["dataset"]["images"] == 3

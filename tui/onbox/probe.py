@@ -293,6 +293,11 @@ DATASET_MAX_ENTRIES = 200000  # directory entries looked at in one count
 DATASET_MAX_DEPTH = 12
 DATASET_SECONDS = 2.0         # wall time one count may take
 DATASET_LIST_CAP = 64 << 20   # bytes of a .txt list of images read
+DATASET_ANSWER_SECONDS = 4.0  # counting time one answer may spend over all its runs
+# When this answer's counting time ends (set per answer); a count starts only with its
+# whole DATASET_SECONDS left, so a cut count is the data set's size, never its neighbours'.
+_COUNTING = {"until": float("inf")}
+_COUNTED = {}  # (train folder or list, its stat) -> count, for the runs sharing a data set
 IMG_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp",
                 ".dng", ".mpo", ".pfm", ".heic")
 
@@ -401,7 +406,18 @@ def dataset_count(config_path):
         if not os.path.exists(where):
             out["unknown"] = "%s's train folder is missing" % out["data"]
             return out
-        n = count_images(where, budget)
+        try:
+            st = os.stat(where)
+            key = (where, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            key = None
+        n = _COUNTED.get(key) if key is not None else None
+        if n is None:
+            n = count_images(where, budget)
+            if n is not None and key is not None:
+                if len(_COUNTED) > 64:
+                    _COUNTED.clear()
+                _COUNTED[key] = n
         if n is None:
             out["unknown"] = "over %d entries or %.0f s: not counted" % (
                 DATASET_MAX_ENTRIES, DATASET_SECONDS)
@@ -426,9 +442,12 @@ def read_dataset(run_dir, cursor, out):
     except OSError:
         return
     sig = _status_sig(st)
-    out["d_sig"] = sig
     if cursor.get("d_sig") == sig:
+        out["d_sig"] = sig
         return
+    if time.time() + DATASET_SECONDS > _COUNTING["until"]:
+        return  # this answer spent its counting time: the next refresh counts this one
+    out["d_sig"] = sig
     try:
         out["dataset"] = dataset_count(path)
     except (OSError, ValueError, RecursionError) as exc:
@@ -804,6 +823,7 @@ def build_answer(req, boot=None):
     cursors = req.get("runs") or {}
     found, root_rows, truncated, hidden = find_runs(req.get("roots") or [],
                                                     req.get("max_runs", 1000))
+    _COUNTING["until"] = time.time() + DATASET_ANSWER_SECONDS
     budget = [req.get("metrics_budget", METRICS_BUDGET)]
     log_budget = [LOG_BUDGET]
     runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot, budget,
