@@ -25,7 +25,7 @@ from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
-from tui.model.throughput import UnitCost
+from tui.model.throughput import UnitCost, unit_usd
 from tui.model.unpushed import at_stake, rate_share
 from widgets.badges import badge, bar
 from widgets.guard_text import guard_line
@@ -137,7 +137,7 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
     if unit is not None and unit.images_per_second is not None:
         parts.append(f"{unit.images_per_second:.0f} img/s")
         if unit.usd_per_1k_images is not None:
-            parts.append(f"${unit.usd_per_1k_images:.3g}/1k img")
+            parts.append(f"{unit_usd(unit.usd_per_1k_images)}/1k img")
     if pushed:
         parts.append(pushed)
     updated = parse_time(run.updated_at)

@@ -3,6 +3,7 @@ shared between runs on one box, the right-size verdict's words and its store."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from tui.model.bill import Book, Event
 from tui.model.rightsize import Measured, measure, right_size_text, verdict, verdicts
-from tui.model.runs import Dataset, EpochPoint, RunState
+from tui.model.runs import Dataset, EpochPoint, Health, RunState
 from tui.model.throughput import epoch_windows, images_per_second, unit_costs, unit_words
 from tui.store.throughput import ThroughputStore
 
@@ -51,7 +52,7 @@ def test_a_rate_change_mid_run_is_billed_per_epoch_at_each_rate() -> None:
     assert unit.images_per_second == pytest.approx(1.0)
     assert unit.usd_per_epoch == pytest.approx(2.7)
     assert unit.usd_per_1k_images == pytest.approx(2.7 / 3.6)
-    assert unit_words(unit) == "1.0 img/s · $2.7/epoch · $0.75/1k img"
+    assert unit_words(unit) == "1.0 img/s · $2.70/epoch · $0.75/1k img"
 
 
 def test_two_runs_on_one_box_split_the_bill_while_they_overlap() -> None:
@@ -72,7 +73,7 @@ def test_unknown_images_show_dollars_per_epoch_only_and_say_why() -> None:
     assert unit.images_per_second is None and unit.usd_per_1k_images is None
     assert unit.usd_per_epoch == pytest.approx(3.6)
     assert "over 200000 entries" in unit.note
-    assert unit_words(unit) == "$3.6/epoch · images unknown"
+    assert unit_words(unit) == "$3.60/epoch · images unknown"
     # No ledger: nothing is billed, and it says so.
     assert "no billing" in unit_costs(a, None, [], 0.0).note
 
@@ -134,3 +135,23 @@ def test_the_store_is_rewritten_to_the_newest_per_box_when_it_grows(tmp_path: Pa
     lines = path.read_text().splitlines()
     assert len(lines) < 200
     assert ThroughputStore(path).latest()[0].at == T0 + 2099
+
+
+def test_a_hostile_box_count_reads_unknown_and_clean() -> None:
+    from tui.model.runs import dataset_of
+    for images in (10**30, -5, "16", True, float("nan"), 0):
+        assert dataset_of({"images": images}).images is None
+    assert dataset_of(["not", "a", "dict"]).unknown
+    told = dataset_of({"unknown": "\x1b[2J" + "x" * 5000, "data": "\x1b]0;t\x07d.yaml",
+                       "imgsz": 10**9})
+    assert told.unknown is not None and "\x1b" not in told.unknown and len(told.unknown) <= 120
+    assert told.name is not None and "\x1b" not in told.name and told.imgsz is None
+
+
+def test_the_runs_row_adds_throughput_and_cost_per_1k_at_80_columns() -> None:
+    from widgets.fleet_text import run_detail_line
+    book = Book([Event(T0 - 60, "b", "running", 3.6, "api")])
+    one = run("/r/a", T0, T0 + 7200, [3600.0, 3600.0], images=3600)
+    unit = unit_costs(one, book.boxes["b"], [], 0.0)
+    line = run_detail_line(replace(one, health=Health.RUNNING), T0 + 7200, unit=unit).plain
+    assert line == "1 img/s · $1.00/1k img"  # short beside best, loss, ends, pushed

@@ -15,6 +15,7 @@ from typing import Any
 
 from tui.model.fields import finite, text, whole
 from tui.model.text import clean
+from tui.model.throughput import unit_usd
 
 MAX_NAME = 60
 
@@ -106,17 +107,17 @@ def verdict(measured: Iterable[Measured], model: str, imgsz: int) -> Verdict:
     if len(ranked) == 1:
         only = ranked[0]
         return Verdict(model, imgsz, ranked, (
-            f"{_who(only)} does {what} at ${only.usd_per_1k_images:.3g} / 1k images; "
+            f"{_who(only)} does {what} at {unit_usd(only.usd_per_1k_images)} / 1k images; "
             "only one box measured: train a few epochs of it on another box to compare"))
     best, worst = ranked[0], ranked[-1]
     if best.usd_per_1k_images <= 0 or worst.usd_per_1k_images <= best.usd_per_1k_images:
         return Verdict(model, imgsz, ranked, (
             f"{_who(best)} and {_who(worst)} do {what} at the same "
-            f"${best.usd_per_1k_images:.3g} / 1k images"))
+            f"{unit_usd(best.usd_per_1k_images)} / 1k images"))
     times = worst.usd_per_1k_images / best.usd_per_1k_images
     return Verdict(model, imgsz, ranked, (
-        f"{_who(best)} does {what} at ${best.usd_per_1k_images:.3g} / 1k images, "
-        f"{_who(worst)} at ${worst.usd_per_1k_images:.3g}: {times:.1f}x cheaper per epoch"))
+        f"{_who(best)} does {what} at {unit_usd(best.usd_per_1k_images)} / 1k images, "
+        f"{_who(worst)} at {unit_usd(worst.usd_per_1k_images)}: {times:.1f}x cheaper per epoch"))
 
 
 def verdicts(measured: Iterable[Measured]) -> list[Verdict]:
@@ -166,6 +167,6 @@ def right_size_text(found: list[Verdict]) -> str:
     for v in found:
         lines.append(f"  {v.words}")
         lines.extend(f"    {m.box:<16} {m.gpu[:24]:<24} ${m.usd_per_hr:.3f}/hr "
-                     f"{m.images_per_second:>8.1f} img/s  ${m.usd_per_1k_images:.4g}/1k"
+                     f"{m.images_per_second:>8.1f} img/s  {unit_usd(m.usd_per_1k_images)}/1k"
                      + (f"  batch {m.batch}" if m.batch else "") for m in v.ranked)
     return "\n".join(lines)

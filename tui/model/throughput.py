@@ -32,6 +32,12 @@ class UnitCost:
                 "usd_per_1k_images": _round(self.usd_per_1k_images, 6)}
 
 
+def unit_usd(value: float) -> str:
+    """Dollars per unit with three significant digits under $1 ($0.009, $0.0481), cents
+    above ($2.70): small unit costs keep the digits that tell boxes apart."""
+    return f"${value:,.2f}" if abs(value) >= 0.9995 else f"${value:.3g}"
+
+
 def _round(value: float | None, places: int) -> float | None:
     return round(value, places) if value is not None else None
 
@@ -118,9 +124,9 @@ def unit_words(unit: UnitCost | None) -> str | None:
     if unit.images_per_second is not None:
         parts.append(f"{unit.images_per_second:.1f} img/s")
     if unit.usd_per_epoch is not None:
-        parts.append(f"${unit.usd_per_epoch:.4g}/epoch")
+        parts.append(f"{unit_usd(unit.usd_per_epoch)}/epoch")
     if unit.usd_per_1k_images is not None:
-        parts.append(f"${unit.usd_per_1k_images:.4g}/1k img")
+        parts.append(f"{unit_usd(unit.usd_per_1k_images)}/1k img")
     elif unit.usd_per_epoch is not None and unit.images is None:
         parts.append("images unknown")
     return " · ".join(parts) or None

@@ -297,7 +297,8 @@ DATASET_ANSWER_SECONDS = 4.0  # counting time one answer may spend over all its 
 # When this answer's counting time ends (set per answer); a count starts only with its
 # whole DATASET_SECONDS left, so a cut count is the data set's size, never its neighbours'.
 _COUNTING = {"until": float("inf")}
-_COUNTED = {}  # (train folder or list, its stat) -> count, for the runs sharing a data set
+# (train folder or list, its stat) -> count, for the runs sharing a data set
+_COUNTED = {}  # type: dict[tuple[str, int, int], int]
 IMG_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp",
                 ".dng", ".mpo", ".pfm", ".heic")
 

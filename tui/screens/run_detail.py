@@ -21,7 +21,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
 from tui.model.runs import Health, RunState, format_age, short_metric_name
 from tui.model.sizing import human_bytes
-from tui.model.throughput import UnitCost
+from tui.model.throughput import UnitCost, unit_usd
 from tui.model.unpushed import AtStake, at_stake, rate_share
 from widgets import badge
 
@@ -125,9 +125,9 @@ def unit_rows(run: RunState, unit: UnitCost | None) -> list[tuple[str, str]]:
     if unit.images_per_second is not None:
         rows.append(("img/s", f"{unit.images_per_second:.1f} (over {unit.epochs} epochs)"))
     if unit.usd_per_epoch is not None:
-        rows.append(("$/epoch", f"${unit.usd_per_epoch:.4g} (billed)"))
+        rows.append(("$/epoch", f"{unit_usd(unit.usd_per_epoch)} (billed)"))
     if unit.usd_per_1k_images is not None:
-        rows.append(("$/1k img", f"${unit.usd_per_1k_images:.4g}"))
+        rows.append(("$/1k img", unit_usd(unit.usd_per_1k_images)))
     if unit.note:
         rows.append(("unit cost", unit.note))
     return rows
