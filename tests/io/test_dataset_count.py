@@ -159,3 +159,9 @@ def test_an_answer_out_of_counting_time_leaves_the_count_for_the_next(tmp_path: 
     assert "d_sig" not in first["runs"][0] and "dataset" not in first["runs"][0]
     second = probe_script.build_answer({"roots": [str(root)], "runs": {}, "gpu": False})
     assert second["runs"][0]["dataset"]["images"] == 3
+
+
+def test_a_data_set_not_on_the_box_says_so(tmp_path: Path) -> None:
+    raw = dataset_of(run_with_data(tmp_path, "/nowhere/rects/data.yaml"))
+    assert raw["dataset"]["unknown"] == "data.yaml cannot be read on the box (No such file " \
+        "or directory)"

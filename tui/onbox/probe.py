@@ -388,7 +388,12 @@ def dataset_count(config_path):
         return out
     data = os.path.join(os.path.dirname(config_path), os.path.expanduser(data))
     out["data"] = os.path.basename(data)[:80]
-    spec = _yaml_scalars(_read_small(data))
+    try:
+        spec = _yaml_scalars(_read_small(data))
+    except OSError as exc:
+        out["unknown"] = "%s cannot be read on the box (%s)" % (
+            out["data"], exc.strerror or type(exc).__name__)
+        return out
     base = spec.get("path") if isinstance(spec.get("path"), str) and spec.get("path") \
         else os.path.dirname(data)
     base = os.path.join(os.path.dirname(data), os.path.expanduser(base))
