@@ -464,7 +464,9 @@ class GpurentApp(App[None]):
         if run is not None:
             self.push_screen(RunDetail(box_name, run, stake=lambda run: run_stake(
                 run, self.states.get(box_name), self.pushes.get(box_name, {}),
-                self.cost.boxes.get(box_name) if self.cost is not None else None)))
+                self.cost.boxes.get(box_name) if self.cost is not None else None),
+                unit=lambda run: self.cost.boxes[box_name].units.get(run.path)
+                if self.cost is not None and box_name in self.cost.boxes else None))
 
     def action_journal(self) -> None:
         if not isinstance(self.screen, JournalScreen):
@@ -475,7 +477,8 @@ class GpurentApp(App[None]):
             self.notify("no cost figures in this view", timeout=3)
             return
         if not isinstance(self.screen, CostScreen):
-            self.push_screen(CostScreen(self.cost, self.meter.fleet_events, self.clock))
+            self.push_screen(CostScreen(self.cost, self.meter.fleet_events, self.clock,
+                                        right_size=self.meter.right_size))
 
     def action_toggle_help(self) -> None:
         if self.screen.query("HelpPanel"):

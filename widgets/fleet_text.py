@@ -25,6 +25,7 @@ from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
+from tui.model.throughput import UnitCost, unit_usd
 from tui.model.unpushed import at_stake, box_timeline, rate_share
 from tui.model.watchdog_silence import box_clock, likely_fired, silent
 from widgets.badges import badge, bar
@@ -110,7 +111,8 @@ def run_main_line(run: RunState) -> Text:
 
 
 def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
-                    pushed: str | None = None, due: Due | None = None) -> Text:
+                    pushed: str | None = None, due: Due | None = None,
+                    unit: UnitCost | None = None) -> Text:
     """The second line: why (for runs in trouble), else best metric, end time, age."""
     due = due or Due(now)
     if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
@@ -136,6 +138,10 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
     gpu = busy_note(run.busy, cost.usd_per_hr if cost else None)
     if gpu:
         parts.append(gpu)
+    if unit is not None and unit.images_per_second is not None:
+        parts.append(f"{unit.images_per_second:.0f} img/s")
+        if unit.usd_per_1k_images is not None:
+            parts.append(f"{unit_usd(unit.usd_per_1k_images)}/1k img")
     if pushed:
         parts.append(pushed)
     updated = parse_time(run.updated_at)
@@ -389,7 +395,9 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         if view.at_stake:
             pushed = _with_stake(pushed, run, view, box)
         lines.append(Line(run_main_line(run), run=run.path, spark=run_sparkline(run)))
-        lines.append(Line(run_detail_line(run, now, cost, pushed, due), 2, run=run.path))
+        unit = view.cost.units.get(run.path) if view.cost else None
+        lines.append(Line(run_detail_line(run, now, cost, pushed, due, unit), 2,
+                          run=run.path))
     hidden = len(box.runs) - len(shown)
     if hidden:
         lines.append(Line(Text(f"{hidden} run(s) hidden by the filter"), 2, style="muted"))

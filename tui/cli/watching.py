@@ -142,7 +142,9 @@ def cmd_costs(args: argparse.Namespace) -> int:
     """Per box and for the fleet: running, stopped and idle hours and dollars, from the ledger."""
     from tui.model.bill import costs_report
     from tui.model.costs_doc import costs_document, costs_table
+    from tui.model.rightsize import right_size_text, verdict_document, verdicts
     from tui.store.ledger import Ledger
+    from tui.store.throughput import ThroughputStore
 
     fleet = load_fleet(args.config)
     ledger = Ledger()
@@ -152,10 +154,15 @@ def cmd_costs(args: argparse.Namespace) -> int:
         print(f"cost ledger {ledger.path}: {ledger.skipped} unreadable line(s) skipped",
               file=sys.stderr)
     report = costs_report(ledger.book, [b.name for b in fleet.boxes], args.since, time.time())
+    store = ThroughputStore(ledger.path.with_name("throughput.jsonl"))
+    if store.problem:
+        print(store.problem, file=sys.stderr)
+    found = verdicts(store.latest())
     if args.json:
-        print_json(costs_document(report))
+        print_json({**costs_document(report), "right_size": verdict_document(found)})
     else:
         print(costs_table(report))
+        print("\n" + right_size_text(found))
     return EXIT_OK
 
 
@@ -180,7 +187,8 @@ def add_watching(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
     costs = sub.add_parser("costs", parents=[common],
                            help="what each box and the fleet cost: running, stopped and idle "
                                 "hours and dollars, and what was billed after the last run "
-                                "ended (from the ledger)")
+                                "ended (from the ledger); then the right-size verdict: each "
+                                "model's measured $ per 1k images on every box it ran on")
     costs.add_argument("--since", type=parse_since, metavar="DATE",
                        help="count from this date (YYYY-MM-DD, local midnight) or time")
     costs.add_argument("--json", action="store_true",

@@ -51,6 +51,7 @@ from tui.model.cost import (
 )
 from tui.model.instance import InstanceInfo
 from tui.model.runs import Health, format_age, parse_time
+from tui.model.throughput import UnitCost, run_span, unit_costs
 
 # A manual box that no longer answers at all (not one that refuses a login).
 GONE_QUIET = (Connection.UNREACHABLE, Connection.TIMEOUT)
@@ -198,6 +199,7 @@ class BoxCost:
     accrued_usd: float
     today_usd: float
     runs: Mapping[str, RunCost] = field(default_factory=dict)  # by run path
+    units: Mapping[str, UnitCost] = field(default_factory=dict)  # every run's, by path
     idle_since: float | None = None
     idle_usd: float = 0.0
     idle_alarm: bool = False
@@ -273,6 +275,18 @@ def _doubt(box: BoxConfig, open_: Event | None, state: BoxState | None, rates: B
     return None
 
 
+def box_units(state: BoxState, history: BoxHistory | None) -> dict[str, UnitCost]:
+    """Every run's throughput and unit costs; runs whose spans overlap share the bill."""
+    offset = (state.last_ok_at - state.box_time
+              if state.last_ok_at is not None and state.box_time is not None else 0.0)
+    spans = {r.path: run_span(r, offset) for r in state.runs}
+    units = {}
+    for run in state.runs:
+        others = [s for p, s in spans.items() if p != run.path and s is not None]
+        units[run.path] = unit_costs(run, history, others, offset)
+    return units
+
+
 def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, InstanceInfo],
           book: Book | Iterable[Event], idle_prev: Mapping[str, float], now: float,
           day_start: float, provider_errors: Mapping[str, str] | None = None) -> FleetCost:
@@ -294,6 +308,7 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
         if rate is None and maybe is None:
             unpriced.append(box.name)
         runs: dict[str, RunCost] = {}
+        units: dict[str, UnitCost] = {}
         progressing = False
         gpu_max = None
         idle_words = "no run progressing"
@@ -305,6 +320,7 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
                 cost = run_cost(billed, len(running), run.epoch_seconds, run.eta_seconds)
                 if cost is not None:
                     runs[run.path] = cost
+            units = box_units(state, history)
             utils = [g.util_pct for g in state.gpus if g.util_pct is not None]
             gpu_max = max(utils) if utils else None
             if gpu_max is not None:
@@ -318,7 +334,7 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
         costs[box.name] = BoxCost(
             name=box.name, rates=rates, accrued_usd=spent,
             today_usd=history.between(day_start, now) if history is not None else 0.0,
-            runs=runs, idle_since=since, idle_usd=idle_usd,
+            runs=runs, units=units, idle_since=since, idle_usd=idle_usd,
             idle_alarm=since is not None and now - since >= fleet.idle_minutes * 60,
             budget_usd=box.budget_usd, budget_level=budget_level(spent, box.budget_usd),
             provider_error=error, billing=open_,

@@ -78,6 +78,7 @@ class Cursor:
     status_sig: str | None = None    # status.json's (size, mtime) as the probe saw it
     weights_sig: str | None = None   # the weights folder's listing, likewise
     hist_sig: str | None = None      # the run's history files' listing, likewise
+    dataset_sig: str | None = None   # train_config.yaml as the probe counted its data set
     metrics_offset: int | None = None  # metrics.jsonl read up to here ...
     metrics_id: str | None = None      # ... of this file (inode) ...
     metrics_head: str | None = None    # ... whose first bytes hash to this (not rewritten)
@@ -94,7 +95,7 @@ class Cursor:
 
 # Cursor field -> the key the probe (tui/onbox/probe.py) reads.
 WIRE_KEYS = {"status_sig": "s_sig", "weights_sig": "w_sig", "hist_sig": "h_sig",
-             "metrics_offset": "m_off",
+             "dataset_sig": "d_sig", "metrics_offset": "m_off",
              "metrics_id": "m_id", "metrics_head": "m_head", "log_offset": "l_off",
              "log_id": "l_id", "log_head": "l_head", "pid": "pid", "started_at": "started_at"}
 
@@ -271,6 +272,43 @@ def short_metric_name(name: str | None) -> str | None:
     return name.removeprefix("metrics/")
 
 
+DATASET_MAX_IMAGES = 10**9  # more training images than any data set a box counts
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What the probe read of a run's training data set (train_config.yaml and its data
+    yaml): the training images one epoch goes through, or why that is unknown."""
+
+    images: int | None = None
+    imgsz: int | None = None
+    batch: int | None = None
+    name: str | None = None
+    unknown: str | None = None
+
+
+def dataset_of(raw: object) -> Dataset:
+    """The probe's `dataset` part, bounded and cleaned; anything odd reads as unknown."""
+    if not isinstance(raw, Mapping):
+        return Dataset(unknown="the box sent no readable data set count")
+    images = whole(raw.get("images"))
+    if images is not None and not 0 < images <= DATASET_MAX_IMAGES:
+        images = None
+    why = raw.get("unknown")
+    unknown = clean(str(why))[:120] if why is not None else None
+    if images is None and unknown is None:
+        unknown = "no training images counted"
+    name = raw.get("data")
+    return Dataset(images=images if unknown is None else None,
+                   imgsz=_small(raw.get("imgsz")), batch=_small(raw.get("batch")),
+                   name=clean(name)[:80] if isinstance(name, str) else None, unknown=unknown)
+
+
+def _small(value: object) -> int | None:
+    number = whole(value)
+    return number if number is not None and 0 < number < 100000 else None
+
+
 # --- the run ----------------------------------------------------------------
 
 
@@ -296,6 +334,7 @@ class RunState:
     weight_dirs_more: int = 0
     files: tuple[WeightFile, ...] = ()  # the run's history files (status.json, train.log...)
     pid_alive: bool | None = None
+    dataset: Dataset | None = None  # None: the box has not said (no train_config.yaml yet)
     problems: tuple[str, ...] = ()
     restarts: int = 0
     box_time: float | None = None
@@ -508,6 +547,11 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         weights = tuple(weight_file(w) for w in raw["weights"]
                         if isinstance(w, list) and len(w) in (3, 5))
         dirs, dirs_more = weight_dirs_of(raw)  # sent with every listing: none sent, none left
+    dataset = run.dataset
+    if "d_sig" in raw:
+        cursor = replace(cursor, dataset_sig=str(raw["d_sig"]))
+    if "dataset" in raw:
+        dataset = dataset_of(raw["dataset"])
     files = run.files
     if "h_sig" in raw:
         cursor = replace(cursor, hist_sig=str(raw["h_sig"]))
@@ -528,7 +572,7 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
         run, status=status, status_problem=status_problem, last_record=last_record,
         history=history, log_tail=log_tail, weights=weights, weights_error=weights_error,
         weight_dirs=dirs, weight_dirs_more=dirs_more, files=files,
-        pid_alive=pid_alive,
+        pid_alive=pid_alive, dataset=dataset,
         problems=tuple(problems), restarts=restarts, box_time=box_time, cursor=cursor)
     health, reason = judge(folded)
     return replace(folded, health=health, reason=reason)

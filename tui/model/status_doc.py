@@ -14,6 +14,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
+from tui.model.throughput import UnitCost, unit_words
 from tui.model.unpushed import AtStake, at_stake, box_timeline, rate_share
 from tui.model.watchdog import guard_document
 from tui.model.watchdog_silence import guard_reading, likely_fired, likely_fired_document
@@ -33,8 +34,11 @@ def _money(value: float | None) -> float | None:
 
 def run_document(run: RunState, cost: RunCost | None = None,
                  stake: AtStake | None = None,
-                 box_usd_per_hr: float | None = None) -> dict[str, Any]:
+                 box_usd_per_hr: float | None = None,
+                 unit: UnitCost | None = None) -> dict[str, Any]:
     """`box_usd_per_hr` prices the GPU time a run no longer shares (finished runs)."""
+    figures = unit.to_json() if unit is not None else {
+        "images_per_second": None, "usd_per_epoch": None, "usd_per_1k_images": None}
     return {
         "path": run.path,
         "name": run.name,
@@ -66,6 +70,9 @@ def run_document(run: RunState, cost: RunCost | None = None,
         "last_verified_push": iso(stake.pushed_at) if stake else None,
         # the box's GPUs while this run progressed: the driver's busy average, integrated
         **busy_fields(run.busy, cost.usd_per_hr if cost else box_usd_per_hr),
+        **figures,
+        "training_images": run.dataset.images if run.dataset else None,
+        "unit_cost_note": (unit.note or None) if unit is not None else None,
     }
 
 
@@ -163,7 +170,8 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
         "cost": cost_document(cost),
         "guard": _guard(box, now),
         "runs": [run_document(r, cost.runs.get(r.path) if cost else None,
-                              _stake(r, box, cost, pushes), running_usd_per_hr(cost))
+                              _stake(r, box, cost, pushes), running_usd_per_hr(cost),
+                              cost.units.get(r.path) if cost else None)
                  for r in box.runs],
     }
 
@@ -193,7 +201,7 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
-def _run_line(run: RunState) -> str:
+def _run_line(run: RunState, unit: UnitCost | None = None) -> str:
     epoch = f"{run.current_epoch if run.current_epoch is not None else '-'}/" \
             f"{run.total_epochs if run.total_epochs is not None else '?'}"
     eta = format_age(run.eta_seconds) if run.eta_seconds is not None else "-"
@@ -206,6 +214,9 @@ def _run_line(run: RunState) -> str:
             f"loss {_num(run.train_loss):<8} {best}")
     if run.health not in ("running", "completed"):
         line += f"\n      {run.reason}"
+    words = unit_words(unit)
+    if words:
+        line += f"\n      {words}"
     folders = folder_words(run.weight_dirs, run.weight_dirs_more)
     if folders:
         line += f"\n      ! {folders}: a destroy would lose what it holds"
@@ -299,5 +310,6 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
             out.append(f"  {'!' if warning.severity == 'warning' else '·'} {warning.message}")
         if not box.runs and box.connection is Connection.OK:
             out.append("  no runs found under the runs roots")
-        out.extend(_run_line(run) for run in box.runs)
+        out.extend(_run_line(run, box_cost.units.get(run.path) if box_cost else None)
+                   for run in box.runs)
     return "\n".join(out)

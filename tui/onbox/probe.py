@@ -286,6 +286,180 @@ def list_history(run_dir, cursor, out):
         out["hist"] = rows
 
 
+# --- the training data set's image count (once per run, kept by the cursor) ---
+
+DATASET_YAML_CAP = 1 << 16   # bytes of train_config.yaml or a data yaml read
+DATASET_MAX_ENTRIES = 200000  # directory entries looked at in one count
+DATASET_MAX_DEPTH = 12
+DATASET_SECONDS = 2.0         # wall time one count may take
+DATASET_LIST_CAP = 64 << 20   # bytes of a .txt list of images read
+DATASET_ANSWER_SECONDS = 4.0  # counting time one answer may spend over all its runs
+# When this answer's counting time ends (set per answer); a count starts only with its
+# whole DATASET_SECONDS left, so a cut count is the data set's size, never its neighbours'.
+_COUNTING = {"until": float("inf")}
+# (train folder or list, its stat) -> count, for the runs sharing a data set
+_COUNTED = {}  # type: dict[tuple[str, int, int], int]
+IMG_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp",
+                ".dng", ".mpo", ".pfm", ".heic")
+
+
+def _yaml_scalars(text):
+    """Top-level `key: value` pairs and `key:` followed by `- item` lists of a small yaml
+    (what LibreYOLO and a YOLO data yaml write); anything else is left out."""
+    found = {}
+    last = None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] not in " \t-" and ":" in line:
+            key, _, value = line.partition(":")
+            value = value.split(" #")[0].strip().strip("\"'")
+            last = key.strip()
+            if value.startswith("[") and value.endswith("]"):
+                found[last] = [v.strip().strip("\"'") for v in value[1:-1].split(",")
+                               if v.strip()]
+            else:
+                found[last] = value
+        elif last is not None and line.lstrip().startswith("- ") and found.get(last) == "":
+            found[last] = []
+            found[last].append(line.lstrip()[2:].strip().strip("\"'"))
+        elif last is not None and line.lstrip().startswith("- ") \
+                and isinstance(found.get(last), list):
+            found[last].append(line.lstrip()[2:].strip().strip("\"'"))
+    return found
+
+
+def _read_small(path):
+    with open(path, "rb") as f:
+        raw = f.read(DATASET_YAML_CAP + 1)
+    if len(raw) > DATASET_YAML_CAP:
+        raise ValueError("%s is over %d bytes" % (os.path.basename(path), DATASET_YAML_CAP))
+    return raw.decode("utf-8", "replace")
+
+
+def count_images(where, budget):
+    """Image files below `where` (a folder, walked without following a link, or a .txt
+    list of images); `budget` is [entries left, deadline]. None once the budget is spent."""
+    if os.path.isfile(where):
+        if not where.endswith(".txt"):
+            return 1 if where.lower().endswith(IMG_SUFFIXES) else 0
+        count = 0
+        with open(where, "rb") as f:
+            read = 0
+            for line in f:
+                read += len(line)
+                if read > DATASET_LIST_CAP or time.time() > budget[1]:
+                    return None
+                if line.strip():
+                    count += 1
+        return count
+    count = 0
+    stack = [(where, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    budget[0] -= 1
+                    if budget[0] < 0 or time.time() > budget[1]:
+                        return None
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth < DATASET_MAX_DEPTH:
+                            stack.append((entry.path, depth + 1))
+                    elif entry.name.lower().endswith(IMG_SUFFIXES):
+                        count += 1
+        except OSError:
+            continue
+    return count
+
+
+def dataset_count(config_path):
+    """{"images": n, "imgsz": .., "batch": .., "data": name} from a run's train_config.yaml,
+    or {"unknown": why}: bounded in bytes, entries and seconds, never following a link."""
+    config = _yaml_scalars(_read_small(config_path))
+    out = {}
+    for key in ("imgsz", "batch"):
+        value = config.get(key)
+        if isinstance(value, str) and value.isdigit() and len(value) < 7:
+            out[key] = int(value)
+    data = config.get("data")
+    if not isinstance(data, str) or not data or data == "null":
+        out["unknown"] = "train_config.yaml names no data set"
+        return out
+    data = os.path.join(os.path.dirname(config_path), os.path.expanduser(data))
+    out["data"] = os.path.basename(data)[:80]
+    try:
+        spec = _yaml_scalars(_read_small(data))
+    except OSError as exc:
+        out["unknown"] = "%s cannot be read on the box (%s)" % (
+            out["data"], exc.strerror or type(exc).__name__)
+        return out
+    base = spec.get("path") if isinstance(spec.get("path"), str) and spec.get("path") \
+        else os.path.dirname(data)
+    base = os.path.join(os.path.dirname(data), os.path.expanduser(base))
+    train = spec.get("train")
+    parts = train if isinstance(train, list) else [train]
+    if not parts or not all(isinstance(p, str) and p for p in parts):
+        out["unknown"] = "%s names no train images" % out["data"]
+        return out
+    budget = [DATASET_MAX_ENTRIES, time.time() + DATASET_SECONDS]
+    total = 0
+    for part in parts[:16]:
+        where = os.path.realpath(os.path.join(base, os.path.expanduser(part)))
+        if where == os.path.sep:
+            out["unknown"] = "%s's train images are the whole disk" % out["data"]
+            return out
+        if not os.path.exists(where):
+            out["unknown"] = "%s's train folder is missing" % out["data"]
+            return out
+        try:
+            st = os.stat(where)
+            key = (where, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            key = None
+        n = _COUNTED.get(key) if key is not None else None
+        if n is None:
+            n = count_images(where, budget)
+            if n is not None and key is not None:
+                if len(_COUNTED) > 64:
+                    _COUNTED.clear()
+                _COUNTED[key] = n
+        if n is None:
+            out["unknown"] = "over %d entries or %.0f s: not counted" % (
+                DATASET_MAX_ENTRIES, DATASET_SECONDS)
+            return out
+        total += n
+    fraction = config.get("fraction")
+    try:
+        share = float(fraction) if isinstance(fraction, str) else 1.0
+    except ValueError:
+        share = 1.0
+    if 0.0 < share < 1.0:
+        total = int(round(total * share))
+    out["images"] = total
+    return out
+
+
+def read_dataset(run_dir, cursor, out):
+    """The data set's count, sent once per train_config.yaml version (`d_sig`)."""
+    path = os.path.join(run_dir, "train_config.yaml")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    sig = _status_sig(st)
+    if cursor.get("d_sig") == sig:
+        out["d_sig"] = sig
+        return
+    if time.time() + DATASET_SECONDS > _COUNTING["until"]:
+        return  # this answer spent its counting time: the next refresh counts this one
+    out["d_sig"] = sig
+    try:
+        out["dataset"] = dataset_count(path)
+    except (OSError, ValueError, RecursionError) as exc:
+        out["dataset"] = {"unknown": _errstr(exc)[:200]}
+
+
 def _boot_time():
     try:
         with open("/proc/stat") as f:
@@ -377,6 +551,7 @@ def probe_run(run_dir, root, name, cursor, req, boot_time, budget=None, log_budg
             out["log"] = log
         list_weights(run_dir, cursor, out)
         list_history(run_dir, cursor, out)
+        read_dataset(run_dir, cursor, out)
         pid = cursor.get("pid")
         started_at = cursor.get("started_at")
         if isinstance(out.get("status"), dict):
@@ -794,6 +969,7 @@ def build_answer(req, boot=None):
     cursors = req.get("runs") or {}
     found, root_rows, truncated, hidden = find_runs(req.get("roots") or [],
                                                     req.get("max_runs", 1000))
+    _COUNTING["until"] = time.time() + DATASET_ANSWER_SECONDS
     budget = [req.get("metrics_budget", METRICS_BUDGET)]
     log_budget = [LOG_BUDGET]
     runs = [probe_run(path, root, name, cursors.get(path) or {}, req, boot, budget,
@@ -924,6 +1100,8 @@ def adopt(req, answer):
             _take(cursor, "w_sig", raw["w_sig"])
         if "h_sig" in raw:
             _take(cursor, "h_sig", raw["h_sig"])
+        if "d_sig" in raw:
+            _take(cursor, "d_sig", raw["d_sig"])
         for part, prefix in (("metrics", "m_"), ("log", "l_")):
             increment = raw.get(part)
             if isinstance(increment, dict):

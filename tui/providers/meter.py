@@ -21,8 +21,10 @@ from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.model.instance import InstanceInfo, PowerOutcome, gone
 from tui.model.meter import FAILED, FleetCost, activity_marks, meter, observe
+from tui.model.rightsize import Measured, measure
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
+from tui.store.throughput import ThroughputStore
 
 PROVIDER_POLL_SECONDS = 60.0
 # A billing box the ledger has said nothing of for this long gets a "seen" note: if the
@@ -49,9 +51,13 @@ class CostMeter:
     def __init__(self, fleet: FleetConfig, *, ledger: Ledger | None = None,
                  clients: Mapping[str, ProviderClient] | None = None,
                  clock: Callable[[], float] = time.time,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None,
+                 throughput: ThroughputStore | None = None) -> None:
         self.fleet = fleet
         self.ledger = ledger or Ledger()
+        # Beside the ledger, so a ledger elsewhere (a test's) keeps its measurements there too.
+        self.throughput = throughput or ThroughputStore(
+            self.ledger.path.with_name("throughput.jsonl"))
         self._clock = clock
         self._env = env
         self.clients: dict[str, ProviderClient] = dict(clients or {})
@@ -139,7 +145,12 @@ class CostMeter:
         cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
                      local_midnight(now), self.errors)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}
+        self.throughput.record(measurements(cost, states, now))
         return cost
+
+    def right_size(self) -> list[Measured]:
+        """Every box's newest measurement, this fleet's and those ran before."""
+        return self.throughput.latest()
 
     def fleet_events(self) -> list[Event]:
         """The configured boxes' segments (what the cost screen plots)."""
@@ -151,6 +162,27 @@ class CostMeter:
 
 
 # --- actions reach the ledger -------------------------------------------------
+
+
+def measurements(cost: FleetCost, states: Mapping[str, BoxState], now: float) -> list[Measured]:
+    """What this fold measured: each run with images/s and $/1k images on its box, at
+    the box's billed running rate."""
+    found = []
+    for name, box_cost in cost.boxes.items():
+        state, rate = states.get(name), box_cost.rate_now
+        if state is None or rate is None or box_cost.rates.state not in RUNNING_STATES:
+            continue
+        gpus = [g.name for g in state.gpus]
+        for run in state.runs:
+            unit = box_cost.units.get(run.path)
+            data = run.dataset
+            if unit is None or data is None:
+                continue
+            m = measure(name, gpus, run.status, data.imgsz, data.batch,
+                        unit.images_per_second, unit.usd_per_1k_images, rate.usd_per_hr, now)
+            if m is not None:
+                found.append(m)
+    return found
 
 
 def record_outcome(ledger: Ledger, box: BoxConfig, outcome: PowerOutcome, sent_at: float,

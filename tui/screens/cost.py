@@ -20,6 +20,7 @@ from textual_plotext import PlotextPlot
 
 from tui.model.cost import Event, percent_words, spend_series, usd
 from tui.model.meter import FleetCost
+from tui.model.rightsize import Measured, right_size_text, verdicts
 
 COLUMNS = ("box", "state", "$/hr now", "from", "spent", "today", "stopped $/hr", "saving",
            "break-even", "budget")
@@ -139,8 +140,10 @@ class CostScreen(Screen[None]):
     cost: var[FleetCost] = var(cast(FleetCost, None), always_update=True, init=False)
 
     def __init__(self, cost: FleetCost, events: Callable[[], Sequence[Event]],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 right_size: Callable[[], list[Measured]] | None = None) -> None:
         super().__init__()
+        self._right_size = right_size
         self.set_reactive(CostScreen.cost, cost)  # drawn on mount
         self._events = events
         self._clock = clock
@@ -171,7 +174,10 @@ class CostScreen(Screen[None]):
 
     def watch_cost(self, cost: FleetCost) -> None:
         self.query_one("#table", Static).update(cost_table(cost, self._table_width()))
-        self.query_one("#notes", Static).update(Text(notes(cost)))
+        words = notes(cost)
+        if self._right_size is not None:
+            words += "\n\n" + right_size_text(verdicts(self._right_size()))
+        self.query_one("#notes", Static).update(Text(words))
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()

@@ -22,6 +22,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
 from tui.model.runs import Health, RunState, format_age, short_metric_name
 from tui.model.sizing import human_bytes
+from tui.model.throughput import UnitCost, unit_usd
 from tui.model.unpushed import AtStake, at_stake, box_timeline, rate_share
 from widgets import badge
 
@@ -50,7 +51,8 @@ def weight_order(name: str) -> tuple[int, tuple[tuple[int, int, str], ...]]:
     return rank, parts
 
 
-def fields_table(run: RunState, stake: AtStake | None = None) -> Table:
+def fields_table(run: RunState, stake: AtStake | None = None,
+                 unit: UnitCost | None = None) -> Table:
     """The run's status fields and weights, as a two-column table; `stake`: what a crash
     would cost now (epochs since the last verified push, in GPU money)."""
     table = Table.grid(padding=(0, 1))
@@ -91,6 +93,8 @@ def fields_table(run: RunState, stake: AtStake | None = None) -> Table:
         else:  # the run ended: its pid is history, and may belong to anything now
             row("pid", f"{run.pid} (while it ran)")
     row("path", run.path)
+    for label, value in unit_rows(run, unit):
+        row(label, value)
     if stake is not None:
         row("unpushed", stake.words().removeprefix("unpushed: "))
     if run.restarts:
@@ -106,6 +110,28 @@ def fields_table(run: RunState, stake: AtStake | None = None) -> Table:
                 age = f"{format_age(run.box_time - weight.mtime)} ago"
             table.add_row(Text(weight.name), f"{human_bytes(weight.size):>9}  {age}")
     return table
+
+
+def unit_rows(run: RunState, unit: UnitCost | None) -> list[tuple[str, str]]:
+    """The run's throughput and unit costs, each on its own short row (80x24 keeps them
+    whole), and why a figure is missing."""
+    rows = []
+    data = run.dataset
+    if data is not None:
+        what = f"{data.images} train images" if data.images is not None else "unknown"
+        size = f", {data.imgsz} px" if data.imgsz else ""
+        rows.append(("images", what + size + (f", batch {data.batch}" if data.batch else "")))
+    if unit is None:
+        return rows
+    if unit.images_per_second is not None:
+        rows.append(("img/s", f"{unit.images_per_second:.1f} (over {unit.epochs} epochs)"))
+    if unit.usd_per_epoch is not None:
+        rows.append(("$/epoch", f"{unit_usd(unit.usd_per_epoch)} (billed)"))
+    if unit.usd_per_1k_images is not None:
+        rows.append(("$/1k img", unit_usd(unit.usd_per_1k_images)))
+    if unit.note:
+        rows.append(("unit cost", unit.note))
+    return rows
 
 
 def run_stake(run: RunState, box: BoxState | None, pushes: Mapping[str, PushRecord],
@@ -141,11 +167,13 @@ class RunDetail(Screen[None]):
     series: var[str] = var(SERIES[0], init=False)
 
     def __init__(self, box_name: str, run: RunState, *,
-                 stake: Callable[[RunState], AtStake | None] | None = None) -> None:
+                 stake: Callable[[RunState], AtStake | None] | None = None,
+                 unit: Callable[[RunState], UnitCost | None] | None = None) -> None:
         super().__init__()
         self.box_name = box_name
         self.set_reactive(RunDetail.run, run)  # drawn on mount
         self._stake = stake or (lambda run: run_stake(run, None, {}, None))
+        self._unit = unit or (lambda run: None)
         self._drawn: tuple[int, str] | None = None
         self._log_cursor: object = None
 
@@ -181,7 +209,8 @@ class RunDetail(Screen[None]):
         title.append_text(badge(health, len(health) + 4))
         title.append(run.reason, style="italic")
         self.query_one("#title", Static).update(title)
-        self.query_one("#field-table", Static).update(fields_table(run, self._stake(run)))
+        self.query_one("#field-table", Static).update(fields_table(run, self._stake(run),
+                                                                      self._unit(run)))
         if self._drawn != (len(run.history), self.series):
             self._draw_chart()
         log_cursor = (run.cursor.log_id, run.cursor.log_offset, len(run.log_tail))
