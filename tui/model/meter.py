@@ -191,6 +191,27 @@ def activity_marks(name: str, state: BoxState | None, history: BoxHistory | None
     return [Mark(t, name, activity)]
 
 
+def idle_on_record(history: BoxHistory | None, now: float) -> float | None:
+    """When the ledger says this box went idle, for a meter that starts while it is: its
+    last activity mark is idle and it has been billed as running without a break since
+    (idle counts from the later of the two, as `costs` does). None otherwise.
+
+    A panel restarted in the middle of an idle spell takes its idle clock from here,
+    so the idle alarm comes at idle-since + threshold, not restart + threshold."""
+    if history is None or history.last_mark is None or history.last_mark.activity != "idle":
+        return None
+    running_since: float | None = None
+    for event in reversed(history.events):
+        if event.t > now:
+            continue
+        if event.state not in RUNNING_STATES:
+            break
+        running_since = event.t
+    if running_since is None:
+        return None
+    return max(history.last_mark.t, running_since)
+
+
 @dataclass(frozen=True)
 class BoxCost:
     name: str

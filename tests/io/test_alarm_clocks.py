@@ -1,0 +1,80 @@
+"""Alarm clocks across a restart of the panel, over a real sshd box and a real ledger.
+
+The runtime's meter and guardian are started afresh over a ledger that a panel
+wrote before the restart: the box went idle then, so the idle alarm comes at
+idle-since + threshold, not restart + threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.sshd import KeyPair, Sshd
+
+from tui.actions.guardian import Guardian
+from tui.model.alerts import BOX_IDLE
+from tui.model.bill import Event, Mark
+from tui.providers.meter import CostMeter
+from tui.remote.watch import BoxWatcher
+from tui.store.journal import Journal
+from tui.store.ledger import Ledger
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def idle_run(root: Path) -> None:
+    """A run that says running while its process is gone: nothing progresses."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    run = runs_root_with(root.parent, "yolox_running", name=root.name) / "yolox_running"
+    status = json.loads((run / "status.json").read_text())
+    status.update(pid=gone.pid, updated_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00",
+                                                         time.gmtime()))
+    (run / "status.json").write_text(json.dumps(status))
+
+
+async def test_a_restart_keeps_the_idle_clock_the_ledger_knows(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    server = sshd_factory()
+    root = tmp_path / "runs"
+    idle_run(root)
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, runs_roots=[str(root)],
+                                            pricing={"running_usd_per_hr": 36.0})],
+                       known_hosts=[server.known_hosts_line()], idle_minutes=10)
+    restart = time.time()
+    idle_at = restart - 6 * 60  # idle since 15:28, the panel restarted at 15:34
+    ledger_path = tmp_path / "ledger.jsonl"
+    before = Ledger(ledger_path)  # what the panel before the restart wrote
+    before.record(Event(restart - 3600, "box", "running", 36.0, "config"))
+    before.mark(Mark(restart - 3600, "box", "training"))
+    before.mark(Mark(idle_at, "box", "idle"))
+
+    clock = Clock(restart)
+    meter = CostMeter(fleet, ledger=Ledger(ledger_path), clock=clock)
+    guardian = Guardian(fleet, Journal(tmp_path / "journal.jsonl"), clock=clock)
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    alarms: list[float] = []
+    try:
+        state = await watcher.refresh()
+        for minute in range(12):  # 15:34 .. 15:45, one money picture a minute
+            clock.now = restart + minute * 60
+            cost = meter.update([state])
+            _, sent = guardian.judge_costs(cost, {"box": state}, set())
+            alarms += [clock.now for e in sent if e.kind == BOX_IDLE]
+            assert cost.boxes["box"].idle_since is not None
+            assert abs(cost.boxes["box"].idle_since - idle_at) < 0.01
+    finally:
+        await watcher.close()
+    # 15:38 (idle-since + 10 min), not 15:44 (restart + 10 min); and only once.
+    assert alarms == [restart + 4 * 60]
