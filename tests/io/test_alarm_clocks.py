@@ -61,20 +61,30 @@ async def test_a_restart_keeps_the_idle_clock_the_ledger_knows(
     before.mark(Mark(idle_at, "box", "idle"))
 
     clock = Clock(restart)
-    meter = CostMeter(fleet, ledger=Ledger(ledger_path), clock=clock)
-    guardian = Guardian(fleet, Journal(tmp_path / "journal.jsonl"), clock=clock)
-    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
-    alarms: list[float] = []
-    try:
-        state = await watcher.refresh()
-        for minute in range(12):  # 15:34 .. 15:45, one money picture a minute
-            clock.now = restart + minute * 60
-            cost = meter.update([state])
-            _, sent = guardian.judge_costs(cost, {"box": state}, set())
-            alarms += [clock.now for e in sent if e.kind == BOX_IDLE]
-            assert cost.boxes["box"].idle_since is not None
-            assert abs(cost.boxes["box"].idle_since - idle_at) < 0.01
-    finally:
-        await watcher.close()
-    # 15:38 (idle-since + 10 min), not 15:44 (restart + 10 min); and only once.
-    assert alarms == [restart + 4 * 60]
+
+    async def panel(minutes: range) -> list[float]:
+        """A panel started at the first of `minutes`: one money picture a minute."""
+        clock.now = restart + minutes[0] * 60
+        meter = CostMeter(fleet, ledger=Ledger(ledger_path), clock=clock)
+        guardian = Guardian(fleet, Journal(tmp_path / "journal.jsonl"), clock=clock)
+        watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+        alarms: list[float] = []
+        try:
+            state = await watcher.refresh()
+            for minute in minutes:
+                clock.now = restart + minute * 60
+                cost = meter.update([state])
+                decision, sent = guardian.judge_costs(cost, {"box": state}, set())
+                alarms += [clock.now for e in sent if e.kind == BOX_IDLE]
+                alarms += [clock.now for n in decision.notices if "idle" in n.text]
+                since = cost.boxes["box"].idle_since
+                assert since is not None and abs(since - idle_at) < 0.01
+        finally:
+            await watcher.close()
+        return alarms
+
+    # 15:34 .. 15:45: the alarm (and its notice) at 15:38, idle-since + 10 min, not at
+    # 15:44, restart + 10 min.
+    assert await panel(range(12)) == [restart + 4 * 60] * 2
+    # Restarted again at 15:46, past any cool-down by 15:50: this idle spell was alarmed.
+    assert await panel(range(12, 12 + 120, 10)) == []
