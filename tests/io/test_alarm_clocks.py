@@ -17,10 +17,11 @@ from support.fleets import box_entry, make_fleet, runs_root_with
 from support.sshd import KeyPair, Sshd
 
 from tui.actions.guardian import Guardian
-from tui.model.alerts import BOX_IDLE
+from tui.model.alerts import BOX_IDLE, UNREACHABLE
 from tui.model.bill import Event, Mark
 from tui.providers.meter import CostMeter
 from tui.remote.watch import BoxWatcher
+from tui.runtime.fleet import Runtime
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
 
@@ -88,3 +89,47 @@ async def test_a_restart_keeps_the_idle_clock_the_ledger_knows(
     assert await panel(range(12)) == [restart + 4 * 60] * 2
     # Restarted again at 15:46, past any cool-down by 15:50: this idle spell was alarmed.
     assert await panel(range(12, 12 + 120, 10)) == []
+
+
+async def test_a_restart_keeps_the_clock_of_a_box_down_since_before(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """A box that stopped answering at 15:14 (the ledger's "unseen" mark) and still does
+    not answer after a restart at 15:34 is alerted at 15:44 (30 minutes), not at 16:04;
+    and a restart after that alert does not send it again."""
+    server = sshd_factory()
+    fleet = make_fleet(tmp_path, [{**box_entry(server, client_key), "port": 1,
+                                   "pricing": {"running_usd_per_hr": 36.0}}],
+                       known_hosts=[server.known_hosts_line()],
+                       alerts={"unreachable_minutes": 30})
+    restart = time.time()
+    down_at = restart - 20 * 60
+    before = Ledger(tmp_path / "state" / "ledger.jsonl")
+    before.record(Event(restart - 3600, "box", "running", 36.0, "config"))
+    before.mark(Mark(restart - 3600, "box", "training"))
+    before.mark(Mark(down_at, "box", "unseen"))
+    clock = Clock(restart)
+
+    async def panel(minutes: range) -> list[float]:
+        clock.now = restart + minutes[0] * 60
+        runtime = Runtime(fleet, lambda _: None, journal=Journal(tmp_path / "journal.jsonl"),
+                          meter=CostMeter(fleet, ledger=Ledger(tmp_path / "state" /
+                                                               "ledger.jsonl"), clock=clock),
+                          clock=clock)
+        watcher = runtime.watchers["box"]
+        alerts: list[float] = []
+        try:
+            for minute in minutes:
+                clock.now = restart + minute * 60
+                was = watcher.state
+                state = await watcher.refresh()
+                assert state.failed_since is not None
+                assert abs(state.failed_since - down_at) < 0.01
+                alerts += [clock.now for e in runtime.guardian.box_updated(was, state)
+                           if e.kind == UNREACHABLE]
+        finally:
+            await runtime.aclose()
+        return alerts
+
+    assert await panel(range(0, 14, 2)) == [restart + 10 * 60]
+    # Restarted again at 16:24, past the cool-down (30 minutes): this outage was alerted.
+    assert await panel(range(50, 56, 2)) == []

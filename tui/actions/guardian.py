@@ -24,6 +24,7 @@ from tui.model.alerts import (
     OVER_BUDGET,
     PREEMPTED,
     PUSH_FAILED,
+    UNREACHABLE,
     AlertEvent,
     Gate,
     disk_fill_event,
@@ -125,6 +126,8 @@ class Guardian:
             self._guard_stopped[after.name] = max(stops)
         if after.connection is Connection.OK:
             self._unreachable.discard(after.name)
+        elif after.name not in self._unreachable and self._alerted_down(after):
+            self._unreachable.add(after.name)  # this outage was alerted before a restart
         elif after.name not in self._unreachable and not self._stopped_on_purpose(after.name):
             down = unreachable_event(after, self.fleet.alerts.unreachable_minutes, now)
             if down is not None:
@@ -173,6 +176,13 @@ class Guardian:
                   for n in sorted(unsure - self.unsure)]
         self.preempted, self.unsure = stopped, unsure
         return decision, self.alert(found)
+
+    def _alerted_down(self, state: BoxState) -> bool:
+        """This outage (since `failed_since`, which a restart takes from the ledger) was
+        alerted already, before a restart."""
+        sent = self.sent.sent.get((UNREACHABLE, state.name, None))
+        return sent is not None and state.failed_since is not None \
+            and sent >= state.failed_since
 
     def _idle_alarmed(self, cost: FleetCost) -> frozenset[str]:
         """Boxes whose idle spell (as the ledger dates it) was alarmed before a restart."""

@@ -212,6 +212,16 @@ def idle_on_record(history: BoxHistory | None, now: float) -> float | None:
     return max(history.last_mark.t, running_since)
 
 
+def down_on_record(history: BoxHistory | None) -> float | None:
+    """Since when the ledger says the box has not answered: its last activity mark is
+    "unseen" (a box seen answering since would have a training or idle mark after it).
+
+    A panel restarted while a box is down counts the outage from here, so the
+    unreachable alert comes at down-since + its minutes, not restart + its minutes."""
+    last = history.last_mark if history is not None else None
+    return last.t if last is not None and last.activity == "unseen" else None
+
+
 @dataclass(frozen=True)
 class BoxCost:
     name: str
