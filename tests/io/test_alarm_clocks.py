@@ -17,7 +17,7 @@ from support.fleets import box_entry, make_fleet, runs_root_with
 from support.sshd import KeyPair, Sshd
 
 from tui.actions.guardian import Guardian
-from tui.model.alerts import BOX_IDLE, UNREACHABLE
+from tui.model.alerts import BOX_IDLE, OVER_BUDGET, UNREACHABLE
 from tui.model.bill import Event, Mark
 from tui.providers.meter import CostMeter
 from tui.remote.watch import BoxWatcher
@@ -133,3 +133,29 @@ async def test_a_restart_keeps_the_clock_of_a_box_down_since_before(
     assert await panel(range(0, 14, 2)) == [restart + 10 * 60]
     # Restarted again at 16:24, past the cool-down (30 minutes): this outage was alerted.
     assert await panel(range(50, 56, 2)) == []
+
+
+def test_an_over_budget_alarm_sent_before_a_restart_is_not_sent_again(tmp_path: Path) -> None:
+    """The spend is the ledger's, so a restart knows the box is over budget; the alarm
+    it sent before is not sent again, past the cool-down too."""
+    fleet = make_fleet(tmp_path, [{"name": "box", "host": "127.0.0.1", "budget_usd": 1.0,
+                                   "pricing": {"running_usd_per_hr": 36.0}}])
+    start = time.time()
+    Ledger(tmp_path / "ledger.jsonl").record(Event(start - 3600, "box", "running", 36.0,
+                                                   "config"))
+    clock = Clock(start)
+
+    def panel(minutes: range) -> list[float]:
+        clock.now = start + minutes[0] * 60
+        meter = CostMeter(fleet, ledger=Ledger(tmp_path / "ledger.jsonl"), clock=clock)
+        guardian = Guardian(fleet, Journal(tmp_path / "journal.jsonl"), clock=clock)
+        sent: list[float] = []
+        for minute in minutes:
+            clock.now = start + minute * 60
+            decision, events = guardian.judge_costs(meter.update([]), {}, set())
+            sent += [clock.now for e in events if e.kind == OVER_BUDGET]
+            sent += [clock.now for n in decision.notices if "budget" in n.text]
+        return sent
+
+    assert panel(range(0, 3)) == [start] * 2
+    assert panel(range(90, 93)) == []  # restarted an hour and a half later

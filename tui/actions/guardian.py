@@ -152,7 +152,10 @@ class Guardian:
         before = self.alarms
         if not self._alarms_restored:  # the first picture since a (re)start
             self._alarms_restored = True
-            before = replace(before, idle=before.idle | self._idle_alarmed(cost))
+            over = frozenset(n for n, c in cost.boxes.items() if c.budget_level == "alarm"
+                             and (OVER_BUDGET, n, None) in self.sent.sent)
+            before = replace(before, idle=before.idle | self._idle_alarmed(cost),
+                             over_budget=before.over_budget | over)
         decision = judge_costs(before, cost, self.fleet.on_budget, reachable=reachable,
                                busy=busy)
         self.alarms = decision.alarms
