@@ -52,7 +52,7 @@ from tui.messages import (
     StageRequested,
 )
 from tui.model.alerts import AlertEvent
-from tui.model.box import BoxState
+from tui.model.box import BoxState, came_back
 from tui.model.cancel import CANCELLED, cancel_words
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, Unpushed
@@ -139,6 +139,7 @@ class GpurentApp(App[None]):
         self._alarm_toast: Notification | None = None  # the alarms' toast shown last
         self._alarm_items: list[tuple[str, str]] = []  # (title, words) it says
         self._drawn: dict[str, BoxState] = dict(self.runtime.states)  # as last drawn
+        self._results: dict[str, str] = {}  # box -> the action whose result its line shows
         self._settler = HistorySettler()
         self.set_reactive(GpurentApp.pushes, self.runtime.pushes)
 
@@ -259,8 +260,11 @@ class GpurentApp(App[None]):
 
     async def on_box_updated(self, message: BoxUpdated) -> None:
         state = message.state
-        self._settler.updated(self._drawn.get(state.name, state), state)
+        before = self._drawn.get(state.name)
+        self._settler.updated(before if before is not None else state, state)
         self._drawn[state.name] = state
+        if came_back(before, state) and self._results.get(state.name) not in (None, "start"):
+            self._drop_result(state.name)
         self.box_state = state
         # Textual handles the messages already queued in one step of the event loop: when a
         # round of answers lands together, a hundred box redraws would hold it (and every
@@ -278,6 +282,7 @@ class GpurentApp(App[None]):
         stamp = clock_time(self.clock()) or ""
         self._note(box, ended_text(message.what, message.code, message.outcome, message.lines,
                                    stamp))
+        self._results[box] = message.what
         toast, severity = ended_toast(box, message.what, message.code, message.outcome)
         self.notify(toast, severity=severity, timeout=TOAST_SECONDS)
 
@@ -341,6 +346,13 @@ class GpurentApp(App[None]):
 
     def _note(self, box: str, text: Text) -> None:
         self.notes = {**self.notes, box: text}
+        self._results.pop(box, None)  # an action's result until on_action_ended says so
+
+    def _drop_result(self, box: str) -> None:
+        """The box's power state changed since its line's action result (a start's own
+        result stays): the line drops it; the journal (J) still has it."""
+        self._results.pop(box, None)
+        self.notes = {name: text for name, text in self.notes.items() if name != box}
 
     # What the screens' keys ask for: the board prepares the work, the app runs it.
 

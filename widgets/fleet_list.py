@@ -155,6 +155,13 @@ class FleetList(ScrollView, can_focus=False):
         return rows is not None and rows.y < top + self.scrollable_content_region.height \
             and rows.bottom > top
 
+    def fits_on_top(self, key: RunKey) -> bool:
+        """Whether the run is seen with the list scrolled to its top (True before the list
+        is laid out: nothing is known to be hidden yet)."""
+        rows = self._run_rows(key)
+        height = self.scrollable_content_region.height
+        return rows is None or not height or rows.bottom <= height
+
     def text(self, name: str | None = None) -> str:
         """The plain words of one box's lines (or the whole list): what a reader sees."""
         blocks = [self._blocks[name]] if name is not None else self._blocks.values()
@@ -174,9 +181,19 @@ class FleetList(ScrollView, can_focus=False):
             rows = self._run_rows(key)
             if rows is not None:
                 self.refresh_lines(rows.y, rows.height)
-        rows = self._run_rows(new)
-        if rows is not None:
-            self.scroll_to_region(rows, animate=False, immediate=True, x_axis=False)
+        self._show_cursor()
+
+    def _show_cursor(self) -> None:
+        """Scroll the selected run into view with its box's header above it (when both fit
+        in the window): a run seen without the header says nothing of which box it is on."""
+        rows = self._run_rows(self.selected)
+        if rows is None or self.selected is None:
+            return
+        top = self._tops[self._index[self.selected[0]]]
+        whole = Region(0, top, rows.width, rows.bottom - top)
+        fits = whole.height <= self.scrollable_content_region.height
+        self.scroll_to_region(whole if fits else rows, animate=False, immediate=True,
+                              x_axis=False)
 
     # --- lines -------------------------------------------------------------------------
 
@@ -201,6 +218,7 @@ class FleetList(ScrollView, can_focus=False):
         if old_height != len(self._strips(name)[0]):
             self._layout()
             self.refresh()
+            self._show_cursor()  # runs came or went (a destroy): the cursor stays in view
         else:
             self.refresh_lines(top, old_height)
 

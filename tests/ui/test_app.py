@@ -308,6 +308,24 @@ async def test_keys_typed_ahead_after_escape_are_kept() -> None:
                     and selected(app) == "yolox-n coco")
 
 
+def test_escape_then_a_symbol_or_enter_leaves_no_trace_to_split() -> None:
+    """Why the README says to wait after Escape before `/`, `?` or Enter: Textual's parser
+    reads ESC and such a key in one write as that key alone, the same event as the key
+    typed by itself (only a letter or digit becomes Alt+key, which the panel splits).
+    Tab and Backspace after ESC read as Shift+Tab and Ctrl+W. If this fails, Textual
+    now keeps the ESC: split it in `escape_then_key` and change the README."""
+    def keys(data: str) -> list[tuple[str, str | None]]:
+        parser = XTermParser()
+        return [(e.key, e.character) for e in [*parser.feed(data), *parser.feed("")]
+                if hasattr(e, "key")]
+    for symbol in "?/:":
+        assert keys("\x1b" + symbol) == keys(symbol)
+    assert keys("\x1b\r") == keys("\r")
+    assert keys("\x1b\t") == [("shift+tab", None)]
+    assert keys("\x1b\x7f") == [("ctrl+w", None)]
+    assert keys("\x1bJ") == [("alt+shift+j", "J")]  # the case the panel splits
+
+
 async def test_an_alt_key_remapped_to_an_action_keeps_its_meaning() -> None:
     """A key the config binds to Alt+J is that key, not Escape and J."""
     config = parse_config(CONFIG + '[keys]\njournal = "alt+shift+j"\n', "alt.toml")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Container, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from tui.actions.alerts import AlertSender
@@ -23,6 +24,7 @@ from tui.model.alerts import (
     OVER_BUDGET,
     PREEMPTED,
     PUSH_FAILED,
+    UNREACHABLE,
     WATCHDOG_ACTED,
     AlertEvent,
     Gate,
@@ -51,6 +53,7 @@ from tui.model.preemption import POWER_ACTIONS, UNSURE_WORDS, WORDS, preempted
 from tui.model.watchdog import guard_events
 from tui.model.watchdog_silence import likely_fired
 from tui.store.journal import Journal
+from tui.store.sent_alerts import SentAlerts
 
 Log = Callable[[str], None]
 
@@ -70,7 +73,11 @@ class Guardian:
         self.retry_seconds = retry_seconds  # a failed milestone push: first backoff
         self.alarms = Alarms()
         self.milestones = Milestones()
-        self.gate = Gate()
+        # The alerts sent before a restart, next to the journal: the cool-down goes on
+        # where it was, and an idle spell already alarmed is not alarmed twice.
+        self.sent = SentAlerts(journal.path.with_suffix(".alerts.jsonl"))
+        self.gate = Gate(sent=dict(self.sent.sent))
+        self._alarms_restored = False
         self.preempted: frozenset[str] = frozenset()
         # Stopped while a watchdog was armed on it that the panel never saw act: its stop or
         # the provider's? (asked, not accused)
@@ -97,6 +104,8 @@ class Guardian:
         background); the caller rings, shows or logs them."""
         out, self.gate = gate(self.gate, events, self.clock(),
                               self.fleet.alerts.cooldown_minutes)
+        if out:
+            self.sent.add(out)
         if out and self.sender is not None:
             self.sender.send(out)
         return out
@@ -127,6 +136,8 @@ class Guardian:
                 self._unreachable.add(after.name)
                 found.append(event(WATCHDOG_ACTED, after.name,
                                    f"{after.name}: {fired.words()}", now))
+        elif after.name not in self._unreachable and self._alerted_down(after):
+            self._unreachable.add(after.name)  # this outage was alerted before a restart
         elif after.name not in self._unreachable and not self._stopped_on_purpose(after.name):
             down = unreachable_event(after, self.fleet.alerts.unreachable_minutes, now)
             if down is not None:
@@ -149,6 +160,12 @@ class Guardian:
         stop, and the alerts for boxes that went idle, over budget or provider-stopped."""
         reachable = {n for n, s in states.items() if s.connection is Connection.OK}
         before = self.alarms
+        if not self._alarms_restored:  # the first picture since a (re)start
+            self._alarms_restored = True
+            over = frozenset(n for n, c in cost.boxes.items() if c.budget_level == "alarm"
+                             and (OVER_BUDGET, n, None) in self.sent.sent)
+            before = replace(before, idle=before.idle | self._idle_alarmed(cost),
+                             over_budget=before.over_budget | over)
         decision = judge_costs(before, cost, self.fleet.on_budget, reachable=reachable,
                                busy=busy)
         self.alarms = decision.alarms
@@ -188,6 +205,22 @@ class Guardian:
                     self._underused_runs.add(key)
                     found.append(item)
         return found
+    def _alerted_down(self, state: BoxState) -> bool:
+        """This outage (since `failed_since`, which a restart takes from the ledger) was
+        alerted already, before a restart."""
+        sent = self.sent.sent.get((UNREACHABLE, state.name, None))
+        return sent is not None and state.failed_since is not None \
+            and sent >= state.failed_since
+
+    def _idle_alarmed(self, cost: FleetCost) -> frozenset[str]:
+        """Boxes whose idle spell (as the ledger dates it) was alarmed before a restart."""
+        out = set()
+        for name, box in cost.boxes.items():
+            sent = self.sent.sent.get((BOX_IDLE, name, None))
+            if box.idle_alarm and box.idle_since is not None and sent is not None \
+                    and sent >= box.idle_since:
+                out.add(name)
+        return frozenset(out)
 
     def _fold_power(self) -> None:
         """Each box's last stop/start/destroy, last start and armed watchdog, folded from

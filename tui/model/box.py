@@ -407,6 +407,14 @@ def _fold(prev: BoxState, answer: Mapping[str, Any], box_time: float, now: float
     )
 
 
+def came_back(before: BoxState | None, after: BoxState) -> bool:
+    """The box answers again after it did not (started again, by the panel or anyone):
+    a change of its power state, after which what its line said of earlier actions
+    ("✔ stop done 15:44") is history (the journal keeps it), not news."""
+    return before is not None and after.connection is Connection.OK \
+        and before.connection not in (Connection.OK, Connection.CONNECTING)
+
+
 def fold_failure(prev: BoxState, connection: Connection, error: str, now: float,
                  retry_at: float | None = None) -> BoxState:
     """The box after a refresh that did not get an answer: only the connection changes."""

@@ -192,6 +192,37 @@ def activity_marks(name: str, state: BoxState | None, history: BoxHistory | None
     return [Mark(t, name, activity)]
 
 
+def idle_on_record(history: BoxHistory | None, now: float) -> float | None:
+    """When the ledger says this box went idle, for a meter that starts while it is: its
+    last activity mark is idle and it has been billed as running without a break since
+    (idle counts from the later of the two, as `costs` does). None otherwise.
+
+    A panel restarted in the middle of an idle spell takes its idle clock from here,
+    so the idle alarm comes at idle-since + threshold, not restart + threshold."""
+    if history is None or history.last_mark is None or history.last_mark.activity != "idle":
+        return None
+    running_since: float | None = None
+    for event in reversed(history.events):
+        if event.t > now:
+            continue
+        if event.state not in RUNNING_STATES:
+            break
+        running_since = event.t
+    if running_since is None:
+        return None
+    return max(history.last_mark.t, running_since)
+
+
+def down_on_record(history: BoxHistory | None) -> float | None:
+    """Since when the ledger says the box has not answered: its last activity mark is
+    "unseen" (a box seen answering since would have a training or idle mark after it).
+
+    A panel restarted while a box is down counts the outage from here, so the
+    unreachable alert comes at down-since + its minutes, not restart + its minutes."""
+    last = history.last_mark if history is not None else None
+    return last.t if last is not None and last.activity == "unseen" else None
+
+
 @dataclass(frozen=True)
 class BoxCost:
     name: str

@@ -20,7 +20,14 @@ from tui.model.box import BoxState
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.model.instance import InstanceInfo, PowerOutcome, gone
-from tui.model.meter import FAILED, FleetCost, activity_marks, meter, observe
+from tui.model.meter import (
+    FAILED,
+    FleetCost,
+    activity_marks,
+    idle_on_record,
+    meter,
+    observe,
+)
 from tui.model.rightsize import Measured, measure
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
@@ -68,6 +75,9 @@ class CostMeter:
         self.down_at: dict[str, float] = {}      # when a box was last seen not answering
         self.errors: dict[str, str] = {}
         self.idle: dict[str, float] = {}
+        # Boxes whose idle clock may still come from the ledger (until the box first
+        # answers in this session): a restart keeps the idle spell it interrupted.
+        self._idle_from_ledger: set[str] = {b.name for b in fleet.boxes}
 
     def _client(self, provider: str) -> ProviderClient:
         if provider not in self.clients:
@@ -142,6 +152,7 @@ class CostMeter:
             if history is not None and last is not None and last.state != "destroyed" \
                     and now - (history.watched_until or now) >= SEEN_EVERY_SECONDS:
                 self.ledger.seen(Seen(now, box.name))
+        self._restore_idle(states, now)
         cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
                      local_midnight(now), self.errors)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}
@@ -151,6 +162,17 @@ class CostMeter:
     def right_size(self) -> list[Measured]:
         """Every box's newest measurement, this fleet's and those ran before."""
         return self.throughput.latest()
+
+    def _restore_idle(self, states: Mapping[str, BoxState], now: float) -> None:
+        """Take each box's idle-since from the ledger until it first answers here (after
+        this update's marks, so a spell that ended while no meter looked is not taken)."""
+        for name in list(self._idle_from_ledger):
+            since = idle_on_record(self.ledger.book.boxes.get(name), now)
+            if since is not None:
+                self.idle[name] = min(since, self.idle.get(name, since))
+            state = states.get(name)
+            if state is not None and state.last_ok_at is not None:
+                self._idle_from_ledger.discard(name)
 
     def fleet_events(self) -> list[Event]:
         """The configured boxes' segments (what the cost screen plots)."""

@@ -18,6 +18,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -26,11 +27,13 @@ from tui.actions.board import Board, Work
 from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
+from tui.model.bill import Book
 from tui.model.box import BoxState, Connection, fold_failure
 from tui.model.cancel import CANCELLED
 from tui.model.config import FleetConfig
 from tui.model.config_diff import config_changes, needs_restart, rewatch
 from tui.model.guard import PushRecord, last_verified_pushes
+from tui.model.meter import down_on_record
 from tui.model.milestones import RETRY_BASE_SECONDS
 from tui.model.retry import backoff_delay
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
@@ -107,6 +110,8 @@ class Runtime:
         self.states = {b.name: given.get(b.name, BoxState(name=b.name)) for b in fleet.boxes}
         self.meter = meter if meter is not None else (CostMeter(fleet, clock=clock) if live
                                                       else None)
+        if self.meter is not None:
+            self._restore_outages(self.meter.ledger.book)
         self.journal = journal if journal is not None else Journal()
         self.guardian = Guardian(fleet, self.journal, clock=clock, sender=sender,
                                  retry_seconds=retry_seconds)
@@ -126,6 +131,14 @@ class Runtime:
         self._cost_timer: asyncio.TimerHandle | None = None
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
         self._running = False
+
+    def _restore_outages(self, book: Book) -> None:
+        """A box down since before a (re)start keeps its outage's start (the ledger's
+        "unseen" mark): its first failure here continues it; its first answer ends it."""
+        for name, watcher in self.watchers.items():
+            since = down_on_record(book.boxes.get(name))
+            if since is not None and watcher.state.last_ok_at is None:
+                watcher.state = replace(watcher.state, failed_since=since)
 
     @property
     def sender(self) -> AlertSender | None:

@@ -52,7 +52,7 @@ from tui.model.cost import usd
 from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
-from tui.model.runs import format_age
+from tui.model.runs import Health, format_age
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
@@ -76,6 +76,10 @@ def news(old: BoxCost, new: BoxCost) -> bool:
         return (cost.rates.state, cost.rate_now, cost.idle_alarm, cost.budget_level,
                 cost.provider_error, cost.doubt, cost.maybe_usd_per_hr, cost.idle_reason)
     return gist(old) != gist(new)
+
+
+# Where the cursor goes before the user moves it (FleetScreen._urgency): lower first.
+URGENCY = {Health.RUNNING: 0, Health.STALLED: 1, Health.DEAD: 1}
 
 
 class FleetScreen(Screen[None]):
@@ -137,6 +141,7 @@ class FleetScreen(Screen[None]):
         if self.gpurent.live:
             self.set_interval(1.0, self._tick)
         self._follow_order()
+        self.call_after_refresh(self._follow_order)  # laid out: what the top screen shows
 
     # --- the app's state, drawn --------------------------------------------------------
 
@@ -240,12 +245,42 @@ class FleetScreen(Screen[None]):
 
     def _follow_order(self) -> None:
         """Keep the cursor on a shown run: the one the user chose while it is shown, else
-        the top row (the first selection is the top row, whichever box answered first)."""
+        the top row, as in k9s, unless the top screenful shows no run as urgent as the
+        most urgent one (see `_urgency`): then that run, so at 80x24 a panel whose boxes
+        fill the screen still opens on the run that trains. Rows keep config order (they
+        never move under the reader); only the cursor is placed, until the user moves it."""
         order = self.fleet_list.order
         if self._wanted in order:
             self.selected = self._wanted
-        elif self._wanted is None or self.selected not in order:
-            self.selected = order[0] if order else None
+            return
+        if self._wanted is not None and self.selected in order:
+            return
+        if not order:
+            self.selected = None
+            return
+        pick = order[0]
+        if self._wanted is None:
+            rank = self._urgency
+            best = min(order, key=rank)  # the first of the most urgent, in order
+            if rank(best) < rank(pick) and not self.fleet_list.fits_on_top(best):
+                pick = best
+            if self.selected in order and rank(self.selected) <= rank(pick) \
+                    and rank(self.selected) < rank(order[0]):
+                pick = self.selected  # placed already: it does not jump between equals
+        self.selected = pick
+
+    def _urgency(self, key: RunKey | None) -> int:
+        """0: a run training now (what one watches: epochs, ETA, its cost); 1: a run that
+        stalled or died (money burns, nothing progresses); 2: the rest (history). The
+        training run comes first: it is what the panel is opened for, and a stalled or
+        dead run also rings an alarm and is counted in the strip."""
+        if key is None:
+            return 2
+        state = self.gpurent.states.get(key[0])
+        run = next((r for r in state.runs if r.path == key[1]), None) if state else None
+        if run is None:
+            return 2
+        return URGENCY.get(run.health, 2)
 
     def _move(self, step: int) -> None:
         """The next or previous shown run, stopping at the ends (no wrap-around)."""
