@@ -17,8 +17,10 @@ from support.profile_box import hostile_libreyolo
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
+from tui.model.bill import Event
 from tui.model.config import FleetConfig
 from tui.store.journal import Journal
+from tui.store.ledger import Ledger
 
 
 @pytest.fixture
@@ -105,3 +107,23 @@ def test_usage_errors_exit_2_before_any_box(capsys: pytest.CaptureFixture[str],
     assert main(["--config", str(config), "profile", "box", *ARGS, "--steps", "100000"]) == 2
     assert main(["--config", str(config), "profile", "box", *ARGS, "--try", "gpus=2"]) == 2
     assert "--try 'gpus=2'" in capsys.readouterr().err
+
+
+def test_a_box_with_no_configured_rate_is_priced_at_what_the_ledger_billed_it(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A provider box's rate is the provider's, not the config's: the profile's $/1k images
+    come from the last running rate the ledger holds for it."""
+    server = sshd_factory("box")
+    python = hostile_libreyolo(tmp_path / "h200", "recorded")
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, python=str(python))],
+                       known_hosts=[server.known_hosts_line()])
+    ledger = Ledger()
+    ledger.record(Event(t=1000.0, box="box", state="running", usd_per_hr=3.49, source="test"))
+    ledger.record(Event(t=2000.0, box="box", state="stopped", usd_per_hr=0.05, source="test"))
+    code = main(["--config", fleet.source, "profile", "box", *ARGS, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    cell = doc["cells"][0]
+    assert cell["img_per_s"] == pytest.approx(35.37, abs=0.01)
+    assert cell["usd_per_1k_images"] == pytest.approx(3.49 / 3600 / 35.37 * 1000, rel=1e-3)

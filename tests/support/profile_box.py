@@ -1,5 +1,6 @@
 """Box interpreters for `profile` tests: a venv whose `libreyolo profile run` misbehaves on
-cue (prints garbage, floods stdout, or writes a profile.json of impossible numbers)."""
+cue (prints garbage, floods stdout, or writes a profile.json of impossible numbers), or
+answers the H200's recorded profile."""
 
 from __future__ import annotations
 
@@ -40,16 +41,29 @@ def entrypoint():
                                 "kernels": ["x" * 1000] * 1000}))
         sys.stdout.write(json.dumps({"img_per_s": float("inf"), "bound": 7}) + "\n")
         return 0
+    if mode == "recorded":  # the H200's own profile.json, as LibreYOLO wrote it there
+        os.makedirs(os.path.join(project, "prof"))
+        here = os.path.dirname(__file__)
+        with open(os.path.join(here, "recorded.json")) as src, \
+                open(os.path.join(project, "prof", "profile.json"), "w") as dst:
+            dst.write(src.read())
+        return 0
     return 2
 '''
 
 
+DATA = Path(__file__).resolve().parents[1] / "data" / "libreyolo-profile-h200"
+
+
 def hostile_libreyolo(directory: Path, mode: str) -> Path:
-    """A venv's python whose `libreyolo` package misbehaves as `mode` says."""
+    """A venv's python whose `libreyolo` package misbehaves as `mode` says (or, `recorded`,
+    answers what LibreYOLO answered on the H200 with one worker)."""
     python = make_venv(directory)
     package = site_packages(python) / "libreyolo"
     (package / "cli").mkdir(parents=True)
     (package / "__init__.py").write_text("__version__ = '1.6.0'\n")
     (package / "cli" / "__init__.py").write_text(_HOSTILE_CLI)
     (package / "cli" / "mode.txt").write_text(mode)
+    if mode == "recorded":
+        (package / "cli" / "recorded.json").write_bytes((DATA / "profile-1.json").read_bytes())
     return python

@@ -265,8 +265,9 @@ class Board:
                           ) -> ProfileReport:
             state = self.states.get(box)
             async with self.session(box) as session:
-                report = await profile_on(session, config, request,
-                                          state.runs if state else (), say=say)
+                report = await profile_on(
+                    session, config, request, state.runs if state else (), say=say,
+                    usd_per_hr=self.ledger.running_rate(box) if self.ledger else None)
             journal_profile(self.journal, report)
             return report
 

@@ -62,25 +62,29 @@ def _settings(request: ProfileRequest, from_run: dict[str, Any]) -> dict[str, An
 
 
 async def profile_box(fleet: FleetConfig, box: BoxConfig, request: ProfileRequest, *,
-                      say: Callable[[str], None] = lambda line: None) -> ProfileReport:
+                      say: Callable[[str], None] = lambda line: None,
+                      usd_per_hr: float | None = None) -> ProfileReport:
     """The headless command: one look at the box's runs, then its own session."""
     runs, problem = await _look(fleet, box)
     if problem is not None:
         return ProfileReport(box=box.name, outcome="failed", run=request.run, message=problem)
     session = BoxSession(box, fleet, host_key_store(fleet))
     try:
-        return await profile_on(session, box, request, runs, say=say)
+        return await profile_on(session, box, request, runs, say=say, usd_per_hr=usd_per_hr)
     finally:
         await session.close()
 
 
 async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileRequest,
                      runs: Sequence[RunState], *,
-                     say: Callable[[str], None] = lambda line: None) -> ProfileReport:
+                     say: Callable[[str], None] = lambda line: None,
+                     usd_per_hr: float | None = None) -> ProfileReport:
     """Refuse or profile over `session`, given the box's runs as last read; a report always
-    comes back (never raises for the box's trouble)."""
+    comes back (never raises for the box's trouble). Money: the config's running rate,
+    else `usd_per_hr` (what the ledger says the box billed running)."""
+    configured = box.pricing.running_usd_per_hr if box.pricing else None
     report = ProfileReport(box=box.name, outcome="failed", run=request.run,
-                           usd_per_hr=box.pricing.running_usd_per_hr if box.pricing else None)
+                           usd_per_hr=configured if configured is not None else usd_per_hr)
     training = [r for r in runs if r.health is Health.RUNNING]
     if training and not request.force:
         names = ", ".join(clean(r.name) for r in training[:3])

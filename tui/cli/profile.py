@@ -54,7 +54,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
         if not args.json:
             print(line, file=sys.stderr, flush=True)
 
-    report = asyncio.run(profile_box(fleet, box, request, say=say))
+    from tui.store.ledger import Ledger
+
+    billed = Ledger().running_rate(box.name)  # where the config names no running rate
+    report = asyncio.run(profile_box(fleet, box, request, say=say, usd_per_hr=billed))
     journal_profile(Journal(), report)
     if args.json:
         print_json(profile_document(report))
@@ -67,7 +70,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
                   f"workers {one.workers}); LibreYOLO says: {one.bound or '?'}")
         print(report.verdict)
         if report.usd_per_hr is None:
-            print(f"(no $/1k images: box {box.name} has no running_usd_per_hr)")
+            print(f"(no $/1k images: box {box.name} has no running_usd_per_hr and never ran on "
+                  "the ledger's record)")
     else:
         print(f"profile {report.outcome}: {report.message}", file=sys.stderr)
     return {"done": EXIT_OK, "usage": EXIT_USAGE}.get(report.outcome, EXIT_FAILED)

@@ -46,7 +46,8 @@ def report_text(report: ProfileReport) -> Text:
         text.append("  ".join(clean(c).ljust(w) for c, w in zip(row, widths, strict=True))
                     + "\n")
     if report.usd_per_hr is None:
-        text.append("no $/1k images: this box has no running_usd_per_hr\n", style="dim")
+        text.append("no $/1k images: this box has no running_usd_per_hr and never ran on "
+                    "record\n", style="dim")
     return text
 
 

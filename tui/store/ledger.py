@@ -114,6 +114,12 @@ class Ledger:
         """The segment in force last for `box` (the newest in time, not in file order)."""
         return self.book.last(box)
 
+    def running_rate(self, box: str) -> float | None:
+        """What `box` billed per hour the last time it ran (what a measurement on it is
+        priced at when the config names no rate); None if it never ran on record."""
+        running = [e for e in self.events if e.box == box and e.state == "running"]
+        return max(running, key=lambda e: e.t).usd_per_hr if running else None
+
     def record(self, event: Event) -> Event:
         """Append a segment; returns it as the file holds it (time to the millisecond)."""
         event = event._replace(t=_to_ms(event.t))
