@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -72,6 +72,26 @@ class Seen(NamedTuple):
         return {"v": 1, "kind": "seen", "t": round(self.t, 3), "box": self.box}
 
 
+class Busy(NamedTuple):
+    """`box`'s GPU-busy integral grown since its previous record (tui/model/busy.py): of the
+    `covered_s` seconds the driver's windows covered up to `t`, `busy_s` were busy. A meter
+    writes one per box at most every BUSY_EVERY_SECONDS, so `costs` can say how busy a
+    box's GPUs were over its billed time after the panel that watched them quit."""
+
+    t: float
+    box: str
+    covered_s: float
+    busy_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": 1, "kind": "gpu_busy", "t": round(self.t, 3), "box": self.box,
+                "covered_s": round(self.covered_s, 3), "busy_s": round(self.busy_s, 3)}
+
+
+BUSY_EVERY_SECONDS = 60.0
+MAX_BUSY_COVERED_S = 86_400.0  # one record never claims more than a day
+
+
 def unconfirmed_note(action: str, usd_per_hr_text: str) -> str:
     """The words on a segment an action started without its effect read back."""
     still = "may be billing" if action == "start" else "may still be billing"
@@ -92,7 +112,7 @@ def unconfirmed_action(event: Event | None) -> str | None:
 _INF = math.inf
 
 
-def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | None:
+def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | Busy | None:
     """A ledger line as a segment, a mark or a seen note; None when it is none of them
     (skipped, counted).
 
@@ -110,11 +130,23 @@ def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | None:
         return Mark(float(t), box, activity) if activity in ACTIVITIES else None
     if kind == "seen":
         return Seen(float(t), box)
+    if kind == "gpu_busy":
+        return _busy(float(t), box, get("covered_s"), get("busy_s"))
     rate, state, note = get("usd_per_hr"), get("state"), get("note", "")
     if (type(rate) is not float and type(rate) is not int) or not 0 <= rate < _INF \
             or type(state) is not str or type(note) is not str:
         return None
     return Event(float(t), box, state, float(rate), str(get("source", "")), note)
+
+
+def _busy(t: float, box: str, covered: object, busy: object) -> Busy | None:
+    """A gpu_busy line, or None unless 0 <= busy_s <= covered_s <= a day (finite numbers)."""
+    if type(covered) not in (int, float) or type(busy) not in (int, float):
+        return None
+    c, b = float(covered), float(busy)  # type: ignore[arg-type]
+    if not (0 < c <= MAX_BUSY_COVERED_S and 0 <= b <= c):
+        return None
+    return Busy(t, box, c, b)
 
 
 @dataclass
@@ -128,6 +160,8 @@ class BoxHistory:
     marks: list[Mark] = field(default_factory=list)
     mark_times: list[float] = field(default_factory=list)
     seen_at: float | None = None  # the newest Seen note
+    busy: list[Busy] = field(default_factory=list)  # GPU-busy records, sorted by time
+    busy_times: list[float] = field(default_factory=list)
 
     @property
     def watched_until(self) -> float | None:
@@ -147,6 +181,15 @@ class BoxHistory:
         for j in range(max(i, 1), len(self.events)):
             prev = self.events[j - 1]
             self.cum[j] = self.cum[j - 1] + prev.usd_per_hr * (self.times[j] - prev.t) / 3600
+
+    def add_busy(self, busy: Busy) -> None:
+        if self.busy and busy.t >= self.busy_times[-1]:
+            self.busy.append(busy)
+            self.busy_times.append(busy.t)
+            return
+        i = bisect_right(self.busy_times, busy.t)
+        self.busy.insert(i, busy)
+        self.busy_times.insert(i, busy.t)
 
     def mark(self, mark: Mark) -> None:
         i = bisect_right(self.mark_times, mark.t)
@@ -190,7 +233,7 @@ class Book:
     """Every box's history, indexed by name."""
 
     def __init__(self, events: Iterable[Event] = (), marks: Iterable[Mark] = (),
-                 seen: Iterable[Seen] = ()) -> None:
+                 seen: Iterable[Seen] = (), busy: Iterable[Busy] = ()) -> None:
         self.boxes: dict[str, BoxHistory] = {}
         by_box: dict[str, list[Event]] = {}
         for event in events:
@@ -215,6 +258,8 @@ class Book:
             history.mark_times = [m.t for m in box_marks]
         for note in seen:
             self.add_seen(note)
+        for record in sorted(busy, key=itemgetter(0)):
+            self.history(record.box).add_busy(record)
 
     def history(self, box: str) -> BoxHistory:
         if box not in self.boxes:
@@ -236,6 +281,9 @@ class Book:
         history = self.history(seen.box)
         if history.seen_at is None or seen.t > history.seen_at:
             history.seen_at = seen.t
+
+    def add_busy(self, busy: Busy) -> None:
+        self.history(busy.box).add_busy(busy)
 
     def last(self, box: str) -> Event | None:
         history = self.boxes.get(box)
@@ -300,10 +348,49 @@ class BoxBill:
     state: str | None       # the segment in force at `end`
     # A box out of the config whose last watched segment bills: what it may still bill.
     may_still_bill_usd_per_hr: float | None = None
+    gpu: GpuBusy | None = None  # None: no busy record in the window (not measured)
 
     @property
     def usd(self) -> float:
         return self.running.usd + self.stopped.usd
+
+
+@dataclass(frozen=True)
+class GpuBusy:
+    """How busy a box's GPUs were over the covered part of its billed time, and the money
+    its unused GPU share cost (each record's idle seconds at the rate billed then)."""
+
+    covered_s: float
+    busy_s: float
+    idle_usd: float
+
+    @property
+    def pct(self) -> float:
+        return 100.0 * self.busy_s / self.covered_s
+
+
+def _rate_over(history: BoxHistory, a: float, b: float) -> float:
+    """The mean $/hr billed over [a, b]; the rate in force at `b` where the ledger has no
+    segment at `a` yet (a box's first window reaches back before its first segment)."""
+    if history.at(a) is not None and b > a:
+        return history.between(a, b) * 3600 / (b - a)
+    event = history.at(b)
+    return event.usd_per_hr if event is not None and event.state in RUNNING_STATES else 0.0
+
+
+def gpu_busy(history: BoxHistory, start: float, end: float) -> GpuBusy | None:
+    """The busy records written in [start, end], folded; None when there is none (a box's
+    first record is written as it first answers, when its first segment starts)."""
+    lo, hi = bisect_left(history.busy_times, start), bisect_right(history.busy_times, end)
+    if lo >= hi:
+        return None
+    covered = busy = idle = 0.0
+    for record in history.busy[lo:hi]:
+        covered += record.covered_s
+        busy += record.busy_s
+        rate = _rate_over(history, record.t - record.covered_s, record.t)
+        idle += rate * (record.covered_s - record.busy_s) / 3600
+    return GpuBusy(covered, busy, idle)
 
 
 def _last_run_end(history: BoxHistory) -> float | None:
@@ -350,7 +437,7 @@ def box_bill(history: BoxHistory, box: str, start: float, end: float) -> BoxBill
             after += piece
     state_now = history.at(end)
     return BoxBill(box, start, end, running, stopped, idle, unseen, after, ended,
-                   state_now.state if state_now else None)
+                   state_now.state if state_now else None, gpu=gpu_busy(history, start, end))
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,7 @@ class Runtime:
         await asyncio.gather(*(w.close() for w in self.watchers.values()),
                              return_exceptions=True)
         if self.meter is not None:
+            self.meter.flush_busy(self.states.values())
             await self.meter.aclose()
         if self.sender is not None:
             await self.sender.aclose(grace=alerts_grace)
