@@ -60,6 +60,11 @@ async def until(check: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+def folded_after(events: list[RuntimeEvent], seen: int) -> Callable[[], bool]:
+    """Whether the money was folded after the first `seen` events (this look's included)."""
+    return lambda: any(isinstance(e, CostChanged) for e in events[seen:])
+
+
 async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, isolated_dirs: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,10 +89,7 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
             runtime.poke()
             await until(lambda: runtime.states["box"].busy.last_at == clock.now,
                         f"a look at {clock.now}")
-            seen = len(events)  # the money folded after this look, before the clock moves
-            await until(lambda seen=seen: any(isinstance(e, CostChanged)
-                                              for e in events[seen:]),
-                        f"the money folded at {clock.now}")
+            await until(folded_after(events, len(events)), f"the money folded at {clock.now}")
         assert runtime.states["box"].busy.covered_s == 56.0
     finally:
         await runtime.aclose()
@@ -103,6 +105,25 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
     assert main(["costs", "--config", fleet.source]) == 0
     row = capsys.readouterr().out.splitlines()[2]  # the title, the header, then the box
     assert " 17.0 %     $0.0451 " in row  # 46.48 idle GPU-seconds at $3.49/hr
+
+    # A restart carries on from the ledger: 56 s before any look, 70 s after one more,
+    # and only the new 14 s are written.
+    clock.now += 30
+    meter = CostMeter(fleet, ledger=Ledger(ledger_path(isolated_dirs)), clock=clock)
+    runtime = Runtime(fleet, events.append, journal=Journal(tmp_path / "journal.jsonl"),
+                      meter=meter, clock=clock, coalesce_seconds=0.01, config_seconds=3600)
+    assert runtime.states["box"].busy.covered_s == 56.0
+    runtime.start()
+    try:
+        runtime.poke()
+        await until(lambda: runtime.states["box"].busy.last_at == clock.now, "a look")
+        assert runtime.states["box"].busy.covered_s == 70.0
+        assert runtime.states["box"].busy.pct == pytest.approx(17.0)
+    finally:
+        await runtime.aclose()
+    assert main(["costs", "--json", "--config", fleet.source]) == 0
+    (box,) = json.loads(capsys.readouterr().out)["boxes"]
+    assert (box["gpu_busy_pct"], box["gpu_busy_covered_s"]) == (17.0, 70.0)
 
 
 def test_an_old_ledger_says_not_measured_never_zero(

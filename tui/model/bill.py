@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from tui.model.busy import BusyIntegral
+
 # Billed at the running rate: "stopping" and "starting" until the provider
 # reads the new state, "unknown" while an action's effect was not observed.
 RUNNING_STATES = ("running", "starting", "stopping", "error", "unknown")
@@ -376,6 +378,19 @@ def _rate_over(history: BoxHistory, a: float, b: float) -> float:
         return history.between(a, b) * 3600 / (b - a)
     event = history.at(b)
     return event.usd_per_hr if event is not None and event.state in RUNNING_STATES else 0.0
+
+
+def restored_busy(history: BoxHistory | None) -> BusyIntegral:
+    """The box's busy integral as the ledger kept it, since its last destroyed segment (a
+    box of the same name rented again is another card): what a starting panel or `watch`
+    carries on from, so a restart does not reset the busy figure. No windows: the trailing
+    alert waits for new ones."""
+    if history is None or not history.busy:
+        return BusyIntegral()
+    since = next((e.t for e in reversed(history.events) if e.state == "destroyed"), None)
+    lo = 0 if since is None else bisect_left(history.busy_times, since)
+    records = history.busy[lo:]
+    return BusyIntegral(sum(r.covered_s for r in records), sum(r.busy_s for r in records))
 
 
 def gpu_busy(history: BoxHistory, start: float, end: float) -> GpuBusy | None:

@@ -15,8 +15,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from tui.model.bill import BUSY_EVERY_SECONDS, RUNNING_STATES, Busy, Event, Seen, unconfirmed_note
+from tui.model.bill import (
+    BUSY_EVERY_SECONDS,
+    RUNNING_STATES,
+    Busy,
+    Event,
+    Seen,
+    restored_busy,
+    unconfirmed_note,
+)
 from tui.model.box import BoxState
+from tui.model.busy import BusyIntegral
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.model.instance import InstanceInfo, PowerOutcome, gone
@@ -165,6 +174,16 @@ class CostMeter:
         self.ledger.busy(Busy(now, state.name, grown, added))
         self.busy_written[state.name] = (covered, busy)
         self.busy_written_at[state.name] = now
+
+    def restore_busy(self, name: str) -> BusyIntegral:
+        """The box's busy integral from the ledger, taken as already written: a starting
+        runtime carries on from it, and only what grows after it is appended."""
+        history = self.ledger.book.boxes.get(name)
+        integral = restored_busy(history)
+        if integral.covered_s > 0 and history is not None:
+            self.busy_written[name] = (integral.covered_s, integral.busy_s)
+            self.busy_written_at[name] = history.busy_times[-1]
+        return integral
 
     def flush_busy(self, boxes: Iterable[BoxState]) -> None:
         """Write every box's busy time not yet in the ledger (the panel or `watch` quits)."""

@@ -18,6 +18,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -107,6 +108,8 @@ class Runtime:
         self.states = {b.name: given.get(b.name, BoxState(name=b.name)) for b in fleet.boxes}
         self.meter = meter if meter is not None else (CostMeter(fleet, clock=clock) if live
                                                       else None)
+        if live and self.meter is not None:
+            self._restore_busy(self.meter)
         self.journal = journal if journal is not None else Journal()
         self.guardian = Guardian(fleet, self.journal, clock=clock, sender=sender,
                                  retry_seconds=retry_seconds)
@@ -126,6 +129,15 @@ class Runtime:
         self._cost_timer: asyncio.TimerHandle | None = None
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
         self._running = False
+
+    def _restore_busy(self, meter: CostMeter) -> None:
+        """Each box's GPU-busy integral carried on from the ledger (the watcher folds on from
+        its state), so a restart of the panel or `watch` does not reset the busy figure."""
+        for name, watcher in self.watchers.items():
+            integral = meter.restore_busy(name)
+            if integral.covered_s > 0:
+                watcher.state = replace(watcher.state, busy=integral)
+                self.states[name] = replace(self.states[name], busy=integral)
 
     @property
     def sender(self) -> AlertSender | None:
