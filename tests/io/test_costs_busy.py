@@ -68,9 +68,9 @@ def folded_after(events: list[RuntimeEvent], seen: int) -> Callable[[], bool]:
 async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, isolated_dirs: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Four looks 30 s apart, each the driver's 14 s window at 17 %: 56 s covered. The
-    meter writes the first look's 14 s at once, the next 28 s a minute later and the rest
-    as the runtime closes; `costs` gives 17.0 % and 83 % of 56 s at $3.49/hr idle."""
+    """Four looks 7.5 minutes apart, each the driver's 14 s window at 17 %: 56 s covered.
+    The meter writes the first look's 14 s at once, the next 28 s 15 minutes later and the
+    rest as the runtime closes; `costs` gives 17.0 % and 83 % of 56 s at $3.49/hr idle."""
     server = sshd_factory("box", env=replaying_nvidia_smi(tmp_path / "bin", "util-17.txt"))
     root = tmp_path / "runs"
     live_run(root)
@@ -84,7 +84,7 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
                       meter=meter, clock=clock, coalesce_seconds=0.01, config_seconds=3600)
     runtime.start()
     try:
-        for step in (0.0, 30.0, 30.0, 30.0):
+        for step in (0.0, 450.0, 450.0, 450.0):
             clock.now += step
             runtime.poke()
             await until(lambda: runtime.states["box"].busy.last_at == clock.now,
@@ -95,7 +95,7 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
         await runtime.aclose()
     records = [json.loads(line) for line in ledger_path(isolated_dirs).read_text().splitlines()]
     busy = [(r["t"], r["covered_s"], r["busy_s"]) for r in records if r.get("kind") == "gpu_busy"]
-    assert busy == [(START, 14.0, 2.38), (START + 60, 28.0, 4.76), (START + 90, 14.0, 2.38)]
+    assert busy == [(START, 14.0, 2.38), (START + 900, 28.0, 4.76), (START + 1350, 14.0, 2.38)]
 
     assert main(["costs", "--json", "--config", fleet.source]) == 0
     (box,) = json.loads(capsys.readouterr().out)["boxes"]
@@ -144,16 +144,18 @@ def test_an_old_ledger_says_not_measured_never_zero(
 
 def test_hostile_busy_lines_are_skipped_and_counted(
         tmp_path: Path, isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Busy records that claim more busy than covered, negative or non-finite seconds,
-    strings, booleans, more than a day or no box are skipped (counted on stderr); the one
-    good record is the whole figure."""
+    """Busy records that claim more busy than covered, more covered than their stretch,
+    negative or non-finite seconds, strings, booleans, more than a day or no box are
+    skipped (counted on stderr); the one good record is the whole figure."""
     path = ledger_path(isolated_dirs)
     Ledger(path).record(Event(START, "a", "running", 3.6, "config"))
     good = {"v": 1, "kind": "gpu_busy", "t": START + 60, "box": "a", "covered_s": 60.0,
             "busy_s": 15.0}
     bad = [{**good, "busy_s": 61.0}, {**good, "covered_s": -5}, {**good, "busy_s": -1},
            {**good, "covered_s": "60"}, {**good, "busy_s": True}, {**good, "covered_s": 1e9},
-           {**good, "box": 7}, {**good, "t": "now"}]
+           {**good, "box": 7}, {**good, "t": "now"},
+           {**good, "since": START + 61}, {**good, "since": START + 30},  # after t; < covered
+           {**good, "since": "yesterday"}, {**good, "since": START - 2 * 86_400}]
     with path.open("a") as f:
         for record in bad:
             f.write(json.dumps(record) + "\n")
@@ -167,4 +169,4 @@ def test_hostile_busy_lines_are_skipped_and_counted(
     (a,) = json.loads(captured.out)["boxes"]
     assert (a["gpu_busy_pct"], a["gpu_idle_usd"], a["gpu_busy_covered_s"]) == (
         25.0, round(3.6 * 45 / 3600, 6), 60.0)
-    assert f"cost ledger {path}: 10 unreadable line(s) skipped" in captured.err
+    assert f"cost ledger {path}: 14 unreadable line(s) skipped" in captured.err

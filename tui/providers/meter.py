@@ -171,7 +171,8 @@ class CostMeter:
         if not flush and last is not None and now - last < BUSY_EVERY_SECONDS:
             return
         added = min(max(busy - base_busy, 0.0), grown)
-        self.ledger.busy(Busy(now, state.name, grown, added))
+        since = last if last is not None and now - last >= grown else None
+        self.ledger.busy(Busy(now, state.name, grown, added, since))
         self.busy_written[state.name] = (covered, busy)
         self.busy_written_at[state.name] = now
 

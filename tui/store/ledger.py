@@ -144,7 +144,8 @@ class Ledger:
     def busy(self, busy: Busy) -> Busy:
         """Append the GPU-busy integral's growth since the box's last such record."""
         busy = busy._replace(t=_to_ms(busy.t), covered_s=round(busy.covered_s, 3),
-                             busy_s=min(round(busy.busy_s, 3), round(busy.covered_s, 3)))
+                             busy_s=min(round(busy.busy_s, 3), round(busy.covered_s, 3)),
+                             since=None if busy.since is None else _to_ms(busy.since))
         self._keep(busy)
         self.book.add_busy(busy)
         return busy
