@@ -7,7 +7,8 @@ with the ledger.
 
 Setup: a month of a fleet written the way the meter writes it: per box a
 billing segment or an activity mark every `--minutes` on average (running,
-idle, stopped, started, rate changes), as JSON lines in a temp dir. Then,
+idle, stopped, started, rate changes), and a GPU-busy record every
+`--busy-minutes` while it runs, as JSON lines in a temp dir. Then,
 each the median of `--repeats`:
 
 1. replay: `Ledger(path)`: read, parse, index every box (what a panel start
@@ -20,7 +21,8 @@ each the median of `--repeats`:
 6. one torn line: the same month with a power cut's fragment mid-file (it stays
    there: the next append starts a fresh line), replayed and through the command.
 
-    python benchmarks/ledger.py [--boxes 20] [--days 30] [--minutes 15] [--repeats 5]
+    python benchmarks/ledger.py [--boxes 20] [--days 30] [--minutes 15] [--busy-minutes 15]
+        [--repeats 5]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 
 from _fleet import REPO, code_line, code_under_test, machine, machine_line, print_json
 
-from tui.model.bill import Event, Mark, costs_report
+from tui.model.bill import Busy, Event, Mark, costs_report
 from tui.model.config import parse_config
 from tui.model.meter import meter
 from tui.store.jsonl import append_jsonl
@@ -50,9 +52,12 @@ from tui.store.ledger import Ledger, parse_lines
 DAY = 86400.0
 
 
-def month(boxes: int, days: int, minutes: float, seed: int = 1) -> tuple[list[str], float]:
-    """JSON lines of a month of `boxes`, and the month's end."""
+def month(boxes: int, days: int, minutes: float, seed: int = 1,
+          busy_minutes: float = 0.0) -> tuple[list[str], float]:
+    """JSON lines of a month of `boxes`, and the month's end; with `busy_minutes`, a GPU-busy
+    record that often per box while it runs (what a meter writes, at most every 15 min)."""
     rng = random.Random(seed)
+    busy_rng = random.Random(seed + 1)  # the same month with or without busy records
     start = time.time() - days * DAY
     end = start + days * DAY
     lines: list[str] = []
@@ -76,7 +81,17 @@ def month(boxes: int, days: int, minutes: float, seed: int = 1) -> tuple[list[st
                 usd = rate if state == "running" else 0.0694
                 record = Event(t, name, state, usd, "api").to_json()
             lines.append(json.dumps(record, separators=(",", ":")))
-            t += rng.expovariate(1 / (minutes * 60))
+            step = rng.expovariate(1 / (minutes * 60))
+            if busy_minutes > 0 and state == "running":
+                every = busy_minutes * 60
+                k = t // every + 1
+                while k * every < t + step and k * every < end:
+                    covered = 0.9 * every  # a look every 14 s, a few missed
+                    busy = Busy(k * every, name, covered, covered * busy_rng.random(),
+                                (k - 1) * every).to_json()
+                    lines.append(json.dumps(busy, separators=(",", ":")))
+                    k += 1
+            t += step
     return lines, end
 
 
@@ -101,12 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--minutes", type=float, default=15.0,
                         help="mean minutes between two records of one box")
+    parser.add_argument("--busy-minutes", type=float, default=15.0,
+                        help="a GPU-busy record this often per running box (0: none)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="gpurent-ledger-"))
     try:
-        lines, end = month(args.boxes, args.days, args.minutes)
+        lines, end = month(args.boxes, args.days, args.minutes,
+                           busy_minutes=args.busy_minutes)
         path = tmp / "state" / "gpurent-tui" / "ledger.jsonl"
         path.parent.mkdir(parents=True)
         path.write_text("\n".join(lines) + "\n")
@@ -158,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["costs_command_torn_ms"], _ = median_ms(lambda: command(torn_env),
                                                         max(3, args.repeats // 2))
         results["records"] = len(lines)
+        results["busy_records"] = sum('"gpu_busy"' in line for line in lines)
         results["bytes"] = size
         results["fleet_usd"] = round(report.usd, 2)
     finally:

@@ -182,7 +182,7 @@ def test_costs_command_per_box_fleet_and_since(tmp_path: Path, isolated_dirs: Pa
     # From local midnight (t0 + 12 h): 2 h running at $2, both idle; then 6 h of disk.
     row = next(line for line in text.splitlines() if line.startswith("a "))
     assert row.split() == ["a", "2.0", "h", "$4.00", "6.0", "h", "$0.6000", "2.0", "h",
-                           "$4.00", "8.0", "h", "$4.60", "$4.60"]
+                           "$4.00", "8.0", "h", "$4.60", "not", "measured", "$4.60"]
     assert "gone" not in text  # its history ended before that day
 
     with pytest.raises(SystemExit) as exit_:

@@ -143,3 +143,31 @@ def test_one_torn_line_is_parsed_alone_and_the_rest_in_bulk() -> None:
     clean, none_skipped, none_alone = parse_lines(("\n".join(
         json.dumps(r) for r in good) + "\n").encode())
     assert clean == good and none_skipped == none_alone == 0
+
+
+def test_busy_records_are_priced_at_the_rate_billed_while_they_covered(tmp_path: Path) -> None:
+    """Two minutes of busy records across a rate change ($3.60 then $7.20 from t=60): each
+    record's idle seconds at the mean rate billed over its stretch (since the box's record
+    before it, or its own covered seconds back for a first one); a record
+    another process appended is taken at refresh; a destroy starts the restored integral
+    afresh (the same name rented again is another card)."""
+    from tui.model.bill import Busy, box_bill, restored_busy
+
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger(path)
+    ledger.record(Event(0.0, "a", "running", 3.6, "api"))
+    ledger.record(Event(60.0, "a", "running", 7.2, "api"))
+    ledger.busy(Busy(60.0, "a", 60.0, 30.0))   # 30 idle s at $3.60/hr
+    other = Ledger(path)
+    other.busy(Busy(120.0, "a", 40.0, 10.0, since=0.0))  # 30 idle s in a $5.40 mean stretch
+    assert ledger.refresh()
+    history = ledger.book.boxes["a"]
+    gpu = box_bill(history, "a", 0.0, 120.0).gpu
+    assert gpu is not None
+    assert (gpu.covered_s, gpu.busy_s, gpu.pct) == (100.0, 40.0, 40.0)
+    assert gpu.idle_usd == pytest.approx(3.6 * 30 / 3600 + 5.4 * 30 / 3600)
+    assert box_bill(history, "a", 100.0, 110.0).gpu is None  # no record in the window
+    assert restored_busy(history).covered_s == 100.0
+    ledger.record(Event(130.0, "a", "destroyed", 0.0, "computed"))
+    assert restored_busy(ledger.book.boxes["a"]).covered_s == 0.0
+    assert Ledger(path).book.boxes["a"].busy == history.busy  # replayed the same

@@ -139,7 +139,8 @@ def parse_since(text: str) -> float:
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
-    """Per box and for the fleet: running, stopped and idle hours and dollars, from the ledger."""
+    """Per box and for the fleet: running, stopped and idle hours and dollars, and the GPUs'
+    busy share with what their idle share cost, from the ledger."""
     from tui.model.bill import costs_report
     from tui.model.costs_doc import costs_document, costs_table
     from tui.model.rightsize import right_size_text, verdict_document, verdicts
@@ -186,8 +187,9 @@ def add_watching(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
     watch.set_defaults(func=cmd_watch)
     costs = sub.add_parser("costs", parents=[common],
                            help="what each box and the fleet cost: running, stopped and idle "
-                                "hours and dollars, and what was billed after the last run "
-                                "ended (from the ledger); then the right-size verdict: each "
+                                "hours and dollars, what was billed after the last run "
+                                "ended, how busy the GPUs were and what their idle share "
+                                "cost (from the ledger); then the right-size verdict: each "
                                 "model's measured $ per 1k images on every box it ran on")
     costs.add_argument("--since", type=parse_since, metavar="DATE",
                        help="count from this date (YYYY-MM-DD, local midnight) or time")

@@ -14,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NamedTuple
+
+from tui.model.busy import BusyIntegral
 
 # Billed at the running rate: "stopping" and "starting" until the provider
 # reads the new state, "unknown" while an action's effect was not observed.
@@ -72,6 +74,39 @@ class Seen(NamedTuple):
         return {"v": 1, "kind": "seen", "t": round(self.t, 3), "box": self.box}
 
 
+class Busy(NamedTuple):
+    """`box`'s GPU-busy integral grown since its previous record (tui/model/busy.py): of the
+    `covered_s` seconds the driver's windows covered up to `t`, `busy_s` were busy. A meter
+    writes one per box at most every BUSY_EVERY_SECONDS (15 min), so `costs` can say how busy a
+    box's GPUs were over its billed time after the panel that watched them quit."""
+
+    t: float
+    box: str
+    covered_s: float
+    busy_s: float
+    since: float | None = None  # the box's previous record (None: its first, t - covered_s)
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The wall-clock stretch this record's covered seconds fell in (what prices them)."""
+        return (self.t - self.covered_s if self.since is None else self.since), self.t
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"v": 1, "kind": "gpu_busy", "t": round(self.t, 3),
+                                  "box": self.box, "covered_s": round(self.covered_s, 3),
+                                  "busy_s": round(self.busy_s, 3)}
+        if self.since is not None:
+            record["since"] = round(self.since, 3)
+        return record
+
+
+# A busy record per box at most every 15 minutes (and one as a meter closes): a month of
+# a 20-box fleet adds ~58,000 small lines, what its seen notes and segments already are,
+# not the 860,000 of one a minute, which would multiply the panel's start-up replay.
+BUSY_EVERY_SECONDS = 900.0
+MAX_BUSY_COVERED_S = 86_400.0  # one record never claims more than a day
+
+
 def unconfirmed_note(action: str, usd_per_hr_text: str) -> str:
     """The words on a segment an action started without its effect read back."""
     still = "may be billing" if action == "start" else "may still be billing"
@@ -92,7 +127,7 @@ def unconfirmed_action(event: Event | None) -> str | None:
 _INF = math.inf
 
 
-def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | None:
+def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | Busy | None:
     """A ledger line as a segment, a mark or a seen note; None when it is none of them
     (skipped, counted).
 
@@ -110,11 +145,31 @@ def parse_record(record: Mapping[str, Any]) -> Event | Mark | Seen | None:
         return Mark(float(t), box, activity) if activity in ACTIVITIES else None
     if kind == "seen":
         return Seen(float(t), box)
+    if kind == "gpu_busy":
+        return _busy(float(t), box, get("covered_s"), get("busy_s"), get("since"))
     rate, state, note = get("usd_per_hr"), get("state"), get("note", "")
     if (type(rate) is not float and type(rate) is not int) or not 0 <= rate < _INF \
             or type(state) is not str or type(note) is not str:
         return None
     return Event(float(t), box, state, float(rate), str(get("source", "")), note)
+
+
+def _busy(t: float, box: str, covered: object, busy: object, since: object) -> Busy | None:
+    """A gpu_busy line, or None unless 0 <= busy_s <= covered_s <= t - since <= a day
+    (finite numbers; `since` may be absent)."""
+    if type(covered) not in (int, float) or type(busy) not in (int, float):
+        return None
+    c, b = float(covered), float(busy)  # type: ignore[arg-type]
+    if not (0 < c <= MAX_BUSY_COVERED_S and 0 <= b <= c):
+        return None
+    if since is None:
+        return Busy(t, box, c, b)
+    if type(since) not in (int, float):
+        return None
+    f = float(since)  # type: ignore[arg-type]
+    if not (c - 0.001 <= t - f <= MAX_BUSY_COVERED_S):  # also refuses NaN
+        return None
+    return Busy(t, box, c, b, f)
 
 
 @dataclass
@@ -128,6 +183,8 @@ class BoxHistory:
     marks: list[Mark] = field(default_factory=list)
     mark_times: list[float] = field(default_factory=list)
     seen_at: float | None = None  # the newest Seen note
+    busy: list[Busy] = field(default_factory=list)  # GPU-busy records, sorted by time
+    busy_times: list[float] = field(default_factory=list)
 
     @property
     def watched_until(self) -> float | None:
@@ -147,6 +204,15 @@ class BoxHistory:
         for j in range(max(i, 1), len(self.events)):
             prev = self.events[j - 1]
             self.cum[j] = self.cum[j - 1] + prev.usd_per_hr * (self.times[j] - prev.t) / 3600
+
+    def add_busy(self, busy: Busy) -> None:
+        if self.busy and busy.t >= self.busy_times[-1]:
+            self.busy.append(busy)
+            self.busy_times.append(busy.t)
+            return
+        i = bisect_right(self.busy_times, busy.t)
+        self.busy.insert(i, busy)
+        self.busy_times.insert(i, busy.t)
 
     def mark(self, mark: Mark) -> None:
         i = bisect_right(self.mark_times, mark.t)
@@ -190,7 +256,7 @@ class Book:
     """Every box's history, indexed by name."""
 
     def __init__(self, events: Iterable[Event] = (), marks: Iterable[Mark] = (),
-                 seen: Iterable[Seen] = ()) -> None:
+                 seen: Iterable[Seen] = (), busy: Iterable[Busy] = ()) -> None:
         self.boxes: dict[str, BoxHistory] = {}
         by_box: dict[str, list[Event]] = {}
         for event in events:
@@ -215,6 +281,8 @@ class Book:
             history.mark_times = [m.t for m in box_marks]
         for note in seen:
             self.add_seen(note)
+        for record in sorted(busy, key=itemgetter(0)):
+            self.history(record.box).add_busy(record)
 
     def history(self, box: str) -> BoxHistory:
         if box not in self.boxes:
@@ -236,6 +304,9 @@ class Book:
         history = self.history(seen.box)
         if history.seen_at is None or seen.t > history.seen_at:
             history.seen_at = seen.t
+
+    def add_busy(self, busy: Busy) -> None:
+        self.history(busy.box).add_busy(busy)
 
     def last(self, box: str) -> Event | None:
         history = self.boxes.get(box)
@@ -300,10 +371,64 @@ class BoxBill:
     state: str | None       # the segment in force at `end`
     # A box out of the config whose last watched segment bills: what it may still bill.
     may_still_bill_usd_per_hr: float | None = None
+    gpu: GpuBusy | None = None  # None: no busy record in the window (not measured)
 
     @property
     def usd(self) -> float:
         return self.running.usd + self.stopped.usd
+
+
+@dataclass(frozen=True)
+class GpuBusy:
+    """How busy a box's GPUs were over the covered part of its billed time, and the money
+    its unused GPU share cost (each record's idle seconds at the rate billed then)."""
+
+    covered_s: float
+    busy_s: float
+    idle_usd: float
+
+    @property
+    def pct(self) -> float:
+        return 100.0 * self.busy_s / self.covered_s
+
+
+def _rate_over(history: BoxHistory, a: float, b: float) -> float:
+    """The mean $/hr billed over [a, b]; the rate in force at `b` where the ledger has no
+    segment at `a` yet (a box's first window reaches back before its first segment).
+    A stretch partly stopped reads a lower mean, though the covered seconds fell in its
+    running part: the idle money errs low, never high."""
+    if history.at(a) is not None and b > a:
+        return history.between(a, b) * 3600 / (b - a)
+    event = history.at(b)
+    return event.usd_per_hr if event is not None and event.state in RUNNING_STATES else 0.0
+
+
+def restored_busy(history: BoxHistory | None) -> BusyIntegral:
+    """The box's busy integral as the ledger kept it, since its last destroyed segment (a
+    box of the same name rented again is another card): what a starting panel or `watch`
+    carries on from, so a restart does not reset the busy figure. No windows: the trailing
+    alert waits for new ones."""
+    if history is None or not history.busy:
+        return BusyIntegral()
+    since = next((e.t for e in reversed(history.events) if e.state == "destroyed"), None)
+    lo = 0 if since is None else bisect_left(history.busy_times, since)
+    records = history.busy[lo:]
+    return BusyIntegral(sum(r.covered_s for r in records), sum(r.busy_s for r in records))
+
+
+def gpu_busy(history: BoxHistory, start: float, end: float) -> GpuBusy | None:
+    """The busy records written in [start, end], folded; None when there is none (a box's
+    first record is written as it first answers, when its first segment starts)."""
+    lo, hi = bisect_left(history.busy_times, start), bisect_right(history.busy_times, end)
+    if lo >= hi:
+        return None
+    covered = busy = idle = 0.0
+    for record in history.busy[lo:hi]:
+        covered += record.covered_s
+        busy += record.busy_s
+        rate = _rate_over(history, *record.span)
+        idle += rate * (record.covered_s - record.busy_s) / 3600
+    return GpuBusy(covered, busy, idle)
 
 
 def _last_run_end(history: BoxHistory) -> float | None:
@@ -350,7 +475,7 @@ def box_bill(history: BoxHistory, box: str, start: float, end: float) -> BoxBill
             after += piece
     state_now = history.at(end)
     return BoxBill(box, start, end, running, stopped, idle, unseen, after, ended,
-                   state_now.state if state_now else None)
+                   state_now.state if state_now else None, gpu=gpu_busy(history, start, end))
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,15 @@
-"""The `costs` command's output: the JSON document (schema gpurent.costs/1) and a table."""
+"""The `costs` command's output: the JSON document (schema gpurent.costs/1) and a table.
+
+Per box and for the fleet: the billed parts (running, stopped, idle, unseen, after the
+last run), and from the ledger's gpu_busy records `gpu_busy_pct`, `gpu_idle_usd` and
+`gpu_busy_covered_s`: null where no meter recorded the box's GPUs ("not measured", never
+0 %). docs/commands.md is the reference."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tui.model.bill import BoxBill, CostsReport, Spend
+from tui.model.bill import BoxBill, CostsReport, GpuBusy, Spend
 from tui.model.cost import usd
 from tui.model.status_doc import iso
 
@@ -16,11 +21,29 @@ def _spend(spend: Spend) -> dict[str, float]:
     return {"hours": round(spend.hours, 4), "usd": round(spend.usd, 6)}
 
 
+def fleet_gpu(report: CostsReport) -> GpuBusy | None:
+    """The configured boxes' busy records together; None when no box has one."""
+    measured = [b.gpu for b in report.boxes if b.gpu is not None]
+    if not measured:
+        return None
+    return GpuBusy(sum(g.covered_s for g in measured), sum(g.busy_s for g in measured),
+                   sum(g.idle_usd for g in measured))
+
+
+def _gpu(gpu: GpuBusy | None) -> dict[str, float | None]:
+    """gpu_busy_pct, gpu_idle_usd and gpu_busy_covered_s; null (never 0 %) unmeasured."""
+    if gpu is None:
+        return {"gpu_busy_pct": None, "gpu_idle_usd": None, "gpu_busy_covered_s": 0.0}
+    return {"gpu_busy_pct": round(gpu.pct, 1), "gpu_idle_usd": round(gpu.idle_usd, 6),
+            "gpu_busy_covered_s": round(gpu.covered_s, 1)}
+
+
 def bill_document(bill: BoxBill) -> dict[str, Any]:
     doc: dict[str, Any] = {"name": bill.box, "state": bill.state, "from": iso(bill.start),
                            "until": iso(bill.end)}
     for part in PARTS:
         doc[part] = _spend(getattr(bill, part))
+    doc.update(_gpu(bill.gpu))
     doc["last_run_ended_at"] = iso(bill.last_run_ended_at)
     doc["total_usd"] = round(bill.usd, 6)
     return doc
@@ -28,6 +51,7 @@ def bill_document(bill: BoxBill) -> dict[str, Any]:
 
 def costs_document(report: CostsReport) -> dict[str, Any]:
     fleet: dict[str, Any] = {part: _spend(report.total(part)) for part in PARTS}
+    fleet.update(_gpu(fleet_gpu(report)))
     fleet["total_usd"] = round(report.usd, 6)
     return {
         "schema": SCHEMA,
@@ -45,26 +69,36 @@ def _cell(spend: Spend) -> str:
     return f"{spend.hours:7.1f} h {usd(spend.usd):>9}"
 
 
+def _gpu_cell(gpu: GpuBusy | None) -> str:
+    if gpu is None:
+        return f"{'not measured':>19}"
+    return f"{gpu.pct:5.1f} % {usd(gpu.idle_usd):>11}"
+
+
 def costs_table(report: CostsReport) -> str:
-    """Per box: running, stopped, idle and after-last-run hours and dollars; the fleet's sum."""
+    """Per box: running, stopped, idle and after-last-run hours and dollars, how busy its
+    GPUs were and what their idle share cost; the fleet's sum."""
     since = iso(report.since) or "the first entry"
     out = [f"costs from {since} until {iso(report.until)} (UTC), from the ledger",
            f"{'box':<20} {'running':>19} {'stopped':>19} {'of it idle':>19} "
-           f"{'after last run':>19} {'total':>10}"]
+           f"{'after last run':>19} {'GPU busy, idle $':>19} {'total':>10}"]
 
     def row(name: str, running: Spend, stopped: Spend, idle: Spend, after: Spend,
-            total: float) -> str:
+            gpu: GpuBusy | None, total: float) -> str:
         return (f"{name[:20]:<20} {_cell(running)} {_cell(stopped)} {_cell(idle)} "
-                f"{_cell(after)} {usd(total):>10}")
+                f"{_cell(after)} {_gpu_cell(gpu)} {usd(total):>10}")
 
     for bill in report.boxes:
         out.append(row(bill.box, bill.running, bill.stopped, bill.idle, bill.after_last_run,
-                       bill.usd))
+                       bill.gpu, bill.usd))
     out.append(row("fleet", report.total("running"), report.total("stopped"),
-                   report.total("idle"), report.total("after_last_run"), report.usd))
+                   report.total("idle"), report.total("after_last_run"), fleet_gpu(report),
+                   report.usd))
     unseen = report.total("unseen")
     notes = ["idle: billed as running while no run progressed; after last run: everything "
-             "billed after a box's last run ended (money a stop or destroy would have saved)"]
+             "billed after a box's last run ended (money a stop or destroy would have saved); "
+             "GPU busy: the driver's busy average over the billed time a meter watched, "
+             "and what the unused GPU share of it cost (not measured: no meter recorded it)"]
     if unseen.hours:
         notes.append(f"{unseen.hours:.1f} h ({usd(unseen.usd)}) billed as running while the "
                      "box could not be looked at: neither idle nor busy for sure")

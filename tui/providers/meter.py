@@ -15,8 +15,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from tui.model.bill import RUNNING_STATES, Event, Seen, unconfirmed_note
+from tui.model.bill import (
+    BUSY_EVERY_SECONDS,
+    RUNNING_STATES,
+    Busy,
+    Event,
+    Seen,
+    restored_busy,
+    unconfirmed_note,
+)
 from tui.model.box import BoxState
+from tui.model.busy import BusyIntegral
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.model.instance import InstanceInfo, PowerOutcome, gone
@@ -78,6 +87,10 @@ class CostMeter:
         # Boxes whose idle clock may still come from the ledger (until the box first
         # answers in this session): a restart keeps the idle spell it interrupted.
         self._idle_from_ledger: set[str] = {b.name for b in fleet.boxes}
+        # Each box's busy integral as last written to the ledger (covered_s, busy_s), and
+        # when: the next record carries only what grew since.
+        self.busy_written: dict[str, tuple[float, float]] = {}
+        self.busy_written_at: dict[str, float] = {}
 
     def _client(self, provider: str) -> ProviderClient:
         if provider not in self.clients:
@@ -147,6 +160,8 @@ class CostMeter:
                 self.ledger.record(event)
             for mark in activity_marks(box.name, state, book.boxes.get(box.name), now):
                 self.ledger.mark(mark)
+            if state is not None:
+                self._record_busy(state, now)
             history = book.boxes.get(box.name)
             last = history.last if history is not None else None
             if history is not None and last is not None and last.state != "destroyed" \
@@ -173,6 +188,44 @@ class CostMeter:
             state = states.get(name)
             if state is not None and state.last_ok_at is not None:
                 self._idle_from_ledger.discard(name)
+
+    def _record_busy(self, state: BoxState, now: float, *, flush: bool = False) -> None:
+        """Append what the box's busy integral grew by since its last record, at most every
+        BUSY_EVERY_SECONDS (`flush`: now, as the meter closes). An integral smaller than
+        what was written started afresh (a new watcher): it is counted from zero."""
+        covered, busy = state.busy.covered_s, state.busy.busy_s
+        base_covered, base_busy = self.busy_written.get(state.name, (0.0, 0.0))
+        if covered < base_covered:
+            base_covered = base_busy = 0.0
+        grown = covered - base_covered
+        if grown < 0.001:
+            return
+        last = self.busy_written_at.get(state.name)
+        if not flush and last is not None and now - last < BUSY_EVERY_SECONDS:
+            return
+        added = min(max(busy - base_busy, 0.0), grown)
+        since = last if last is not None and now - last >= grown else None
+        self.ledger.busy(Busy(now, state.name, grown, added, since))
+        self.busy_written[state.name] = (covered, busy)
+        self.busy_written_at[state.name] = now
+
+    def restore_busy(self, name: str) -> BusyIntegral:
+        """The box's busy integral from the ledger, taken as already written: a starting
+        runtime carries on from it, and only what grows after it is appended."""
+        history = self.ledger.book.boxes.get(name)
+        integral = restored_busy(history)
+        if integral.covered_s > 0 and history is not None:
+            self.busy_written[name] = (integral.covered_s, integral.busy_s)
+            self.busy_written_at[name] = history.busy_times[-1]
+        return integral
+
+    def flush_busy(self, boxes: Iterable[BoxState]) -> None:
+        """Write every box's busy time not yet in the ledger (the panel or `watch` quits)."""
+        names = {b.name for b in self.fleet.boxes}
+        now = self._clock()
+        for state in boxes:
+            if state.name in names:
+                self._record_busy(state, now, flush=True)
 
     def fleet_events(self) -> list[Event]:
         """The configured boxes' segments (what the cost screen plots)."""

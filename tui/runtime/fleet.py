@@ -112,6 +112,8 @@ class Runtime:
                                                       else None)
         if self.meter is not None:
             self._restore_outages(self.meter.ledger.book)
+        if live and self.meter is not None:
+            self._restore_busy(self.meter)
         self.journal = journal if journal is not None else Journal()
         self.guardian = Guardian(fleet, self.journal, clock=clock, sender=sender,
                                  retry_seconds=retry_seconds)
@@ -139,6 +141,15 @@ class Runtime:
             since = down_on_record(book.boxes.get(name))
             if since is not None and watcher.state.last_ok_at is None:
                 watcher.state = replace(watcher.state, failed_since=since)
+
+    def _restore_busy(self, meter: CostMeter) -> None:
+        """Each box's GPU-busy integral carried on from the ledger (the watcher folds on from
+        its state), so a restart of the panel or `watch` does not reset the busy figure."""
+        for name, watcher in self.watchers.items():
+            integral = meter.restore_busy(name)
+            if integral.covered_s > 0:
+                watcher.state = replace(watcher.state, busy=integral)
+                self.states[name] = replace(self.states[name], busy=integral)
 
     @property
     def sender(self) -> AlertSender | None:
@@ -210,6 +221,7 @@ class Runtime:
         await asyncio.gather(*(w.close() for w in self.watchers.values()),
                              return_exceptions=True)
         if self.meter is not None:
+            self.meter.flush_busy(self.states.values())
             await self.meter.aclose()
         if self.sender is not None:
             await self.sender.aclose(grace=alerts_grace)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tui.model.bill import Book, Event, Mark, Seen, parse_record
+from tui.model.bill import Book, Busy, Event, Mark, Seen, parse_record
 from tui.store import paths
 from tui.store.jsonl import append_jsonl, parse_lines
 
@@ -29,28 +29,28 @@ class Ledger:
         self.skipped = 0
         self.events: list[Event] = []
         self.marks: list[Mark] = []
-        self._mine: set[Event | Mark | Seen] = set()  # appended here, not read back yet
+        self._mine: set[Event | Mark | Seen | Busy] = set()  # appended here, not read back yet
         self._read_to = 0
         self._stamp: tuple[int, int, int] | None = None
         self._ino: int | None = None  # the file this history was read from,
         self._head = b""               # and how it begins (an inode number can be reused)
         self.book = Book()
-        events, marks, seen = self._read_new()
-        self.book = Book(events, marks, seen)
+        events, marks, seen, busy = self._read_new()
+        self.book = Book(events, marks, seen, busy)
 
-    def _read_new(self) -> tuple[list[Event], list[Mark], list[Seen]]:
+    def _read_new(self) -> tuple[list[Event], list[Mark], list[Seen], list[Busy]]:
         """Records past what was read already (all of them the first time)."""
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
-            return [], [], []
+            return [], [], [], []
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be read ({exc.strerror or exc}); "
                             "costs from earlier sessions are missing")
-            return [], [], []
+            return [], [], [], []
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if stamp == self._stamp:
-            return [], [], []
+            return [], [], [], []
         if self._ino is not None and (stat.st_ino != self._ino or stat.st_size < self._read_to
                                       or self._head_now()[:len(self._head)] != self._head):
             # Replaced or cut (someone started it afresh): what it says now is the
@@ -64,7 +64,7 @@ class Ledger:
         except OSError as exc:
             self.problem = (f"cost ledger {self.path} cannot be read ({exc.strerror or exc}); "
                             "costs from earlier sessions are missing")
-            return [], [], []
+            return [], [], [], []
         # Appends are single small writes: a line without its newline is a torn write
         # (the next append starts a fresh line), skipped and counted like any bad line.
         if self._read_to == 0:
@@ -76,6 +76,7 @@ class Ledger:
         events: list[Event] = []
         marks: list[Mark] = []
         seen: list[Seen] = []
+        busy: list[Busy] = []
         for record in records:
             parsed = parse_record(record)
             if parsed is None:
@@ -86,11 +87,13 @@ class Ledger:
                 marks.append(parsed)
             elif isinstance(parsed, Seen):
                 seen.append(parsed)
+            elif isinstance(parsed, Busy):
+                busy.append(parsed)
             else:
                 events.append(parsed)
         self.events.extend(events)
         self.marks.extend(marks)
-        return events, marks, seen
+        return events, marks, seen, busy
 
     def _head_now(self) -> bytes:
         try:
@@ -101,14 +104,16 @@ class Ledger:
 
     def refresh(self) -> bool:
         """Take in what other processes appended since the last read; True if anything."""
-        events, marks, seen = self._read_new()
+        events, marks, seen, busy = self._read_new()
         for event in events:
             self.book.add(event)
         for mark in marks:
             self.book.add_mark(mark)
         for note in seen:
             self.book.add_seen(note)
-        return bool(events or marks or seen)
+        for record in busy:
+            self.book.add_busy(record)
+        return bool(events or marks or seen or busy)
 
     def last(self, box: str) -> Event | None:
         """The segment in force last for `box` (the newest in time, not in file order)."""
@@ -142,7 +147,16 @@ class Ledger:
         self.book.add_seen(seen)
         return seen
 
-    def _keep(self, record: Event | Mark | Seen) -> None:
+    def busy(self, busy: Busy) -> Busy:
+        """Append the GPU-busy integral's growth since the box's last such record."""
+        busy = busy._replace(t=_to_ms(busy.t), covered_s=round(busy.covered_s, 3),
+                             busy_s=min(round(busy.busy_s, 3), round(busy.covered_s, 3)),
+                             since=None if busy.since is None else _to_ms(busy.since))
+        self._keep(busy)
+        self.book.add_busy(busy)
+        return busy
+
+    def _keep(self, record: Event | Mark | Seen | Busy) -> None:
         self._mine.add(record)
         try:
             append_jsonl(self.path, record.to_json())
