@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from tui.model.bill import RUNNING_STATES, Event, Seen, unconfirmed_note
 from tui.model.box import BoxState
@@ -21,6 +22,7 @@ from tui.model.config import BoxConfig, FleetConfig
 from tui.model.cost import Rate, box_rates, usd
 from tui.model.instance import InstanceInfo, PowerOutcome, gone
 from tui.model.meter import FAILED, FleetCost, activity_marks, meter, observe
+from tui.model.rest import Rest, box_rest
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
 
@@ -203,3 +205,11 @@ def record_outcome(ledger: Ledger, box: BoxConfig, outcome: PowerOutcome, sent_a
 
 
 __all__ = ["PROVIDER_POLL_SECONDS", "CostMeter", "local_midnight", "record_outcome"]
+
+
+def rest_of(fleet: FleetConfig, entries: Iterable[Mapping[str, Any]], meter: CostMeter | None,
+            box: str) -> Rest | None:
+    """A silent box's rest (tui.model.rest.box_rest), with the provider's last answer on it
+    as this meter read it (None for a manual box or one not read yet)."""
+    facts = meter.facts.get(box) if meter is not None else None
+    return box_rest(entries, box, facts.state if facts is not None else None)

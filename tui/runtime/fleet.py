@@ -31,8 +31,9 @@ from tui.model.cancel import CANCELLED
 from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord, last_verified_pushes
 from tui.model.milestones import RETRY_BASE_SECONDS
+from tui.model.rest import Rest
 from tui.model.retry import backoff_delay
-from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
+from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter, rest_of
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
 from tui.runtime.events import (
@@ -103,6 +104,8 @@ class Runtime:
                            states=self.states, clock=clock,
                            ledger=self.meter.ledger if self.meter is not None else None,
                            progress=self._progress)
+        for name, watcher in self.watchers.items():
+            watcher.resting = lambda name=name: self.rest_of(name)
         self.pushes = self._all_pushes()
         self._journal_seen = self.journal.version
         self._said: set[str] = set()  # storage problems already said
@@ -124,6 +127,12 @@ class Runtime:
     def busy(self) -> dict[str, str]:
         """box -> the action in flight (one at a time per box)."""
         return self.board.busy
+
+    def rest_of(self, box: str) -> Rest | None:
+        """Whether a box that does not answer is at rest (stopped or destroyed on purpose),
+        from the journal and the provider's last answer: decided here once for the panel
+        and `watch`, and by the same rule for `status` (tui.model.rest)."""
+        return rest_of(self.fleet, self.journal.entries, self.meter, box)
 
     def watching(self, box: str) -> bool:
         """Whether the box's watcher task is alive (a crash restarts it, never ends it)."""
