@@ -26,8 +26,9 @@ def fleet_money(cost: FleetCost | None) -> Text:
     return text
 
 
-def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
-    """Rate now with its source, spent, the stopped rate, the saving and the verdict; alarms."""
+def box_money_line(cost: BoxCost | None, now: float, *, advice: bool = True) -> Text | None:
+    """Rate now with its source, spent, the stopped rate, the saving and the verdict; alarms.
+    `advice`: whether the stop-vs-destroy verdict applies (never to a destroyed box)."""
     if cost is None:
         return None
     rates = cost.rates
@@ -49,10 +50,11 @@ def box_money_line(cost: BoxCost | None, now: float) -> Text | None:
         text.append(f" · stopped {usd(rates.stopped.usd_per_hr)}/hr", style="dim")
         if rates.saving_pct is not None:
             text.append(f" ({percent_words(rates.saving_pct)} less)", style="dim")
+    advice = advice and rates.state != "destroyed"
     hours = rates.break_even_hours
-    if hours is not None and not math.isinf(hours):
+    if advice and hours is not None and not math.isinf(hours):
         text.append(f" · stop pays if back within {hours:.1f} h", style="dim")
-    elif not rates.can_stop:
+    elif advice and not rates.can_stop:
         text.append(" · cannot stop: destroy only", style="dim")
     if cost.idle_alarm and cost.idle_since is not None:
         text.append(f"\nIDLE {format_age(now - cost.idle_since)}: billed as running, "

@@ -80,15 +80,20 @@ def journal_rest(entries: Iterable[Mapping[str, Any]], box: str) -> Rest | None:
 
 
 def box_rest(entries: Iterable[Mapping[str, Any]], box: str,
-             provider_state: str | None) -> Rest | None:
-    """The rest a silent box is in, or None: the journal's, unless the provider reads the
-    box up again (started from its console). A provider that reads a stopped box destroyed
-    (it reclaimed the disk) makes it destroyed."""
+             provider_state: str | None, read_at: float | None = None) -> Rest | None:
+    """The rest a silent box is in, or None: the journal's, unless the provider, in an
+    answer read (`read_at`) after our stop, reads the box up again (started from its
+    console); an answer from before the stop says nothing of it. A provider that reads a
+    stopped box destroyed (it reclaimed the disk) makes it destroyed."""
     rest = journal_rest(entries, box)
-    if rest is None or provider_state in UP_STATES:
+    if rest is None:
+        return None
+    if read_at is None or (rest.at is not None and read_at < rest.at):
+        return rest
+    if provider_state in UP_STATES:
         return None
     if provider_state == "destroyed" and rest.kind == "stopped":
-        return Rest("destroyed", "the provider", None)
+        return Rest("destroyed", "the provider", read_at)
     return rest
 
 

@@ -246,8 +246,8 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
         box_cost = cost.boxes.get(box.name) if cost is not None else None
         if box.rest is not None:
             stopped = box_cost.rates.stopped if box_cost is not None else None
-            disk = stopped.usd_per_hr if stopped else None
-            out.append(f"  · {rest_words(box.rest, iso(box.rest.at), disk)}")
+            disk_rate = stopped.usd_per_hr if stopped else None
+            out.append(f"  · {rest_words(box.rest, iso(box.rest.at), disk_rate)}")
         elif box.connection is not Connection.OK:
             out.append(f"  ! {box.error}")
             age = box.data_age(now)

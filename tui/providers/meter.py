@@ -210,6 +210,8 @@ __all__ = ["PROVIDER_POLL_SECONDS", "CostMeter", "local_midnight", "record_outco
 def rest_of(fleet: FleetConfig, entries: Iterable[Mapping[str, Any]], meter: CostMeter | None,
             box: str) -> Rest | None:
     """A silent box's rest (tui.model.rest.box_rest), with the provider's last answer on it
-    as this meter read it (None for a manual box or one not read yet)."""
+    as this meter read it, and when (none for a manual box or one not read yet)."""
     facts = meter.facts.get(box) if meter is not None else None
-    return box_rest(entries, box, facts.state if facts is not None else None)
+    if meter is None or facts is None:
+        return box_rest(entries, box, None)
+    return box_rest(entries, box, facts.state, meter.read_at.get(box))

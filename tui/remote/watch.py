@@ -14,6 +14,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from tui.model.box import (
     BadAnswer,
@@ -177,7 +178,7 @@ async def snapshot_fleet(fleet: FleetConfig, *, store: HostKeyStore | None = Non
     watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
     if resting is not None:
         for watcher in watchers:
-            watcher.resting = lambda name=watcher.box.name: resting(name)
+            watcher.resting = partial(resting, watcher.box.name)
     try:
         return list(await asyncio.gather(*(w.refresh(catch_up=True) for w in watchers)))
     finally:

@@ -18,6 +18,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -105,7 +106,7 @@ class Runtime:
                            ledger=self.meter.ledger if self.meter is not None else None,
                            progress=self._progress)
         for name, watcher in self.watchers.items():
-            watcher.resting = lambda name=name: self.rest_of(name)
+            watcher.resting = partial(self.rest_of, name)
         self.pushes = self._all_pushes()
         self._journal_seen = self.journal.version
         self._said: set[str] = set()  # storage problems already said
@@ -295,6 +296,7 @@ class Runtime:
             cost = self.meter.update(self.states.values())
         decision, events = self.guardian.judge_costs(cost, self.states, self.busy)
         self.sink(CostChanged(cost))  # after the judgement: a header names its preemption
+        self._rejudge_rest()  # the provider may read a box at rest running again
         rung = tuple(e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET))  # noticed
         severities: list[Severity] = [n.severity for n in decision.notices]
         if rung:
@@ -321,6 +323,18 @@ class Runtime:
         self._journal_seen = self.journal.version
         self.pushes = self._all_pushes()
         self.sink(PushesChanged(self.pushes))
+        self._rejudge_rest()
+
+    def _rejudge_rest(self) -> None:
+        """A silent box whose rest changed (our stop was journalled, here or by the CLI;
+        the provider reads it running again) is looked at now, so that its watcher says so
+        at once rather than after its backoff or its minute at rest."""
+        for name, watcher in self.watchers.items():
+            state = self.states[name]
+            if state.connection is not Connection.OK and \
+                    state.connection is not Connection.CONNECTING and \
+                    self.rest_of(name) != state.rest:
+                watcher.poke()
 
     async def _reread_journal(self) -> None:
         """A push by the CLI or another panel shows on the runs within a second."""
