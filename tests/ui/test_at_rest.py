@@ -66,3 +66,24 @@ async def test_stopped_then_refused_start_then_destroyed_read_as_at_rest(
             text = box_text(app, "vast-4090x2")
             assert "stop pays" not in text and "unreachable" not in text, text
             await until(pilot, lambda: "1 stopped, 1 destroyed" in strip(app), 10)
+
+            # Only what applies: no Check/Doctor/Fetch/Launch on either; the stopped box
+            # offers Start and Destroy; a key pressed anyway says why in one line.
+            screen = app.screen_stack[0]
+            assert isinstance(screen, FleetScreen)
+            offered = [c.title for c in screen.palette(screen)]
+            for name in ("vast-4090x2", "runpod-a100"):
+                assert not any(t.startswith(("Check", "Doctor", "Fetch", "Launch"))
+                               and name in t for t in offered), offered
+            assert "Start runpod-a100" in offered and "Destroy runpod-a100" in offered
+            assert "Start vast-4090x2" not in offered
+            await select_box(pilot, app, "runpod-a100")
+            await pilot.press("g")
+            await until(pilot, lambda: any(
+                "runpod-a100 is stopped: start it first (S) to check on it" in n.message
+                for n in app._notifications), 10)
+            app.check("vast-4090x2")  # what g and the palette ask (its runs went with it)
+            await until(pilot, lambda: any(
+                "vast-4090x2 is destroyed: nothing is left to check" in n.message
+                for n in app._notifications), 10)
+            assert not app.runtime.busy

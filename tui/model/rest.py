@@ -115,3 +115,17 @@ def rest_document(rest: Rest | None) -> dict[str, Any] | None:
     at = None if rest.at is None else \
         datetime.fromtimestamp(rest.at, UTC).isoformat(timespec="seconds")
     return {"kind": rest.kind, "by": rest.by, "at": at}
+
+
+# What needs the box itself to answer, so is not offered on a box at rest.
+NEEDS_THE_BOX = ("push", "check", "doctor", "fetch", "launch")
+
+
+def rest_refusal(action: str, box: str, rest: Rest | None) -> str | None:
+    """Why `action` is not offered on a box at rest (one line), or None: a destroyed box has
+    nothing left to act on; a stopped one is started first (S)."""
+    if rest is None or action not in NEEDS_THE_BOX:
+        return None
+    if rest.kind == "destroyed":
+        return f"{box} is destroyed: nothing is left to {action}"
+    return f"{box} is stopped: start it first (S) to {action} on it"
