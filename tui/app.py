@@ -59,6 +59,7 @@ from tui.model.guard import PushRecord, Unpushed
 from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
 from tui.model.preflight import CheckVerdict, DoctorReport
+from tui.model.rest import rest_refusal
 from tui.model.staging import FetchReport
 from tui.providers.meter import CostMeter
 from tui.remote.watch import BoxWatcher
@@ -356,8 +357,19 @@ class GpurentApp(App[None]):
 
     # What the screens' keys ask for: the board prepares the work, the app runs it.
 
+    def at_rest_refused(self, action: str, box: str) -> bool:
+        """A box at rest (stopped or destroyed on purpose) cannot be pushed from, checked,
+        doctored, fetched onto or launched on: say why in one line instead."""
+        state = self.runtime.states.get(box)
+        why = rest_refusal(action, box, state.rest if state is not None else None)
+        if why is not None:
+            self.notify(why, severity="warning", markup=False)
+        return why is not None
+
     def push(self, box: str, runs: list[str] | None, confirmed: bool = False) -> None:
         """Push the named runs (or every run) of a box, with progress on its line."""
+        if self.at_rest_refused("push", box):
+            return
         notice = self.board.token_notice(box)
         if notice is not None and not confirmed:  # the first push that sends a token to a box
             self.push_screen(ConfirmScreen(f"Send your Hub token to {box}?", notice),
@@ -391,6 +403,8 @@ class GpurentApp(App[None]):
     def open_launch(self, box: str) -> None:
         """`L`, or "Launch on <box>" in the palette (a box with no run has no cursor):
         the launch form for that box, prefilled from its last launch."""
+        if self.at_rest_refused("launch", box):
+            return
         from tui.screens.launch import LaunchScreen
 
         self.push_screen(LaunchScreen([b.name for b in self.fleet.boxes], box,
@@ -402,10 +416,14 @@ class GpurentApp(App[None]):
 
     def check(self, box: str) -> None:
         """`g`: the box's torch, CUDA, GPUs, LibreYOLO and HF_HOME; the verdict in its header."""
+        if self.at_rest_refused("check", box):
+            return
         self.runtime.check(box)
 
     def open_doctor(self, box: str) -> None:
         """`G`: LibreYOLO's doctor on a data set on the box, in its own screen."""
+        if self.at_rest_refused("doctor", box):
+            return
         from tui.screens.doctor import DoctorScreen
 
         doctor = self.board.doctor(box)
@@ -431,6 +449,8 @@ class GpurentApp(App[None]):
 
     def open_fetch(self, box: str) -> None:
         """ctrl+p: a staged data set onto the box (the fetch command), in its own screen."""
+        if self.at_rest_refused("fetch", box):
+            return
         from tui.actions.stage import default_dest
         from tui.screens.fetch import FetchScreen
 

@@ -14,6 +14,9 @@ BADGES: dict[str, tuple[str, str]] = {
     "unreadable": ("?", "bold yellow"),
     "ok": ("●", "green"),
     "connecting": ("…", "dim"),
+    # a box at rest (tui.model.rest): stopped or destroyed on purpose, not a problem
+    "stopped": ("■", "bold blue"),
+    "destroyed": ("⊘", "dim"),
 }
 PROBLEM = ("✖", "bold red")
 

@@ -23,6 +23,7 @@ from tui.model.box import BoxState, Connection, DiskRow
 from tui.model.cost import RunCost
 from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
+from tui.model.rest import Rest, rest_words
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.text import clean, clean_block
 from tui.model.throughput import UnitCost, unit_usd
@@ -95,25 +96,28 @@ def clock_time(stamp: float) -> str | None:
         return None
 
 
-def run_main_line(run: RunState) -> Text:
-    """`name  ▶ running  37/100 ███▌──── ETA 1h24m`: columns by cell width."""
+def run_main_line(run: RunState, rest: Rest | None = None) -> Text:
+    """`name  ▶ running  37/100 ███▌──── ETA 1h24m`: columns by cell width. On a box at
+    `rest` a run last seen running is not running: it reads as the box does, no ETA."""
     epoch = run.current_epoch
     total = run.total_epochs
     fraction = epoch / total if epoch is not None and total else None
+    halted = rest is not None and run.health is Health.RUNNING
     text = Text(fit(clean(run.name), NAME_CELLS) + " ", style="bold")
-    text.append_text(badge(str(run.health), 11))
+    text.append_text(badge(rest.kind if halted and rest else str(run.health), 11))
     done = "-" if epoch is None else str(epoch)
     text.append(f" {done:>5}/{total if total is not None else '?':<5} ")
     text.append_text(bar(fraction, 8))
-    eta = run.eta_seconds
+    eta = None if halted else run.eta_seconds
     text.append(f" ETA {format_age(eta) if eta is not None else '-':<6}")
     return text
 
 
 def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
                     pushed: str | None = None, due: Due | None = None,
-                    unit: UnitCost | None = None) -> Text:
-    """The second line: why (for runs in trouble), else best metric, end time, age."""
+                    unit: UnitCost | None = None, *, ends: bool = True) -> Text:
+    """The second line: why (for runs in trouble), else best metric, end time, age.
+    `ends`: whether an end time applies (not on a box at rest)."""
     due = due or Due(now)
     if run.health in (Health.FAILED, Health.STALLED, Health.DEAD, Health.UNREADABLE):
         text = Text(clean(run.reason), style="italic red" if run.health is Health.FAILED
@@ -129,9 +133,9 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
         parts.append(best)
     if run.train_loss is not None:
         parts.append(f"loss {run.train_loss:.4g}")
-    ends = due.clock(now + run.eta_seconds) if run.eta_seconds is not None else None
-    if ends is not None:
-        parts.append(f"ends {ends}")
+    end = due.clock(now + run.eta_seconds) if ends and run.eta_seconds is not None else None
+    if end is not None:
+        parts.append(f"ends {end}")
     money = run_money(cost)
     if money:
         parts.append(money)
@@ -226,13 +230,25 @@ def matches(run: RunState, text: str) -> bool:
 
 
 def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = None,
-                  items: tuple[Text, ...] = ()) -> Text:
+                  items: tuple[Text, ...] = (), disk_usd_per_hr: float | None = None
+                  ) -> Text:
     """`■ name (provider) ● ok  GPU0 ██▌ 97% 20/24G  disk 41% of / (overlay)`, then any
     extra `items`
-    (a verdict, a badge) the screen adds for this box."""
+    (a verdict, a badge) the screen adds for this box. A box at rest reads
+    `■ stopped (by you, 15:44) · disk $0.0300/hr` (`disk_usd_per_hr`: what its stopped
+    disk bills, None where unknown) and shows no GPU bars: its GPUs are not its own now."""
     due = due or Due(now)
     text = Text(f"■ {box.name} ", style="bold")
     text.append(f"({provider}) ", style="dim")
+    if box.rest is not None:
+        symbol = badge(box.rest.kind)
+        text.append(f"{symbol.plain[0]} ", style=symbol.style)
+        text.append(rest_words(box.rest, clock_time(box.rest.at) if box.rest.at else None,
+                               disk_usd_per_hr), style=symbol.style)
+        for item in items:
+            text.append("  ")
+            text.append_text(item)
+        return text
     if likely_fired(box) is not None:
         text.append("○ silent", style="dim")  # expected: its watchdog took it down
     else:
@@ -284,13 +300,14 @@ def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text 
     """Why a box is down (with the retry countdown), its roots' problems and notices."""
     due = due or Due(now)
     lines = []
-    if box.connection is not Connection.OK and box.error and likely_fired(box) is not None:
+    if box.connection is not Connection.OK and box.error and box.rest is None \
+            and likely_fired(box) is not None:
         since = clock_time(box.failed_since) if box.failed_since is not None else None
         quiet = Text(f"not answering{f' since {since}' if since else ''}: "
                      f"{clean_block(box.error)}", style="dim")
         rest = box_problem_line(replace(box, error=None), now, due)
         return Text("\n").join([quiet, rest]) if rest is not None else quiet
-    if box.connection is not Connection.OK and box.error:
+    if box.connection is not Connection.OK and box.error and box.rest is None:
         retry = ""
         if box.retry_at is not None:
             retry = f" (retry in {due.countdown(box.retry_at - now)})"
@@ -304,11 +321,16 @@ def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text 
 def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
     """The strip at the top: boxes reachable / total, runs by health, the fleet's burn."""
     reachable = sum(b.connection is Connection.OK for b in boxes)
-    text = Text(f" {reachable}/{len(boxes)} boxes up ", style="bold")
+    resting = [b.rest.kind for b in boxes if b.rest is not None]
+    text = Text(f" {reachable}/{len(boxes) - len(resting)} boxes up ", style="bold")
+    if resting:  # stopped or destroyed on purpose: counted apart, not as down
+        text.append(", ".join(f"{resting.count(k)} {k}" for k in ("stopped", "destroyed")
+                              if k in resting) + " ", style="dim")
     counts = {h: 0 for h in Health}
     for box in boxes:
         for run in box.runs:
-            counts[run.health] += 1
+            if box.rest is None or run.health is not Health.RUNNING:  # not running now
+                counts[run.health] += 1
     for health, count in counts.items():
         if count:
             text.append(" ")
@@ -372,13 +394,16 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
     and a detail line per run the filter shows, a count of the hidden ones, a gap."""
     box = view.state
     due = Due(now)
-    lines = [Line(box_head_line(box, view.provider, now, due, view.items))]
+    stopped = view.cost.rates.stopped if view.cost is not None else None
+    lines = [Line(box_head_line(box, view.provider, now, due, view.items,
+                                stopped.usd_per_hr if stopped is not None else None))]
     if view.activity is not None:
         lines += _lines_of(view.activity, 2, "activity")
     if view.cost is not None:
         if view.cost.idle_alarm and view.cost.idle_since is not None:
             due.age(now - view.cost.idle_since)
-        lines += _lines_of(box_money_line(view.cost, now, box.busy), 2)
+        destroyed = box.rest is not None and box.rest.kind == "destroyed"
+        lines += _lines_of(box_money_line(view.cost, now, box.busy, advice=not destroyed), 2)
     if box.guard is not None and silent(box) and box.guard.deadline is not None:
         carried = box_clock(box, now)  # its countdown runs on, and stops at the deadline
         if carried is not None and box.guard.deadline > carried:
@@ -394,10 +419,11 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         pushed = run_push_note(run, view.pushes, box, due)
         if view.at_stake:
             pushed = _with_stake(pushed, run, view, box)
-        lines.append(Line(run_main_line(run), run=run.path, spark=run_sparkline(run)))
+        lines.append(Line(run_main_line(run, box.rest), run=run.path,
+                          spark=run_sparkline(run)))
         unit = view.cost.units.get(run.path) if view.cost else None
-        lines.append(Line(run_detail_line(run, now, cost, pushed, due, unit), 2,
-                          run=run.path))
+        lines.append(Line(run_detail_line(run, now, cost, pushed, due, unit,
+                                          ends=box.rest is None), 2, run=run.path))
     hidden = len(box.runs) - len(shown)
     if hidden:
         lines.append(Line(Text(f"{hidden} run(s) hidden by the filter"), 2, style="muted"))

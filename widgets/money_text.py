@@ -37,10 +37,11 @@ def busy_note(busy: BusyIntegral | None, usd_per_hr: float | None) -> str | None
     return f"GPU {pct:.0f}% busy" + (f" ({usd(idle)} idle)" if idle is not None else "")
 
 
-def box_money_line(cost: BoxCost | None, now: float,
-                   busy: BusyIntegral | None = None) -> Text | None:
+def box_money_line(cost: BoxCost | None, now: float, busy: BusyIntegral | None = None, *,
+                   advice: bool = True) -> Text | None:
     """Rate now with its source, spent, how busy its GPUs were, the stopped rate, the
-    saving and the verdict; alarms."""
+    saving and the verdict; alarms. `advice`: whether the stop-vs-destroy verdict applies
+    (never to a destroyed box)."""
     if cost is None:
         return None
     rates = cost.rates
@@ -65,10 +66,11 @@ def box_money_line(cost: BoxCost | None, now: float,
         text.append(f" · stopped {usd(rates.stopped.usd_per_hr)}/hr", style="dim")
         if rates.saving_pct is not None:
             text.append(f" ({percent_words(rates.saving_pct)} less)", style="dim")
+    advice = advice and rates.state != "destroyed"
     hours = rates.break_even_hours
-    if hours is not None and not math.isinf(hours):
+    if advice and hours is not None and not math.isinf(hours):
         text.append(f" · stop pays if back within {hours:.1f} h", style="dim")
-    elif not rates.can_stop:
+    elif advice and not rates.can_stop:
         text.append(" · cannot stop: destroy only", style="dim")
     if cost.idle_alarm and cost.idle_since is not None:
         text.append(f"\nIDLE {format_age(now - cost.idle_since)}: billed as running, "

@@ -164,6 +164,47 @@ async def test_a_box_its_provider_stopped_without_a_stop_of_ours(
             await meter.aclose()
 
 
+
+async def test_a_start_the_provider_refused_does_not_erase_our_stop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """We stop the pod (seen EXITED), then start it; RunPod answers 409 (its GPUs were
+    rented out). The pod stays stopped by us: no PREEMPTED alert, no "stopped by the
+    provider" header, and the watchdog's/our stop still explains its silence."""
+    from tui.actions.flows import power
+    monkeypatch.setenv("RUNPOD_API_KEY", "runpod-key")
+    with RunPodServer("runpod-key", [runpod_pod("pod1")]) as runpod, WebhookServer() as hook:
+        boxes = (f'[providers.runpod]\nbase_url = "{runpod.url}"\n[[box]]\nname = "p"\n'
+                 'host = "127.0.0.1"\nport = 1\nprovider = "runpod"\ninstance_id = "pod1"\n')
+        fleet = fleet_with(f'webhook = "{hook.url}/x"', tmp_path, boxes)
+        journal = Journal(tmp_path / "journal.jsonl")
+        sender = AlertSender(fleet.alerts)  # type: ignore[attr-defined]
+        guardian = Guardian(fleet, journal, sender=sender)  # type: ignore[arg-type]
+        ledger = Ledger(tmp_path / "ledger.jsonl")
+        meter = CostMeter(fleet, ledger=ledger)  # type: ignore[arg-type]
+        box = fleet.box("p")  # type: ignore[attr-defined]
+        try:
+            stopped = await power(fleet, box, "stop", journal, ledger=ledger,  # type: ignore
+                                  observe_timeout=5.0, poll_interval=0.01)
+            assert stopped.code == 0, stopped.lines
+            runpod.free_gpus["pod1"] = 0  # rented out meanwhile
+            refused = await power(fleet, box, "start", journal, ledger=ledger,  # type: ignore
+                                  observe_timeout=5.0, poll_interval=0.01)
+            assert refused.code != 0 and "free GPUs" in " ".join(refused.lines), refused.lines
+            assert [(e["action"], e["outcome"]) for e in journal.entries] == [
+                ("stop", "done"), ("start", "failed")]
+            await meter.poll()
+            _, found = guardian.judge_costs(meter.update([]), {}, set())
+            assert found == [] and guardian.preempted == frozenset()
+            assert guardian.stopped_words("p") is None
+            down = BoxState(name="p", connection=Connection.UNREACHABLE, failed_since=0.0,
+                            error="connection refused")
+            assert guardian.box_updated(None, down) == []  # stopped on purpose: no outage
+            await settle(sender)
+            assert hook.posts == []
+        finally:
+            await meter.aclose()
+
+
 def box_at(clock: Clock, kind: str, bad: bool, step: int = 0) -> BoxState:
     """Box "b" as a look sees it, in the state that makes `kind` (bad) or not."""
     ok = BoxState(name="b", connection=Connection.OK, last_ok_at=clock.now - 1,

@@ -49,7 +49,7 @@ from tui.model.milestones import (
     settle,
 )
 from tui.model.policy import Alarms, Decision, judge_costs
-from tui.model.preemption import POWER_ACTIONS, UNSURE_WORDS, WORDS, preempted
+from tui.model.preemption import UNSURE_WORDS, WORDS, power_change, preempted
 from tui.model.watchdog import guard_events
 from tui.model.watchdog_silence import likely_fired
 from tui.store.journal import Journal
@@ -237,9 +237,10 @@ class Guardian:
                     continue
                 at = entry.get("time")
                 at = float(at) if isinstance(at, int | float) else None
-                if action in POWER_ACTIONS:
-                    self._power[name] = action
-                    if action == "start":
+                power = power_change(entry)  # a failed or refused one changed nothing
+                if power is not None:
+                    self._power[name] = power
+                    if power == "start":
                         self._started[name] = at
                         self._armed[name] = None  # a stop ended the watchdog with the box
                 elif action == "guard":  # armed, or replaced (by a dry run, or a failure)

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from tui.cli.fleet import load_fleet
 from tui.cli.output import print_json
@@ -73,9 +74,13 @@ async def _demo(real: bool) -> int:
     return EXIT_SIGNAL_BASE + caught[0] if caught else app.return_code or EXIT_OK
 
 
-async def _status(fleet: FleetConfig) -> tuple[list[BoxState], FleetCost]:
-    """Every box once and every provider once, in parallel; then the money picture."""
-    from tui.providers.meter import CostMeter
+async def _status(fleet: FleetConfig, entries: list[dict[str, Any]]
+                  ) -> tuple[list[BoxState], FleetCost]:
+    """Every box once and every provider once, in parallel; then the money picture. A box
+    that does not answer is at rest by the panel's rule (tui.providers.meter.rest_of)."""
+    from dataclasses import replace
+
+    from tui.providers.meter import CostMeter, rest_of
     from tui.remote.watch import snapshot_fleet
 
     meter = CostMeter(fleet)
@@ -83,23 +88,27 @@ async def _status(fleet: FleetConfig) -> tuple[list[BoxState], FleetCost]:
         boxes, _ = await asyncio.gather(snapshot_fleet(fleet), meter.poll())
     finally:
         await meter.aclose()
+    boxes = [b if b.connection is Connection.OK else
+             replace(b, rest=rest_of(fleet, entries, meter, b.name)) for b in boxes]
     return boxes, meter.update(boxes)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from tui.store.journal import Journal
+
     fleet = load_fleet(args.config)
-    boxes, cost = asyncio.run(_status(fleet))
+    entries = Journal().entries
+    boxes, cost = asyncio.run(_status(fleet, entries))
     now = time.time()
     if args.json:
         from tui.model.guard import last_verified_pushes
-        from tui.store.journal import Journal
 
-        entries = Journal().entries
         pushes = {b.name: last_verified_pushes(entries, b.name) for b in boxes}
         print_json(status_document(boxes, now, cost, pushes))
     else:
         print(clean_block(status_table(boxes, now, cost)))  # no box's control sequences
-    ok = all(b.connection is Connection.OK for b in boxes)
+    # A box stopped or destroyed on purpose is not a failure: cron scripts see exit 0.
+    ok = all(b.connection is Connection.OK or b.rest is not None for b in boxes)
     return EXIT_OK if ok else EXIT_FAILED
 
 

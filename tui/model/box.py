@@ -15,6 +15,7 @@ from typing import Any
 
 from tui.model.busy import BusyIntegral, BusyWindow, parse_busy
 from tui.model.fields import MAX_COUNT, brief, digits, finite, size
+from tui.model.rest import Rest
 from tui.model.runs import Cursor, Health, RunState, fold_run
 from tui.model.text import clean, clean_block
 from tui.model.watchdog import GuardView, fold_guard_part
@@ -154,6 +155,9 @@ class BoxState:
     refresh_seconds: float | None = None
     guard: GuardView | None = None  # the on-box watchdog's state, when one was installed
     guard_sig: str | None = None    # the signature of that state (the probe's cursor)
+    # Stopped or destroyed on purpose (tui.model.rest): its silence is expected. Set only
+    # while it does not answer; an answer clears it.
+    rest: Rest | None = None
 
     def run(self, path: str) -> RunState | None:
         for run in self.runs:

@@ -14,22 +14,25 @@ from typing import Any
 
 from tui.model.config import BoxConfig
 from tui.model.meter import BoxCost
+from tui.model.rest import POWER_ACTIONS, power_change
+
+__all__ = ["OFFER", "POWER_ACTIONS", "UNSURE_WORDS", "WORDS", "last_power_action",
+           "power_change", "preempted"]
 
 WORDS = "stopped by the provider (outbid / preempted?)"
 # A watchdog was armed on it (the journal says so) and the panel did not see it act: its
 # own stop is recorded only after the provider confirms it, when the box is usually gone.
 UNSURE_WORDS = "stopped by its watchdog or the provider?"
 OFFER = "S starts it again (the GPU may be gone), D destroys it (guarded); also in ctrl+p"
-POWER_ACTIONS = ("stop", "start", "destroy")
 
 
 def last_power_action(entries: Iterable[Mapping[str, Any]], box: str) -> str | None:
-    """The last stop, start or destroy the journal holds for `box`, whatever its outcome
-    (a stop whose effect was not read back may still have stopped it)."""
+    """The last stop, start or destroy the journal holds for `box` that may have changed
+    its power (tui.model.rest.power_change)."""
     last = None
     for entry in entries:
-        if entry.get("box") == box and entry.get("action") in POWER_ACTIONS:
-            last = entry["action"]
+        if entry.get("box") == box:
+            last = power_change(entry) or last
     return last
 
 

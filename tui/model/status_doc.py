@@ -12,6 +12,7 @@ from tui.model.busy import busy_fields
 from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
+from tui.model.rest import rest_document, rest_words
 from tui.model.runs import Health, RunState, folder_words, format_age
 from tui.model.sizing import DiskProjection, project_disk, projection_document
 from tui.model.throughput import UnitCost, unit_words
@@ -147,7 +148,10 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
                  now: float | None = None) -> dict[str, Any]:
     return {
         "name": box.name,
-        "connection": str(box.connection),
+        # "stopped" / "destroyed": not answering because we stopped or destroyed it on
+        # purpose (`rest` says by whom and when); otherwise how the last look went.
+        "connection": box.rest.kind if box.rest is not None else str(box.connection),
+        "rest": rest_document(box.rest),
         "error": box.error,
         "box_time": iso(box.box_time),
         "last_ok_at": iso(box.last_ok_at),
@@ -223,7 +227,8 @@ def _run_line(run: RunState, unit: UnitCost | None = None) -> str:
     return line
 
 
-def _money_line(cost: BoxCost) -> str:
+def _money_line(cost: BoxCost, advice: bool = True) -> str:
+    """`advice`: whether stop-vs-destroy arithmetic applies (never to a destroyed box)."""
     rate = cost.rate_now
     if rate is None:
         if cost.maybe_usd_per_hr is None:
@@ -244,7 +249,8 @@ def _money_line(cost: BoxCost) -> str:
         line += f", stopped {usd(stopped.usd_per_hr)}/hr"
         if cost.rates.saving_pct is not None:
             line += f" ({percent_words(cost.rates.saving_pct)} less)"
-    if cost.rates.break_even_hours is not None and math.isfinite(cost.rates.break_even_hours):
+    if advice and cost.rates.state != "destroyed" and cost.rates.break_even_hours is not None \
+            and math.isfinite(cost.rates.break_even_hours):
         line += f", stop pays if back within {cost.rates.break_even_hours:.1f} h"
     if cost.idle_alarm:
         line += f"\n  ! IDLE: billed as running, {cost.idle_reason}: burned {usd(cost.idle_usd)}"
@@ -275,7 +281,7 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
     if cost is not None:
         out.extend(fleet_money_line(cost))
     for box in boxes:
-        head = f"{box.name}  [{box.connection}]"
+        head = f"{box.name}  [{box.rest.kind if box.rest else box.connection}]"
         if box.gpus:
             utils = " ".join(f"{g.util_pct:.0f}%" if g.util_pct is not None else "?"
                              for g in box.gpus)
@@ -285,16 +291,20 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
         for disk in box.disks:
             head += f"  disk {disk.root} {disk.percent}% of {disk.where}"
         out.append(head)
-        if box.connection is not Connection.OK and likely_fired(box) is not None:
+        box_cost = cost.boxes.get(box.name) if cost is not None else None
+        if box.rest is not None:
+            stopped = box_cost.rates.stopped if box_cost is not None else None
+            disk_rate = stopped.usd_per_hr if stopped else None
+            out.append(f"  · {rest_words(box.rest, iso(box.rest.at), disk_rate)}")
+        elif box.connection is not Connection.OK and likely_fired(box) is not None:
             out.append(f"  · not answering: {box.error}")  # its watchdog's stop, expected
         elif box.connection is not Connection.OK:
             out.append(f"  ! {box.error}")
             age = box.data_age(now)
             if age is not None:
                 out.append(f"  (data below is {format_age(age)} old)")
-        box_cost = cost.boxes.get(box.name) if cost is not None else None
         if box_cost is not None:
-            out.append(_money_line(box_cost))
+            out.append(_money_line(box_cost, box.rest is None or box.rest.kind != "destroyed"))
             if box_cost.provider_error:
                 out.append(f"  ! {box_cost.provider_error}")
         for problem in (*box.root_problems, *box.notices):

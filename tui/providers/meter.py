@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from tui.model.bill import (
     BUSY_EVERY_SECONDS,
@@ -37,6 +38,7 @@ from tui.model.meter import (
     meter,
     observe,
 )
+from tui.model.rest import Rest, box_rest
 from tui.model.rightsize import Measured, measure
 from tui.providers import ProviderClient, ProviderError, make_client
 from tui.store.ledger import Ledger
@@ -310,3 +312,13 @@ def record_outcome(ledger: Ledger, box: BoxConfig, outcome: PowerOutcome, sent_a
 
 
 __all__ = ["PROVIDER_POLL_SECONDS", "CostMeter", "local_midnight", "record_outcome"]
+
+
+def rest_of(fleet: FleetConfig, entries: Iterable[Mapping[str, Any]], meter: CostMeter | None,
+            box: str) -> Rest | None:
+    """A silent box's rest (tui.model.rest.box_rest), with the provider's last answer on it
+    as this meter read it, and when (none for a manual box or one not read yet)."""
+    facts = meter.facts.get(box) if meter is not None else None
+    if meter is None or facts is None:
+        return box_rest(entries, box, None)
+    return box_rest(entries, box, facts.state, meter.read_at.get(box))

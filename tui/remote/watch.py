@@ -13,6 +13,8 @@ import random
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 
 from tui.model.box import (
     BadAnswer,
@@ -24,6 +26,7 @@ from tui.model.box import (
     probe_request,
 )
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.rest import REST_PROBE_SECONDS, Rest
 from tui.model.retry import backoff_delay
 from tui.remote.hostkeys import HostKeyStore, host_key_store
 from tui.remote.session import BoxError, BoxSession
@@ -82,6 +85,9 @@ class BoxWatcher:
         self._jitter = jitter
         self._wake = asyncio.Event()
         self.behind = False  # the last answer held back metrics history past its cap
+        # Whether the box is at rest (stopped or destroyed on purpose: tui.model.rest), asked
+        # when it does not answer; the runtime and `status` give the journal's answer.
+        self.resting: Callable[[], Rest | None] = lambda: None
 
     async def refresh(self, *, catch_up: bool = False, budget: int | None = None,
                       cap: int = 1 << 20) -> BoxState:
@@ -104,6 +110,8 @@ class BoxWatcher:
                 async with fold_turn():
                     self.state = fold_answer(self.state, answer, self._clock(),
                                              self.fleet.refresh_seconds)
+                    if self.state.rest is not None:  # it answers: running again
+                        self.state = replace(self.state, rest=None)
                     await asyncio.sleep(0)  # the next box's fold waits for the next turn
                 self.behind = needs_more(answer)
                 if not self.behind:
@@ -115,9 +123,13 @@ class BoxWatcher:
         return self.state
 
     def _fail(self, connection: Connection, message: str) -> None:
+        """A box at rest is looked at again in REST_PROBE_SECONDS, not after a backoff."""
         now = self._clock()
-        delay = backoff_delay(self.state.failures + 1, self._jitter())
-        self.state = fold_failure(self.state, connection, message, now, retry_at=now + delay)
+        rest = self.resting()
+        delay = REST_PROBE_SECONDS if rest is not None else \
+            backoff_delay(self.state.failures + 1, self._jitter())
+        self.state = replace(fold_failure(self.state, connection, message, now,
+                                          retry_at=now + delay), rest=rest)
 
     def next_delay(self) -> float:
         """Seconds until the next refresh: the refresh period, or the backoff after a failure."""
@@ -157,11 +169,16 @@ class BoxWatcher:
         await self.session.close()
 
 
-async def snapshot_fleet(fleet: FleetConfig, *, store: HostKeyStore | None = None
+async def snapshot_fleet(fleet: FleetConfig, *, store: HostKeyStore | None = None,
+                         resting: Callable[[str], Rest | None] | None = None
                          ) -> list[BoxState]:
-    """Every box once, in parallel, each with its whole history loaded; then disconnect."""
+    """Every box once, in parallel, each with its whole history loaded; then disconnect.
+    `resting`: whether a box that does not answer is at rest (by its name)."""
     store = store or host_key_store(fleet)
     watchers = [BoxWatcher(box, fleet, store=store) for box in fleet.boxes]
+    if resting is not None:
+        for watcher in watchers:
+            watcher.resting = partial(resting, watcher.box.name)
     try:
         return list(await asyncio.gather(*(w.refresh(catch_up=True) for w in watchers)))
     finally:

@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -35,8 +36,9 @@ from tui.model.config_diff import config_changes, needs_restart, rewatch
 from tui.model.guard import PushRecord, last_verified_pushes
 from tui.model.meter import down_on_record
 from tui.model.milestones import RETRY_BASE_SECONDS
+from tui.model.rest import Rest
 from tui.model.retry import backoff_delay
-from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
+from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter, rest_of
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
 from tui.runtime.config_file import CONFIG_POLL_SECONDS, ConfigFile, Refused, Reloaded
@@ -121,6 +123,8 @@ class Runtime:
                            states=self.states, clock=clock,
                            ledger=self.meter.ledger if self.meter is not None else None,
                            progress=self._progress)
+        for name, watcher in self.watchers.items():
+            watcher.resting = partial(self.rest_of, name)
         self.pushes = self._all_pushes()
         self._journal_seen = self.journal.version
         self._said: set[str] = set()  # storage problems already said
@@ -159,6 +163,12 @@ class Runtime:
     def busy(self) -> dict[str, str]:
         """box -> the action in flight (one at a time per box)."""
         return self.board.busy
+
+    def rest_of(self, box: str) -> Rest | None:
+        """Whether a box that does not answer is at rest (stopped or destroyed on purpose),
+        from the journal and the provider's last answer: decided here once for the panel
+        and `watch`, and by the same rule for `status` (tui.model.rest)."""
+        return rest_of(self.fleet, self.journal.entries, self.meter, box)
 
     def watching(self, box: str) -> bool:
         """Whether the box's watcher task is alive (a crash restarts it, never ends it)."""
@@ -325,6 +335,7 @@ class Runtime:
             cost = self.meter.update(self.states.values())
         decision, events = self.guardian.judge_costs(cost, self.states, self.busy)
         self.sink(CostChanged(cost))  # after the judgement: a header names its preemption
+        self._rejudge_rest()  # the provider may read a box at rest running again
         rung = tuple(e for e in events if e.kind not in (BOX_IDLE, OVER_BUDGET))  # noticed
         severities: list[Severity] = [n.severity for n in decision.notices]
         if rung:
@@ -395,6 +406,11 @@ class Runtime:
                     self._stop_watching(box.name)
                     watcher = self.watchers[box.name] = BoxWatcher(box, new, store=store,
                                                                    clock=self.clock)
+                    watcher.resting = partial(self.rest_of, box.name)  # as at the start
+                    if self.meter is not None:  # its busy figure carries on, as at start
+                        integral = self.meter.restore_busy(box.name)
+                        if integral.covered_s > 0:
+                            watcher.state = replace(watcher.state, busy=integral)
                     if self._running:
                         self._spawn(self._supervise(watcher), f"watch {box.name}")
                 else:
@@ -433,6 +449,18 @@ class Runtime:
         self._journal_seen = self.journal.version
         self.pushes = self._all_pushes()
         self.sink(PushesChanged(self.pushes))
+        self._rejudge_rest()
+
+    def _rejudge_rest(self) -> None:
+        """A silent box whose rest changed (our stop was journalled, here or by the CLI;
+        the provider reads it running again) is looked at now, so that its watcher says so
+        at once rather than after its backoff or its minute at rest."""
+        for name, watcher in self.watchers.items():
+            state = self.states[name]
+            if state.connection is not Connection.OK and \
+                    state.connection is not Connection.CONNECTING and \
+                    self.rest_of(name) != state.rest:
+                watcher.poke()
 
     async def _reread_journal(self) -> None:
         """A push by the CLI or another panel shows on the runs within a second."""

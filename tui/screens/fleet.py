@@ -546,9 +546,11 @@ class FleetScreen(Screen[None]):
                                 self.action_filter)
         yield SystemCommand("Costs", "Every box's rates, spend and break-even; the fleet's "
                             "spend over time", lambda: self.app.run_action("costs"))
-        for name in sorted(view.stopped_unasked()):
+        resting = {n: s.rest for n, s in view.states.items() if s.rest is not None}
+        for name in sorted(view.stopped_unasked() | {n for n, r in resting.items()
+                                                     if r.kind == "stopped"}):
             if screen is self:  # a box with no run shown has no cursor
-                words = view.stopped_words(name)
+                words = view.stopped_words(name) or resting[name].words()
                 yield SystemCommand(escape(f"Start {name}"), f"{words}: start it again (the "
                                     "GPU may be gone)", partial(self.confirm_start, name))
                 yield SystemCommand(escape(f"Destroy {name}"), f"{words}: destroy it (the "
@@ -558,6 +560,8 @@ class FleetScreen(Screen[None]):
         yield SystemCommand("Size a disk", "data + checkpoints + 30% headroom: the disk to rent",
                             lambda: ask(SizeRequested()))
         for name in view.states:
+            if name in resting:  # nothing to check, doctor, fetch onto or launch on
+                continue
             yield SystemCommand(escape(f"Check {name}"), "torch, CUDA, a real matmul per GPU, "
                                 "GPU health, LibreYOLO, HF_HOME",
                                 lambda b=name: ask(CheckRequested(b)))
