@@ -134,3 +134,30 @@ def test_watch_metrics_agree_with_status_and_survive_hostile_names_and_hangups(
     assert proc.returncode == 0, log
     assert "Traceback" not in log and "Exception" not in log, log
     assert "watch: stopped, every connection closed" in log.splitlines()[-1]
+
+
+def test_watch_metrics_on_a_taken_port_or_without_the_library_says_so_in_one_line(
+        tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path, [{"name": "down", "host": "127.0.0.1", "port": 1}])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(tmp_path / "state")}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "tui", "watch", "--config", fleet.source,
+                               "--metrics", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done
+    assert f"--metrics 127.0.0.1:{port}: cannot listen there" in done.stdout
+    # prometheus_client not installed: a stand-in package that fails to import, first on
+    # the path
+    shadow = tmp_path / "shadow" / "prometheus_client"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not installed')\n")
+    done = subprocess.run([sys.executable, "-m", "tui", "watch", "--config", fleet.source,
+                           "--metrics", "127.0.0.1:0"], cwd=ROOT,
+                          env={**env, "PYTHONPATH": f"{shadow.parent}{os.pathsep}{ROOT}"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done
+    assert done.stderr.strip().splitlines() == [
+        "watch: --metrics needs prometheus_client: pip install 'prometheus_client>=0.20,<1'"]
