@@ -72,7 +72,12 @@ class FleetCollector(Collector):
         async def on_loop() -> list[Family]:
             return self.build()
 
-        future = asyncio.run_coroutine_threadsafe(on_loop(), self.loop)
+        work = on_loop()
+        try:
+            future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        except RuntimeError:  # the loop is closed: watch is ending
+            work.close()
+            return
         try:
             families = future.result(timeout=SCRAPE_TIMEOUT_SECONDS)
         except (TimeoutError, RuntimeError, asyncio.CancelledError):
