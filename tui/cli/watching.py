@@ -114,11 +114,28 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """The panel's policies without the screen, one log line per event, until a signal."""
+    if args.metrics is not None:
+        try:
+            import prometheus_client  # noqa: F401  (only --metrics needs it)
+        except ImportError:
+            print("watch: --metrics needs prometheus_client: pip install 'prometheus_client"
+                  ">=0.20,<1'", file=sys.stderr)
+            return EXIT_FAILED
     fleet = load_fleet(args.config)
-    return asyncio.run(_watch(fleet))
+    return asyncio.run(_watch(fleet, args.metrics))
 
 
-async def _watch(fleet: FleetConfig) -> int:
+def listen_address(text: str) -> tuple[str, int]:
+    """`--metrics HOST:PORT` for argparse."""
+    from tui.model.metrics_doc import parse_listen
+
+    try:
+        return parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+async def _watch(fleet: FleetConfig, metrics: tuple[str, int] | None = None) -> int:
     from datetime import UTC, datetime
 
     from tui.runtime.watch_sink import watch
@@ -132,7 +149,7 @@ async def _watch(fleet: FleetConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform
             loop.add_signal_handler(sig, stop.set)
-    return await watch(fleet, stop, log=log)
+    return await watch(fleet, stop, log=log, metrics=metrics)
 
 
 def parse_since(text: str) -> float:
@@ -193,6 +210,10 @@ def add_watching(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
                            help="the panel's policies without its screen (milestone pushes, "
                                 "idle and budget alarms, on_budget, alerts), one log line per "
                                 "event, until SIGTERM or SIGINT")
+    watch.add_argument("--metrics", type=listen_address, metavar="HOST:PORT",
+                       help="also serve the fleet's figures at http://HOST:PORT/metrics in "
+                            "the Prometheus text format (HOST defaults to 127.0.0.1; port 0: "
+                            "a free one, printed in the log; needs prometheus_client)")
     watch.set_defaults(func=cmd_watch)
     costs = sub.add_parser("costs", parents=[common],
                            help="what each box and the fleet cost: running, stopped and idle "

@@ -15,10 +15,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tui.actions.alerts import AlertSender
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
+from tui.model.exit_codes import EXIT_FAILED
 from tui.model.milestones import RETRY_BASE_SECONDS
 from tui.model.watchdog_silence import likely_fired
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
@@ -31,10 +33,14 @@ from tui.runtime.events import (
     Crashed,
     Event,
     Notice,
+    Sink,
 )
 from tui.runtime.fleet import Runtime
 from tui.store.journal import Journal
 from tui.store.secrets import scrub
+
+if TYPE_CHECKING:
+    from tui.runtime.metrics import FleetTally, MetricsServer
 
 STOP_GRACE_SECONDS = 30.0
 
@@ -96,11 +102,21 @@ class Watch:
                  meter: CostMeter | None = None, log: Log = print,
                  clock: Callable[[], float] = time.time,
                  poll_seconds: float = PROVIDER_POLL_SECONDS,
-                 retry_seconds: float = RETRY_BASE_SECONDS) -> None:
+                 retry_seconds: float = RETRY_BASE_SECONDS,
+                 metrics: tuple[str, int] | None = None) -> None:
         self.fleet = fleet
         self.log: Log = lambda line: log(scrub(line))  # box words in every line: redacted
         self.sender = AlertSender(fleet.alerts, log=self.log)
-        self.runtime = Runtime(fleet, LogSink(self.log), journal=journal, meter=meter,
+        self.metrics = metrics  # (host, port) to serve /metrics on; port 0: a free one
+        self.metrics_server: MetricsServer | None = None
+        self.tally: FleetTally | None = None
+        sink: Sink = LogSink(self.log)
+        if metrics is not None:
+            from tui.runtime.metrics import FleetTally  # prometheus_client: only when asked
+
+            self.tally = tally = FleetTally()
+            sink = _both(sink, tally)
+        self.runtime = Runtime(fleet, sink, journal=journal, meter=meter,
                                sender=self.sender, clock=clock, poll_seconds=poll_seconds,
                                retry_seconds=retry_seconds)
 
@@ -123,6 +139,19 @@ class Watch:
                  + (f"; alerts to {self.sender.where or ''}"
                     f"{' and a command' if self.fleet.alerts.command else ''}"
                     if self.sender.active else ""))
+        if self.metrics is not None and self.tally is not None:
+            from tui.runtime.metrics import serve_metrics
+
+            host, port = self.metrics
+            try:
+                self.metrics_server = serve_metrics(self.runtime, self.tally, host, port)
+            except OSError as exc:
+                self.log(f"watch: --metrics {host}:{port}: cannot listen there: "
+                         f"{exc.strerror or exc}")
+                await self.runtime.aclose()
+                return EXIT_FAILED
+            self.log(f"watch: metrics on {self.metrics_server.url} (port "
+                     f"{self.metrics_server.port})")
         try:
             self.runtime.start()
             await stop.wait()
@@ -131,13 +160,24 @@ class Watch:
             if self.busy:
                 self.log(f"watch: waiting up to {STOP_GRACE_SECONDS:g} s for "
                          f"{', '.join(sorted(self.busy))}")
+            if self.metrics_server is not None:
+                await asyncio.to_thread(self.metrics_server.close)
             await self.runtime.aclose(grace=STOP_GRACE_SECONDS)
             self.log("watch: stopped, every connection closed")
         return 0
 
 
-async def watch(fleet: FleetConfig, stop: asyncio.Event, *, log: Log = print) -> int:
-    """`gpurent-tui watch`: until `stop` is set; 0 once everything is closed."""
+def _both(first: Sink, second: Sink) -> Sink:
+    def sink(item: Event) -> None:
+        first(item)
+        second(item)
+    return sink
+
+
+async def watch(fleet: FleetConfig, stop: asyncio.Event, *, log: Log = print,
+                metrics: tuple[str, int] | None = None) -> int:
+    """`gpurent-tui watch`: until `stop` is set; 0 once everything is closed (`metrics`:
+    where to serve /metrics)."""
     with contextlib.suppress(asyncio.CancelledError):
-        return await Watch(fleet, log=log).run(stop)
+        return await Watch(fleet, log=log, metrics=metrics).run(stop)
     return 0

@@ -1,0 +1,108 @@
+"""`watch --metrics`' families from a box's answer as a hostile box would send it, through
+prometheus_client's own exposition and parser: bounded labels, bounded series, one
+series per run, and the `--metrics HOST:PORT` words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.core import Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
+
+from tui.model.box import BoxState, Connection
+from tui.model.metrics_doc import (
+    LABEL_CHARS,
+    MAX_RUNS_PER_BOX,
+    Family,
+    label_value,
+    metric_families,
+    parse_listen,
+)
+from tui.model.runs import Health, RunState
+from tui.runtime.metrics import _metric
+
+
+class _Fixed:
+    def __init__(self, families: list[Family]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return (_metric(f) for f in self.families)
+
+
+def _exposed(boxes: list[BoxState], actions: dict[tuple[str, str, str], int] | None = None
+             ) -> tuple[str, dict[str, list[tuple[dict[str, str], float]]]]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(metric_families(boxes, None, {}, {"b": "vast"}, actions or {},
+                                             1.8e9)))
+    text = generate_latest(registry).decode()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((s.labels, s.value))
+    return text, samples
+
+
+def _run(name: str, path: str | None = None, health: Health = Health.RUNNING) -> RunState:
+    return RunState(path=path or f"/runs/{name[:20]}", name=name, root="/runs", health=health)
+
+
+def test_a_ten_kilobyte_run_name_is_one_bounded_printable_series() -> None:
+    hostile = 'a"b\\c\n}\x1b[2J\x00\u202e' + "Z" * 10_000
+    text, samples = _exposed([BoxState(name="b", connection=Connection.OK,
+                                       runs=(_run(hostile), _run("ok")))])
+    runs = [labels["run"] for labels, _ in samples["gpurent_run_health"]
+            if labels["health"] == "running"]
+    assert len(runs) == 2 and "ok" in runs
+    odd = next(r for r in runs if r != "ok")
+    assert len(odd) == LABEL_CHARS and odd.isprintable() and odd.endswith("~")
+    assert odd.startswith('a"b\\c')
+    assert len(text) < 20_000  # the 10 kB went nowhere
+
+
+def test_ten_thousand_runs_make_a_bounded_series_count_and_say_so() -> None:
+    runs = (*(_run(f"r{i}", health=Health.COMPLETED) for i in range(10_000)), _run("live"))
+    _, samples = _exposed([BoxState(name="b", connection=Connection.OK, runs=runs)])
+    assert len(samples["gpurent_run_health"]) == MAX_RUNS_PER_BOX * len(Health)
+    assert samples["gpurent_truncated"] == [({"box": "b", "provider": "vast"},
+                                             10_001 - MAX_RUNS_PER_BOX)]
+    assert any(labels["run"] == "live" for labels, _ in samples["gpurent_run_health"])
+
+
+def test_names_equal_after_the_cut_stay_two_series() -> None:
+    long = "x" * 100
+    _, samples = _exposed([BoxState(name="b", connection=Connection.OK,
+                                    runs=(_run(long + "1", "/r/1"), _run(long + "2", "/r/2")))])
+    names = {labels["run"] for labels, _ in samples["gpurent_run_health"]}
+    assert len(names) == 2 and all(len(n) <= LABEL_CHARS for n in names)
+
+
+def test_actions_count_by_kind_and_outcome() -> None:
+    _, samples = _exposed([BoxState(name="b")], {("b", "push", "done"): 2,
+                                                  ("b", "stop", "unknown"): 1})
+    assert sorted((labels["kind"], labels["outcome"], v)
+                  for labels, v in samples["gpurent_action_total"]) == \
+        [("push", "done", 2.0), ("stop", "unknown", 1.0)]
+    assert samples["gpurent_box_up"][0][1] == 0.0
+
+
+def test_label_value_strips_control_sequences() -> None:
+    assert label_value("\x1b[31mred\x1b[0m\nx") == "red x"
+    assert all(c.isprintable() for c in label_value("\x1b]0;title\x07a\tb\rc"))
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("127.0.0.1:0", ("127.0.0.1", 0)), (":9100", ("127.0.0.1", 9100)),
+    ("9100", ("127.0.0.1", 9100)), ("0.0.0.0:9100", ("0.0.0.0", 9100)),
+    ("[::1]:9100", ("::1", 9100))])
+def test_listen_addresses(text: str, want: tuple[str, int]) -> None:
+    assert parse_listen(text) == want
+
+
+@pytest.mark.parametrize("text", ["host:", "host:http", "1:70000", "127.0.0.1:-1"])
+def test_bad_listen_addresses_name_the_flag(text: str) -> None:
+    with pytest.raises(ValueError, match="--metrics"):
+        parse_listen(text)

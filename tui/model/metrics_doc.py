@@ -1,0 +1,180 @@
+"""What `watch --metrics` serves: the fleet as Prometheus metric families. Pure.
+
+The figures are read from `status --json`'s own documents (box_document, run_document),
+so a scrape and a `status --json` of the same instant agree by construction. Run names
+and other words a box sends become label values: each is cleaned of control sequences,
+kept to printable characters and cut to LABEL_CHARS; a box's runs are cut to
+MAX_RUNS_PER_BOX (the rest counted in `gpurent_truncated`), so a hostile box can neither
+break the text format nor blow up the series count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tui.model.box import BoxState, Connection
+from tui.model.guard import PushRecord
+from tui.model.meter import FleetCost
+from tui.model.runs import Health
+from tui.model.status_doc import box_document
+from tui.model.text import plain
+
+LABEL_CHARS = 64  # a label value's length at most (run names, metric names, action kinds)
+MAX_RUNS_PER_BOX = 50  # runs per box given series; running ones first, the rest counted
+DEFAULT_HOST = "127.0.0.1"
+
+Kind = Literal["gauge", "counter"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family: its name (a counter's ends in _total), type, help, label names
+    and series (label values in that order, value)."""
+
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...]
+    series: list[tuple[tuple[str, ...], float]] = field(default_factory=list)
+
+    def add(self, values: tuple[str, ...], value: float | int | bool | None) -> None:
+        """A series, unless its value is unknown (None: no sample rather than a made-up 0)."""
+        if value is None:
+            return
+        self.series.append((values, float(value)))
+
+
+def label_value(text: object, cap: int = LABEL_CHARS) -> str:
+    """A label value from words a box may have sent: no control sequences, printable
+    characters only, at most `cap` of them (a cut one ends in "~")."""
+    words = "".join(c if c.isprintable() else "?" for c in plain(str(text), 4 * cap))
+    return words if len(words) <= cap else words[:cap - 1] + "~"
+
+
+def action_kind(what: str) -> str:
+    """An action's kind for `gpurent_action_total`: "milestone push (run completed)" ->
+    "milestone push"."""
+    return label_value(what.split(" (", 1)[0])
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`--metrics HOST:PORT` (or `:PORT`, `PORT`, `[::1]:PORT`); port 0: a free one.
+    ValueError with the words to show otherwise."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = "", text
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"--metrics {text!r}: expected HOST:PORT (port 0 for a free one)"
+                         ) from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--metrics {text!r}: port {port} is not a port "
+                         "(1 to 65535, or 0 for a free one)")
+    return host or DEFAULT_HOST, port
+
+
+def _ratio(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100.0
+
+
+def _kept_runs(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The box's runs given series (running ones first, then in the box's order) and how
+    many were left out."""
+    runs = list(doc["runs"])
+    ordered = sorted(runs, key=lambda r: r["health"] != Health.RUNNING)  # stable
+    return ordered[:MAX_RUNS_PER_BOX], max(0, len(runs) - MAX_RUNS_PER_BOX)
+
+
+def _run_labels(runs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Each run's `run` label: its cleaned, cut name; two that read the same after the
+    cut get "#2", "#3" so no two series of a box collide."""
+    seen: dict[str, int] = {}
+    out = []
+    for run in runs:
+        name = label_value(run["name"] or run["path"])
+        count = seen.get(name, 0) + 1
+        seen[name] = count
+        out.append(name if count == 1 else label_value(name, LABEL_CHARS - 4) + f"#{count}")
+    return out
+
+
+def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
+                    pushes: Mapping[str, Mapping[str, PushRecord]],
+                    providers: Mapping[str, str],
+                    actions: Mapping[tuple[str, str, str], int],
+                    now: float) -> list[Family]:
+    """Every family for one scrape. `providers`: box -> its provider (the config);
+    `actions`: (box, kind, outcome) -> actions ended since watch started."""
+    box_l, run_l = ("box", "provider"), ("box", "provider", "run")
+    up = Family("gpurent_box_up", "gauge", "1 while the box answers its probes", box_l)
+    rate = Family("gpurent_box_usd_per_hour", "gauge",
+                  "what the box is billed per hour now (status --json cost.usd_per_hr)", box_l)
+    spent = Family("gpurent_box_spent_usd_total", "counter",
+                   "dollars the box has accrued (status --json cost.accrued_usd)", box_l)
+    busy = Family("gpurent_box_gpu_busy_ratio", "gauge",
+                  "the box's GPUs' busy share over the billed time, 0 to 1", box_l)
+    disk = Family("gpurent_box_disk_used_ratio", "gauge",
+                  "used share of the filesystem holding a runs root, 0 to 1", (*box_l, "root"))
+    armed = Family("gpurent_watchdog_armed", "gauge",
+                   "1 while the box's on-box watchdog is armed", box_l)
+    truncated = Family("gpurent_truncated", "gauge",
+                       f"runs of the box given no series (over {MAX_RUNS_PER_BOX} per box)",
+                       box_l)
+    epoch = Family("gpurent_run_epoch", "gauge", "the run's current epoch", run_l)
+    epochs = Family("gpurent_run_epochs_total", "gauge", "the epochs the run will train",
+                    run_l)
+    eta = Family("gpurent_run_eta_seconds", "gauge", "seconds until the run ends", run_l)
+    loss = Family("gpurent_run_train_loss", "gauge", "the run's last training loss", run_l)
+    best = Family("gpurent_run_best_metric", "gauge",
+                  "the run's best validation metric so far", (*run_l, "metric"))
+    health = Family("gpurent_run_health", "gauge",
+                    "1 for the run's current health, 0 for the others", (*run_l, "health"))
+    unpushed = Family("gpurent_run_unpushed_usd", "gauge",
+                      "GPU dollars since the run's last verified push: what a crash loses",
+                      run_l)
+    finish = Family("gpurent_run_usd_to_finish", "gauge",
+                    "dollars the run's remaining epochs will cost", run_l)
+    done = Family("gpurent_action", "counter",
+                  "actions ended since watch started, by kind and outcome",
+                  ("box", "kind", "outcome"))
+    for box in boxes:
+        doc = box_document(box, cost.boxes.get(box.name) if cost else None,
+                           pushes.get(box.name), now)
+        name = label_value(box.name)
+        where = (name, label_value(providers.get(box.name, "manual")))
+        up.add(where, box.connection is Connection.OK)
+        money = doc["cost"] or {}
+        rate.add(where, money.get("usd_per_hr"))
+        spent.add(where, money.get("accrued_usd"))
+        billed_busy = money.get("gpu_busy_pct")  # over the billed time; else the probes'
+        busy.add(where, _ratio(billed_busy if billed_busy is not None else doc["gpu_busy_pct"]))
+        for d in doc["disks"]:
+            disk.add((*where, label_value(d["root"])), _ratio(d["used_pct"]))
+        armed.add(where, bool(doc["guard"] and doc["guard"]["armed"]))
+        runs, left_out = _kept_runs(doc)
+        truncated.add(where, left_out)
+        for run, label in zip(runs, _run_labels(runs), strict=True):
+            at = (*where, label)
+            epoch.add(at, run["current_epoch"])
+            epochs.add(at, run["total_epochs"])
+            eta.add(at, run["eta_seconds"])
+            loss.add(at, run["train_loss"])
+            best.add((*at, label_value(run["best_metric_name"] or "best")), run["best_metric"])
+            for h in Health:
+                health.add((*at, str(h)), run["health"] == h)
+            unpushed.add(at, run["unpushed_usd"])
+            finish.add(at, run["cost_to_finish_usd"])
+    for (box_name, kind, outcome), count in sorted(actions.items()):
+        done.add((label_value(box_name), label_value(kind), label_value(outcome)), count)
+    families = [up, rate, spent, busy, disk, armed, truncated, epoch, epochs, eta, loss, best,
+                health, unpushed, finish, done]
+    for family in families:  # a box's nonsense number is no sample, not a NaN in a graph
+        family.series[:] = [(v, x) for v, x in family.series if math.isfinite(x)]
+    return families
