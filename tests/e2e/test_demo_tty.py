@@ -261,7 +261,9 @@ def test_push_stop_start_destroy_each_end_in_a_true_outcome(tmux: Tmux, tmp_path
     send("y")
     (stop,) = wait_ended("stop")
     assert stop["outcome"] == "done" and "it reads stopped" in stop["message"], stop
-    wait(f"{BOX} down on screen", lambda: "unreachable" in demo.screen(), 30)
+    wait(f"{BOX} at rest on screen",  # our confirmed stop: at rest, not "unreachable"
+         lambda: "stopped (by you" in demo.screen() and "unreachable" not in demo.screen(),
+         30)
     time.sleep(1.0)  # its section redrawn, the focus back on the run's row
 
     send("S")
