@@ -20,6 +20,11 @@ async def select_box(pilot, app: GpurentApp, name: str) -> None:  # type: ignore
     screen = app.screen_stack[0]
     assert isinstance(screen, FleetScreen)
     await until(pilot, lambda: screen.selected is not None)
+    # Move from the top, so the run is one the user chose: a cursor the panel placed
+    # itself follows the most urgent run until the user moves it (a box stopped stops
+    # being urgent, and the cursor went to another box's training run).
+    for _ in range(len(screen.fleet_list.order)):
+        await pilot.press("k")
     for _ in range(200):
         if screen.selected is not None and screen.selected[0] == name:
             return
@@ -45,9 +50,19 @@ async def test_stopped_then_refused_start_then_destroyed_read_as_at_rest(
             await select_box(pilot, app, "runpod-a100")
             await pilot.press("s")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-            await pilot.pause(0.2)
             await pilot.press("y")
             await until(pilot, lambda: "stopped (by you, " in box_text(app, "runpod-a100"))
+            # S at once asks to start it again (the provider's last answer, from before the
+            # stop, said running: it must not answer "is already running"); n keeps it off.
+            assert app.screen_stack[0].selected[0] == "runpod-a100"  # type: ignore[attr-defined]
+            await pilot.press("S")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen)
+                        or any("already" in n.message for n in app._notifications), 10)
+            assert not any("already" in n.message for n in app._notifications), \
+                [n.message for n in app._notifications]
+            assert "Start runpod-a100?" in app.screen.title_text  # type: ignore[attr-defined]
+            await pilot.press("n")
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen))
             text = box_text(app, "runpod-a100")
             assert "unreachable" not in text and "retry in" not in text, text
             assert "· disk $" in text  # RunPod's volume rate, from the provider

@@ -82,3 +82,21 @@ def test_stop_words_say_what_applies_to_the_box() -> None:
     vast = stop_words(FLEET.box("vast"), Rate(0.05, "api"))
     assert "still bills $0.0500/hr" in vast and "provider gives it to someone else" in vast
     assert "rate unknown" in stop_words(FLEET.box("vast"), None)
+
+
+def test_our_seen_stop_outweighs_the_providers_older_running() -> None:
+    """Right after our stop the meter's last provider answer (from before it) still says
+    running: the box reads "stopped (by you, ...)", so S offers the start instead of "is
+    already running", and a second s says it is stopped. (A provider reading it up after
+    the stop ends the rest: tui.model.rest.box_rest.)"""
+    from tui.model.rest import Rest
+
+    box, stopped = FLEET.box("vast"), Rest("stopped", "you", 100.0)
+    assert refusal("start", box, rates("running"), stopped) is None
+    assert "already stopped" in (refusal("stop", box, rates("running"), stopped) or "")
+    assert refusal("destroy", box, rates("running"), stopped) is None
+    gone = Rest("destroyed", "you", 100.0)
+    for action in ("start", "stop", "destroy"):
+        assert "is destroyed" in (refusal(action, box, rates("running"), gone) or "")
+    assert refusal("start", box, None, stopped) is None
+    assert "manual box" in (refusal("start", FLEET.box("lab"), None, stopped) or "")

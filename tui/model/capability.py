@@ -11,15 +11,20 @@ from __future__ import annotations
 from tui.model.config import BoxConfig
 from tui.model.cost import BoxRates, Rate, usd
 from tui.model.instance import POWER_ACTIONS, PowerAction
+from tui.model.rest import Rest
 
 _ALREADY = {"stop": ("stopped", "stopping"), "start": ("running", "starting")}
 
 
-def refusal(action: PowerAction, box: BoxConfig, rates: BoxRates | None = None) -> str | None:
+def refusal(action: PowerAction, box: BoxConfig, rates: BoxRates | None = None,
+            rest: Rest | None = None) -> str | None:
     """Why `action` cannot be done on `box` now; None when it can be offered.
 
     `rates` carries the provider's last word on the box (state, whether it can
-    stop); without it only the config decides.
+    stop); without it only the config decides. `rest` is the box at rest as the
+    runtime reads it (tui.model.rest.box_rest): our own seen stop or destroy, which
+    outweighs a provider answer read before it (the meter polls once a minute, so
+    right after a stop its state still says running; S must offer the start).
     """
     if action not in POWER_ACTIONS:
         raise ValueError(f"unknown action {action!r}")
@@ -36,6 +41,10 @@ def refusal(action: PowerAction, box: BoxConfig, rates: BoxRates | None = None) 
     if not box.instance_id:
         return (f"{box.name} has no instance_id in the config, so the panel cannot tell "
                 f"{box.provider} what to {action}")
+    if rest is not None:
+        if rest.kind == "destroyed":
+            return f"{box.name} is destroyed: nothing is left to {action}"
+        return f"{box.name} is already stopped" if action == "stop" else None
     if rates is None:
         return None
     if rates.state == "destroyed":

@@ -433,7 +433,9 @@ class FleetScreen(Screen[None]):
         """Offer only what the box can do: say why not instead of asking to confirm."""
         app = self.gpurent
         cost = app.cost.boxes.get(box) if app.cost else None
-        why = refusal(action, app.fleet.box(box), cost.rates if cost else None)
+        state = app.states.get(box)
+        why = refusal(action, app.fleet.box(box), cost.rates if cost else None,
+                      state.rest if state is not None else None)
         if why is not None:
             self.notify(why, severity="warning", markup=False)
         return why is not None
