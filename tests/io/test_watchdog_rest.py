@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.sshd import KeyPair, Sshd
 from support.fleets import box_entry, make_fleet
+from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
 from tui.model.box import BoxState
@@ -134,7 +134,8 @@ async def test_a_likely_watchdog_stop_is_journalled_and_a_fresh_status_says_it(
         "stop", "unknown", True, "timeout")
     assert entry["message"] == words
 
-    code, box, table = await asyncio.to_thread(status, fleet, capsys)  # a fresh process: no guard state seen
+    # A fresh process, as cron runs it: it never saw the guard state.
+    code, box, table = await asyncio.to_thread(status, fleet, capsys)
     assert code == 0, box  # expected, so not a failure for a cron script
     assert box["connection"] == "stopped"
     assert box["rest"]["by"] == "watchdog" and box["rest"]["sure"] is False
