@@ -233,6 +233,7 @@ async def test_over_budget_pushes_then_stops_when_configured(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, vast: VastServer) -> None:
     from tui.app import GpurentApp
     from tui.model.config import parse_config
+    from tui.model.rest import journal_rest
 
     server = sshd_factory()
     out = tmp_path / "out"
@@ -249,6 +250,10 @@ async def test_over_budget_pushes_then_stops_when_configured(
             await pilot.pause(0.05)
     actions = [(e["action"], e["outcome"]) for e in app.journal.entries]
     assert actions == [("push", "done"), ("stop", "done")]
+    # The budget's stop is journalled as the budget's, and the box's rest says so.
+    assert app.journal.entries[-1]["by"] == "budget"
+    rest = journal_rest(app.journal.entries, "gpu-a")
+    assert rest is not None and rest.words("15:44") == "stopped (by its budget, 15:44)"
     assert (out / "gpu-a" / "yolox_completed" / "weights" / "best.pt").exists()
     assert vast.count("PUT") == 1
 

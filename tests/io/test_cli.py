@@ -119,7 +119,8 @@ def test_status_exits_0_for_boxes_stopped_or_destroyed_on_purpose(
     assert boxes["stopped-box"]["rest"]["by"] == "you" and boxes["stopped-box"]["rest"]["at"]
     assert boxes["gone-box"]["connection"] == "destroyed"
     assert boxes["gone-box"]["rest"] == {"kind": "destroyed", "by": "you",
-                                         "at": "2027-01-15T08:00:00+00:00"}
+                                         "at": "2027-01-15T08:00:00+00:00", "sure": True,
+                                         "words": "destroyed (by you)"}
     assert "stopped-box  [stopped]" in table and "gone-box  [destroyed]" in table
     assert "· stopped (by you, " in table and "· destroyed (by you, 2027-01-15" in table
     assert "stop pays" not in table.split("gone-box")[1]

@@ -214,9 +214,10 @@ async def power(fleet: FleetConfig, box: BoxConfig, action: Literal["stop", "sta
                 journal: Journal, *,
                 session: BoxSession | None = None, ledger: Ledger | None = None,
                 clock: Callable[[], float] = time.time, observe_timeout: float = 180.0,
-                poll_interval: float = 3.0) -> Report:
+                poll_interval: float = 3.0, by: str | None = None) -> Report:
     """Stop or start a box through its provider (or its configured command); the effect is
-    watched for up to `observe_timeout` seconds, looking every `poll_interval`."""
+    watched for up to `observe_timeout` seconds, looking every `poll_interval`. `by`: who
+    asked, when not the user ("budget"), journalled so the box's rest says so."""
     act: Callable[..., Awaitable[PowerOutcome]] = {"stop": stop_box, "start": start_box}[action]
     own = None
     if session is None and box.provider == "manual":
@@ -229,7 +230,7 @@ async def power(fleet: FleetConfig, box: BoxConfig, action: Literal["stop", "sta
     finally:
         if own is not None:
             await own.close()
-    _journal_power(journal, outcome)
+    _journal_power(journal, outcome, details={"by": by} if by else None)
     _bill(ledger, box, outcome, sent_at, clock())
     return _power_report(outcome)
 
@@ -407,7 +408,8 @@ async def push_and_stop(fleet: FleetConfig, box: BoxConfig, journal: Journal, *,
         report.code = pushed.code
     if report.code == EXIT_OK:
         stopped = await power(fleet, box, "stop", journal, session=session, ledger=ledger,
-                              observe_timeout=observe_timeout, poll_interval=poll_interval)
+                              observe_timeout=observe_timeout, poll_interval=poll_interval,
+                              by="budget")
         report.lines += stopped.lines
         report.code = stopped.code
         report.outcome = stopped.outcome

@@ -51,6 +51,7 @@ from tui.model.milestones import (
 from tui.model.policy import Alarms, Decision, judge_costs
 from tui.model.preemption import UNSURE_WORDS, WORDS, power_change, preempted
 from tui.model.watchdog import guard_events
+from tui.model.watchdog_journal import watchdog_stops
 from tui.model.watchdog_silence import likely_fired
 from tui.store.journal import Journal
 from tui.store.sent_alerts import SentAlerts
@@ -94,6 +95,7 @@ class Guardian:
         self._power: dict[str, str | None] = {}  # box -> its last stop/start/destroy
         self._power_version: int | None = None
         self._started: dict[str, float | None] = {}  # box -> its last start journalled
+        self._watchdog_keys: dict[str, set[str]] = {}  # box -> its watchdog stops journalled
         self._armed: dict[str, float | None] = {}  # box -> a watchdog armed since its start
         self._provider_stopped: frozenset[str] = frozenset()  # as the last money picture read
 
@@ -125,6 +127,7 @@ class Guardian:
                 found.append(watchdog_acted(after.name, "; ".join(
                     f"{s.action} {s.outcome}" + (f": {s.detail}" if s.detail else "")
                     for s in steps), now))
+        self._journal_watchdog(after)
         stops = _guard_stops(after)
         if stops:
             self._guard_stopped[after.name] = max(stops)
@@ -231,10 +234,14 @@ class Guardian:
             self._power = {b.name: None for b in self.fleet.boxes}
             self._started = {b.name: None for b in self.fleet.boxes}
             self._armed = {b.name: None for b in self.fleet.boxes}
+            self._watchdog_keys = {b.name: set() for b in self.fleet.boxes}
             for entry in self.journal.entries:  # one pass for the fleet
                 name, action = entry.get("box"), entry.get("action")
                 if name not in self._power:
                     continue
+                key = entry.get("guard_step")
+                if entry.get("by") == "watchdog" and isinstance(key, str):
+                    self._watchdog_keys[name].add(key)
                 at = entry.get("time")
                 at = float(at) if isinstance(at, int | float) else None
                 power = power_change(entry)  # a failed or refused one changed nothing
@@ -247,6 +254,21 @@ class Guardian:
                     self._armed[name] = at if entry.get("outcome") == "armed" else None
                 elif action == "guard-remove" and entry.get("outcome") == "removed":
                     self._armed[name] = None
+
+    def _journal_watchdog(self, state: BoxState) -> None:
+        """The box's watchdog stopped it (its state says done), or most likely did (silent
+        since its trigger held): journalled once, `by: "watchdog"`, so the box rests and a
+        fresh `status` says why (tui.model.watchdog_journal)."""
+        if state.guard is None or state.guard.dry_run:
+            return
+        self._fold_power()
+        if state.name not in self._power:
+            return
+        for stop in watchdog_stops(state, self._watchdog_keys[state.name],
+                                   self._started.get(state.name)):
+            self.journal.record(box=state.name, action=stop.action, outcome=stop.outcome,
+                                message=stop.message, at=stop.at, details=stop.details())
+            self._watchdog_keys[state.name].add(stop.key)
 
     def _watchdog_stopped(self, name: str) -> bool:
         """The box's watchdog set out to stop it, and we did not start it since."""

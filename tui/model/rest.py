@@ -8,8 +8,11 @@ retried every second. It is at rest only while it does not answer and the provid
 not read it running again: a box started from the provider's console answers and the
 rest state goes at once.
 
-The journal's record is the "why"; a box's on-box watchdog (tui.model.watchdog) could
-become one more `by` here ("watchdog"), read from the same records.
+The journal's record is the "why", and `by` says whose: "you" (the panel or the CLI),
+"budget" (on_budget = "push-and-stop"), "watchdog" (its on-box watchdog's stop, seen in
+its state by the panel or `watch`, journalled once). A silent box whose watchdog most
+likely took it down (tui.model.watchdog_silence) is journalled as such, `likely`: it
+rests too, `sure` False, in the words the runtime decided.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tui.model.cost import usd
+from tui.model.text import clean
 
 RestKind = Literal["stopped", "destroyed"]
 # How often a box at rest is looked at: it may be started from the provider's console, and
@@ -48,19 +52,43 @@ class Rest:
     """Why a silent box is silent: what put it to rest, who, and when (the journal's time)."""
 
     kind: RestKind
-    by: str = "you"  # "you" (the panel or the CLI), "watchdog", "budget"
+    by: str = "you"  # "you" (the panel or the CLI), "watchdog", "budget", "the provider"
     at: float | None = None
+    sure: bool = True  # False: most likely, not seen (a silent box's watchdog)
+    note: str | None = None  # the words of an unsure rest, as the runtime decided them
 
     def words(self, clock: str | None = None) -> str:
-        """`stopped (by you, 15:44)` / `destroyed (by you, 15:50)`; `clock` is `at` shown."""
-        who = f"by {self.by}" + (f", {clock}" if clock else "")
+        """`stopped (by you, 15:44)` / `stopped (by its watchdog, 15:31)`; `clock` is `at`
+        shown. An unsure rest says its own words (`stopped, most likely by its watchdog
+        (timeout at 15:31)`)."""
+        if self.note:
+            return self.note
+        who = f"by {BY_WORDS.get(self.by, self.by)}" + (f", {clock}" if clock else "")
         return f"{self.kind} ({who})"
+
+
+# Who may put a box to rest, as the journal's `by` names them, and in words.
+BY_WORDS = {"you": "you", "watchdog": "its watchdog", "budget": "its budget",
+            "the provider": "the provider"}
+NOTE_CELLS = 160  # an unsure rest's words, as read back from the journal
+
+
+def _by(entry: Mapping[str, Any]) -> str:
+    by = entry.get("by")
+    return by if isinstance(by, str) and by in BY_WORDS else "you"
+
+
+def _likely(entry: Mapping[str, Any]) -> bool:
+    """The runtime's record that a silent box's watchdog most likely stopped it."""
+    return entry.get("action") == "stop" and entry.get("outcome") == "unknown" \
+        and entry.get("by") == "watchdog" and entry.get("likely") is True
 
 
 def journal_rest(entries: Iterable[Mapping[str, Any]], box: str) -> Rest | None:
     """The rest the journal's last power change on `box` puts it in: a stop or destroy
     whose effect was seen (outcome "done"). A stop whose effect was not seen ("unknown")
-    proves nothing, and a failed or refused start after a stop leaves the stop standing."""
+    proves nothing, and a failed or refused start after a stop leaves the stop standing.
+    A watchdog's likely stop, journalled by the runtime, rests the box unsure."""
     rest: Rest | None = None
     for entry in entries:
         if entry.get("box") != box:
@@ -68,12 +96,15 @@ def journal_rest(entries: Iterable[Mapping[str, Any]], box: str) -> Rest | None:
         action = power_change(entry)
         if action is None:
             continue
+        at = entry.get("time")
+        when = float(at) if isinstance(at, int | float) else None
         if action in ("stop", "destroy") and entry.get("outcome") == "done":
-            at = entry.get("time")
-            by = entry.get("by")
-            rest = Rest("stopped" if action == "stop" else "destroyed",
-                        by if isinstance(by, str) and by else "you",
-                        float(at) if isinstance(at, int | float) else None)
+            rest = Rest("stopped" if action == "stop" else "destroyed", _by(entry), when)
+        elif _likely(entry):
+            said = entry.get("message")
+            note = clean(said)[:NOTE_CELLS] if isinstance(said, str) and said else None
+            rest = Rest("stopped", "watchdog", when, sure=False,
+                        note=note or "stopped, most likely by its watchdog")
         else:
             rest = None  # a start, or a stop not seen to land
     return rest
@@ -109,12 +140,14 @@ def rest_words(rest: Rest, clock: str | None, disk_usd_per_hr: float | None) -> 
 
 
 def rest_document(rest: Rest | None) -> dict[str, Any] | None:
-    """`status --json`'s `rest`: what put the box to rest, who and when (ISO, UTC)."""
+    """`status --json`'s `rest`: what put the box to rest, who and when (ISO, UTC), and
+    whether that was seen (`sure`) or is the watchdog's most likely stop."""
     if rest is None:
         return None
     at = None if rest.at is None else \
         datetime.fromtimestamp(rest.at, UTC).isoformat(timespec="seconds")
-    return {"kind": rest.kind, "by": rest.by, "at": at}
+    return {"kind": rest.kind, "by": rest.by, "at": at, "sure": rest.sure,
+            "words": rest.words()}
 
 
 # What needs the box itself to answer, so is not offered on a box at rest.

@@ -19,6 +19,7 @@ stop or destroy again.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -193,6 +194,7 @@ class GuardView:
     kept_more: int = 0  # runs with kept files beyond those named
     ended: str | None = None
     actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    guard_id: str | None = None  # which arming wrote it (a nonce); None: none, or not one
 
     def final(self, trigger: str) -> str:
         """What a trigger ends in: stop, or destroy (only after a verified push)."""
@@ -351,7 +353,15 @@ def fold_guard(raw: object, heartbeat: float | None) -> GuardView:
         fired=fired, did=did, staying=_stay(raw.get("staying")), kept=_kept(raw.get("kept")),
         kept_more=min(MAX_MORE, _kept_more(raw.get("kept_more")) + max(
             0, len(raw["kept"]) - MAX_KEPT if isinstance(raw.get("kept"), list) else 0)),
-        ended=_text(raw.get("ended"), 120), actions=actions)
+        ended=_text(raw.get("ended"), 120), actions=actions, guard_id=_guard_id(raw.get("id")))
+
+
+GUARD_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+def _guard_id(value: object) -> str | None:
+    """The arming's id as the panel made it (a short nonce); anything else is not one."""
+    return value if isinstance(value, str) and GUARD_ID.fullmatch(value) else None
 
 
 def fold_guard_part(prev: GuardView | None, part: Mapping[str, Any]
