@@ -66,6 +66,9 @@ async def test_stopped_then_refused_start_then_destroyed_read_as_at_rest(
             text = box_text(app, "runpod-a100")
             assert "unreachable" not in text and "retry in" not in text, text
             assert "· disk $" in text  # RunPod's volume rate, from the provider
+            # The money line follows at once: the providers are asked again as a stop ends,
+            # not at the next minute's poll (it read "$1.19/hr running" a minute on).
+            await until(pilot, lambda: "/hr stopped (" in box_text(app, "runpod-a100"), 10)
             assert "GPU0" not in text and "▶ running" not in text, text
             await until(pilot, lambda: "1 stopped" in strip(app), 10)
             # The watcher looks again in a minute, not after a one-second backoff.
