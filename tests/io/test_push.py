@@ -426,9 +426,11 @@ async def test_a_local_push_of_a_run_still_training_verifies_what_it_pulled(
     run, _ = make_run(tmp_path / "runs", "r1")
     local = tmp_path / "pushed"
     fleet = fleet_for(tmp_path, server, client_key, local_dir=str(local))
-    # A burst of rewrites as the push starts, then quiet: on a loaded machine a pull retried
-    # while writes come every 10 ms never matches, where a real run saves once an epoch.
-    with Trainer(run, every=0.01, burst=0.5) as trainer:
+    # A burst of rewrites as the push starts, then quiet: a pull retried while writes come
+    # every millisecond never matches, where a real run saves once an epoch. The burst outlasts a
+    # pull and its quick retries (CI saw all three relists fall inside a 0.5 s burst): the
+    # push must wait for the files to settle, not give up while training is saving.
+    with Trainer(run, every=0.001, burst=1.5) as trainer:
         (result,) = await push(fleet, run, "r1")
     assert trainer.epochs > 1
     assert result.outcome == "done" and result.verified, result.message

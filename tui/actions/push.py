@@ -332,6 +332,8 @@ class _Pulled:
 NEVER_MATCHED = "its sha256 never matched the box's"
 RELISTS = 3  # times small files training rewrote mid-pull are hashed again and pulled
 RELIST_BYTES = 64 << 20  # "small": what the box's own Hub push snapshots whole
+RELIST_PAUSE = 1.0  # seconds before the first relist, doubled for each next: an epoch's
+# save takes a moment, and three relists in a row can all fall inside it
 
 
 def _hash_fd(fd: int, length: int | None) -> Any:
@@ -513,11 +515,12 @@ async def _pull_rewritten(conn: asyncssh.SSHClientConnection, box: str, run_path
     """Small files training rewrote while they were pulled (last.pt, status.json at an
     epoch's end), hashed again on the box and pulled as they are now, a few times at most:
     verified copies of the files as the box then had them, and the listing says so."""
-    for _ in range(RELISTS):
+    for round_ in range(RELISTS):
         moved = [f for f in listing.files if not pulled[f.name].ok and f.size <= RELIST_BYTES
                  and pulled[f.name].note.startswith(NEVER_MATCHED)]
         if not moved:
             break
+        await asyncio.sleep(RELIST_PAUSE * 2 ** round_)  # let the save finish
         epochs = [n for f in moved if (n := epoch_of(f.name.removeprefix("weights/")))
                   is not None]
         fresh = {f.name: f for f in (await list_run(conn, box, run_path, epochs or False,
