@@ -146,3 +146,11 @@ def test_a_missing_prometheus_fails_where_it_is_required(tmp_path: Path, test: s
         assert "GPURENT_REQUIRE_PROMETHEUS=1 requires" in done.stdout, done.stdout
     else:
         assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout
+
+
+def test_the_docs_name_every_alert_and_every_family() -> None:
+    """docs/prometheus.md has a line for each alert and a row for each family served."""
+    doc = (ROOT / "docs" / "prometheus.md").read_text()
+    missing = [r["alert"] for r in _rules() if f"| `{r['alert']}` |" not in doc]
+    missing += [name for name in served() if f"| `{name}` |" not in doc]
+    assert not missing, missing
