@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from tui.model.box import BoxState, Connection
+from tui.model.meter import FleetCost
 from tui.model.metrics_doc import (
     LABEL_CHARS,
     MAX_RUNS_PER_BOX,
@@ -21,7 +22,9 @@ from tui.model.metrics_doc import (
     metric_families,
     parse_listen,
 )
+from tui.model.rest import Rest
 from tui.model.runs import Health, RunState
+from tui.model.watchdog import GuardStep, GuardView
 from tui.runtime.metrics import _metric
 
 
@@ -106,3 +109,65 @@ def test_listen_addresses(text: str, want: tuple[str, int]) -> None:
 def test_bad_listen_addresses_name_the_flag(text: str) -> None:
     with pytest.raises(ValueError, match="--metrics"):
         parse_listen(text)
+
+
+def test_a_box_at_rest_is_told_apart_from_a_box_down() -> None:
+    """A box we stopped reads at rest (kind, by whom), one down with no stop of ours does
+    not: the unreachable alert pages for the second only."""
+    _, samples = _exposed([
+        BoxState(name="b", connection=Connection.UNREACHABLE,
+                 rest=Rest("stopped", "budget", 1.8e9)),
+        BoxState(name="down", connection=Connection.UNREACHABLE)])
+    rest = {labels["box"]: (labels, v) for labels, v in samples["gpurent_box_at_rest"]}
+    assert rest["b"] == ({"box": "b", "provider": "vast", "kind": "stopped", "by": "budget"},
+                         1.0)
+    assert rest["down"][1] == 0.0 and rest["down"][0]["kind"] == ""
+    assert {labels["box"]: v for labels, v in samples["gpurent_box_up"]} == \
+        {"b": 0.0, "down": 0.0}
+
+
+@pytest.mark.parametrize(("box", "want"), [
+    (BoxState(name="b", connection=Connection.OK, guard=GuardView(
+        armed=True, fired=GuardStep("stalled", "fired", 1.8e9, "no progress"))),
+     ("stalled", "seen")),
+    (BoxState(name="b", connection=Connection.OK, guard=GuardView(
+        armed=True, dry_run=True, fired=GuardStep("idle", "fired", 1.8e9, "GPUs idle"))),
+     ("idle", "dry_run")),
+    (BoxState(name="b", connection=Connection.UNREACHABLE,
+              rest=Rest("stopped", "watchdog", 1.8e9, sure=False, note="most likely")),
+     ("unknown", "likely")),
+    (BoxState(name="b", connection=Connection.OK, guard=GuardView(armed=True)), None),
+])
+def test_the_watchdogs_firing_is_one_series_saying_how_it_is_known(
+        box: BoxState, want: tuple[str, str] | None) -> None:
+    _, samples = _exposed([box])
+    ((labels, value),) = samples["gpurent_watchdog_fired"]
+    if want is None:
+        assert value == 0.0 and labels["trigger"] == labels["how"] == ""
+    else:
+        assert value == 1.0 and (labels["trigger"], labels["how"]) == want
+
+
+def test_the_fleets_budget_and_spend_are_the_status_documents() -> None:
+    cost = FleetCost(boxes={}, usd_per_hr=2.0, accrued_usd=81.5, today_usd=3.0,
+                     to_finish_usd=0.0, budget_usd=100.0, budget_level="warning")
+    families = {f.name: f for f in metric_families([], cost, {}, {}, {}, 1.8e9)}
+    assert families["gpurent_fleet_budget_usd"].series == [((), 100.0)]
+    assert families["gpurent_fleet_spent_usd_total"].series == [((), 81.5)]
+    unbudgeted = {f.name: f for f in metric_families(
+        [], FleetCost(boxes={}, usd_per_hr=0, accrued_usd=0, today_usd=0, to_finish_usd=0),
+        {}, {}, {}, 1.8e9)}
+    assert unbudgeted["gpurent_fleet_budget_usd"].series == []  # no budget: no sample
+
+
+def test_every_familys_name_is_the_sample_name_it_is_served_as() -> None:
+    """The rules and the dashboard name what a scrape shows; a counter's family carries
+    its `_total` already, so the families' names are those."""
+    families = metric_families([], None, {}, {}, {}, 1.8e9)
+    for family in families:
+        family.add(tuple("x" for _ in family.labels), 1)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(families))
+    served = {s.name for f in text_string_to_metric_families(generate_latest(registry).decode())
+              for s in f.samples}
+    assert served == {f.name for f in families}

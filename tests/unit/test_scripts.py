@@ -30,6 +30,17 @@ def test_the_full_suite_requires_the_terminal_test() -> None:
                for line in commands("test-all"))
 
 
+def test_the_full_suite_installs_and_requires_prometheus() -> None:
+    """scripts/test-all (CI) installs Debian's prometheus (promtool too) and runs pytest with
+    GPURENT_REQUIRE_PROMETHEUS=1, so the rules' and the real scrape's tests fail instead of
+    skipping there."""
+    lines = commands("test-all")
+    install = " ".join(lines[i] + " " + lines[i + 1] for i, line in enumerate(lines[:-1])
+                       if "apt-get install" in line)
+    assert "prometheus" in install.split(), install
+    assert any("GPURENT_REQUIRE_PROMETHEUS=1" in line and "pytest" in line for line in lines)
+
+
 FAKE_PYTHON = """#!/bin/sh
 # python3 -m pipx ...: what scripts/demo asks of pipx, recorded; nothing installed.
 echo "$*" >> "{log}"

@@ -19,7 +19,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.guard import PushRecord
 from tui.model.meter import FleetCost
 from tui.model.runs import Health
-from tui.model.status_doc import box_document
+from tui.model.status_doc import box_document, fleet_document
 from tui.model.text import plain
 
 LABEL_CHARS = 64  # a label value's length at most (run names, metric names, action kinds)
@@ -84,6 +84,21 @@ def _ratio(pct: float | None) -> float | None:
     return None if pct is None else pct / 100.0
 
 
+def _watchdog_fired(doc: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(trigger, how) when the box's watchdog fired, from `status --json`'s guard and rest:
+    "seen" (its state says it fired), "dry_run" (it only said what it would do), "likely"
+    (the box went silent as a trigger came due), or a rest the journal puts on the watchdog
+    with neither read ("seen" when that stop was seen, "likely" otherwise)."""
+    guard, rest = doc["guard"] or {}, doc["rest"] or {}
+    if guard.get("fired"):
+        return str(guard["fired"]["trigger"]), "dry_run" if guard.get("dry_run") else "seen"
+    if guard.get("likely_fired"):
+        return str(guard["likely_fired"]["trigger"]), "likely"
+    if rest.get("by") == "watchdog":
+        return "unknown", "seen" if rest.get("sure") else "likely"
+    return None
+
+
 def _kept_runs(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
     """The box's runs given series (running ones first, then in the box's order) and how
     many were left out."""
@@ -141,7 +156,19 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
                       run_l)
     finish = Family("gpurent_run_usd_to_finish", "gauge",
                     "dollars the run's remaining epochs will cost", run_l)
-    done = Family("gpurent_action", "counter",
+    at_rest = Family("gpurent_box_at_rest", "gauge",
+                     "1 while the box is stopped or destroyed on purpose (kind, by whom), "
+                     "so its silence is expected; else 0", (*box_l, "kind", "by"))
+    fired = Family("gpurent_watchdog_fired", "gauge",
+                   "1 when the box's watchdog fired (trigger; how: seen, likely, dry_run)",
+                   (*box_l, "trigger", "how"))
+    box_budget = Family("gpurent_box_budget_usd", "gauge",
+                        "the box's budget (status --json cost.budget_usd)", box_l)
+    fleet_budget = Family("gpurent_fleet_budget_usd", "gauge",
+                          "the fleet's budget (status --json fleet.budget_usd)", ())
+    fleet_spent = Family("gpurent_fleet_spent_usd_total", "counter",
+                         "dollars the fleet has accrued (status --json fleet.accrued_usd)", ())
+    done = Family("gpurent_action_total", "counter",
                   "actions ended since watch started, by kind and outcome",
                   ("box", "kind", "outcome"))
     for box in boxes:
@@ -150,9 +177,16 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
         name = label_value(box.name)
         where = (name, label_value(providers.get(box.name, "manual")))
         up.add(where, box.connection is Connection.OK)
+        rest = doc["rest"]
+        at_rest.add((*where, label_value(rest["kind"]), label_value(rest["by"])) if rest
+                    else (*where, "", ""), rest is not None)  # "": Prometheus drops the label
+        why = _watchdog_fired(doc)
+        fired.add((*where, label_value(why[0]), why[1]) if why else (*where, "", ""),
+                  why is not None)
         money = doc["cost"] or {}
         rate.add(where, money.get("usd_per_hr"))
         spent.add(where, money.get("accrued_usd"))
+        box_budget.add(where, money.get("budget_usd"))
         billed_busy = money.get("gpu_busy_pct")  # over the billed time; else the probes'
         busy.add(where, _ratio(billed_busy if billed_busy is not None else doc["gpu_busy_pct"]))
         for d in doc["disks"]:
@@ -171,10 +205,14 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
                 health.add((*at, str(h)), run["health"] == h)
             unpushed.add(at, run["unpushed_usd"])
             finish.add(at, run["cost_to_finish_usd"])
+    fleet = fleet_document(cost) or {}
+    fleet_budget.add((), fleet.get("budget_usd"))
+    fleet_spent.add((), fleet.get("accrued_usd"))
     for (box_name, kind, outcome), count in sorted(actions.items()):
         done.add((label_value(box_name), label_value(kind), label_value(outcome)), count)
-    families = [up, rate, spent, busy, disk, armed, truncated, epoch, epochs, eta, loss, best,
-                health, unpushed, finish, done]
+    families = [up, at_rest, rate, spent, box_budget, busy, disk, armed, fired, truncated,
+                epoch, epochs, eta, loss, best, health, unpushed, finish, done, fleet_budget,
+                fleet_spent]
     for family in families:  # a box's nonsense number is no sample, not a NaN in a graph
         family.series[:] = [(v, x) for v, x in family.series if math.isfinite(x)]
     return families

@@ -180,22 +180,26 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
     }
 
 
+def fleet_document(cost: FleetCost | None) -> dict[str, Any] | None:
+    """The fleet's money: its burn, spend and budget (None before the first money picture)."""
+    if cost is None:
+        return None
+    return {"usd_per_hr": _money(cost.usd_per_hr), "accrued_usd": _money(cost.accrued_usd),
+            "today_usd": _money(cost.today_usd), "to_finish_usd": _money(cost.to_finish_usd),
+            "budget_usd": cost.budget_usd, "budget_level": cost.budget_level,
+            "maybe_usd_per_hr": _money(cost.maybe_usd_per_hr),
+            "doubts": list(cost.doubts), "unpriced": list(cost.unpriced)}
+
+
 def status_document(boxes: list[BoxState], generated_at: float,
                     cost: FleetCost | None = None,
                     pushes: Mapping[str, Mapping[str, PushRecord]] | None = None
                     ) -> dict[str, Any]:
     """The whole document; `pushes`: per box, each run's last verified push (the journal)."""
-    fleet = None
-    if cost is not None:
-        fleet = {"usd_per_hr": _money(cost.usd_per_hr), "accrued_usd": _money(cost.accrued_usd),
-                 "today_usd": _money(cost.today_usd), "to_finish_usd": _money(cost.to_finish_usd),
-                 "budget_usd": cost.budget_usd, "budget_level": cost.budget_level,
-                 "maybe_usd_per_hr": _money(cost.maybe_usd_per_hr),
-                 "doubts": list(cost.doubts), "unpriced": list(cost.unpriced)}
     return {
         "schema": SCHEMA,
         "generated_at": iso(generated_at),
-        "fleet": fleet,
+        "fleet": fleet_document(cost),
         "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None,
                                (pushes or {}).get(b.name), generated_at) for b in boxes],
     }
