@@ -349,6 +349,12 @@ def read_costs(exe: str, calls: int) -> dict[str, Any]:
         out["nvml_answer"] = whole_buffer()
         out["nvml"] = timed(whole_buffer, calls)
     out["smi_answer"] = probe.smi_busy(exe, SMI_TIMEOUT)
+    try:  # the driver's text as it stands, to record (tests/data/nvidia-smi-h200)
+        text = subprocess.run([exe, "-q", "-d", "UTILIZATION"], capture_output=True,
+                              timeout=SMI_TIMEOUT).stdout[:probe.UTIL_CAP]
+        out["smi_text"] = text.decode(errors="replace")
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        out["smi_text"] = f"not read: {exc}"
     out["smi"] = timed(lambda: probe.smi_busy(exe, SMI_TIMEOUT), calls)
     return out
 
@@ -412,11 +418,15 @@ def cell_document(cell: Cell, usd_per_hr: float | None) -> dict[str, Any]:
 
 def profile_part(args: argparse.Namespace) -> dict[str, Any]:
     """The profile's settings, each cell's figures and the verdict the panel shows."""
+    with tempfile.TemporaryDirectory(prefix="gpu-busy-profile-input-") as folder:
+        return _profile(args, Path(folder))
+
+
+def _profile(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     grid = args.grid
     data, weights = args.data, args.weights
     if data is None or weights is None:
-        made = profile_input(args.python, args.out / "profile-input", args.images,
-                             args.image_size)
+        made = profile_input(args.python, folder, args.images, args.image_size)
         data, weights = data or made[0], weights or made[1]
     settings = {"data": str(data), "weights": str(weights), "size": args.size,
                 "imgsz": args.imgsz, "device": args.device, "steps": args.steps,

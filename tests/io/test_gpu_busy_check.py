@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.nvidia_smi import fake_nvml, replaying_nvidia_smi, utilisation_answers_served
+from support.nvidia_smi import (
+    FIXTURES,
+    fake_nvml,
+    replaying_nvidia_smi,
+    utilisation_answers_served,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_busy_check.py"
@@ -57,7 +62,8 @@ def test_the_driver_average_through_nvidia_smi_against_its_one_sample_reads(
     cost = doc["cost"]
     assert cost["nvml"] is None and "did not load" in cost["nvml_note"]
     assert cost["smi_answer"] == [[70.0, 14.0]] and cost["smi"]["median_ms"] > 0
-    assert utilisation_answers_served(bin_dir) == 4 + 1 + CALLS
+    assert cost["smi_text"] == (FIXTURES / "util-70.txt").read_text()
+    assert utilisation_answers_served(bin_dir) == 4 + 1 + CALLS + 1
     assert "probe busy integral" in done.stdout and "OUTSIDE" in done.stdout
     assert "nvidia-smi -q -d UTILIZATION" in done.stdout
 
@@ -82,8 +88,8 @@ def test_nvml_is_read_since_the_last_read_and_costs_less_than_nvidia_smi(
         ("nvml", 1.0, 39.6), ("nvml", 1.0, 59.4), ("nvml", 1.0, 39.6)]
     assert 39.6 < busy["probe_pct"] < 59.4 and doc["within_tolerance"] is True
     assert 2.9 <= busy["covered_s"] <= 3.0
-    # the probe never forked nvidia-smi -q; the cost measure did, 1 + CALLS times
-    assert utilisation_answers_served(bin_dir) == 1 + CALLS
+    # the probe never forked nvidia-smi -q; the cost measure did (and read its text once)
+    assert utilisation_answers_served(bin_dir) == 1 + CALLS + 1
     cost = doc["cost"]
     assert cost["nvml_answer"][0][1] == 14.2 and cost["smi_answer"] == [[39.0, 14.0]]
     assert cost["nvml"]["median_ms"] < cost["smi"]["median_ms"]
@@ -147,7 +153,9 @@ def test_profile_on_the_cpu_from_a_data_set_and_checkpoint_made_offline(
     assert done.returncode == 0, done.stdout + done.stderr
     prof = doc["profile"]
     assert prof["outcome"] == "done" and prof["settings"]["device"] == "cpu"
-    assert prof["settings"]["weights"].endswith("profile-input/yolox_n.pt")
+    assert prof["settings"]["weights"].endswith("/yolox_n.pt")
+    assert not Path(prof["settings"]["weights"]).exists()  # made in a folder removed after
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_busy_check.json"]
     (cell,) = prof["cells"]
     assert cell["problem"] is None and cell["img_per_s"] > 0
     assert 0 <= cell["dataload_frac"] <= 1
