@@ -480,15 +480,15 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"window: {s['seconds']} s; the probe every {s['every']} s, "
                      f"nvidia-smi utilization.gpu every {s['smi_every']} s")
         if load is not None:
-            lines.append(f"  the load's own busy share      {_pct(load['busy_pct'])}")
-        lines.append(f"  nvidia-smi utilization.gpu mean {_pct(busy['reference_pct'])}"
+            lines.append(f"  the load's own busy share       {_pct(load['busy_pct'])}")
+        lines.append(f"  nvidia-smi utilization.gpu mean  {_pct(busy['reference_pct'])}"
                      f" ({busy['reference_reads']} reads, {busy['reference_unread']} unread)")
         srcs = sorted({str(w['src']) for w in busy['windows']})
-        lines.append(f"  probe busy integral            {_pct(busy['probe_pct'])}"
+        lines.append(f"  the probe's busy integral       {_pct(busy['probe_pct'])}"
                      f" (over {busy['covered_s']:.1f} s, {len(busy['windows'])} windows, "
                      f"read by {', '.join(srcs)})")
         diff = doc.get("difference_pts")
-        lines.append("  difference (probe - reference) "
+        lines.append("  difference (probe - reference)  "
                      + ("-" if diff is None else f"{diff:+5.1f} points")
                      + f"; tolerance {s['tolerance']} points: "
                      + ("within" if doc.get("within_tolerance") else "OUTSIDE"))

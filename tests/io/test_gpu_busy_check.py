@@ -64,7 +64,7 @@ def test_the_driver_average_through_nvidia_smi_against_its_one_sample_reads(
     assert cost["smi_answer"] == [[70.0, 14.0]] and cost["smi"]["median_ms"] > 0
     assert cost["smi_text"] == (FIXTURES / "util-70.txt").read_text()
     assert utilisation_answers_served(bin_dir) == 4 + 1 + CALLS + 1
-    assert "probe busy integral" in done.stdout and "OUTSIDE" in done.stdout
+    assert "the probe's busy integral" in done.stdout and "OUTSIDE" in done.stdout
     assert "nvidia-smi -q -d UTILIZATION" in done.stdout
 
 
