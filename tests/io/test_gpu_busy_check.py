@@ -106,13 +106,25 @@ def test_no_nvidia_smi_means_no_card(tmp_path: Path) -> None:
     assert doc["exit_code"] == 2 and doc["busy"] is None and "no nvidia-smi" in doc["no_card"]
 
 
+def bare_python(tmp_path: Path) -> Path:
+    """This interpreter started with -S: no site-packages, so no torch and no libreyolo
+    (whatever this machine has installed)."""
+    python = tmp_path / "python-without-packages"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    python.chmod(0o755)
+    return python
+
+
 def test_a_load_that_cannot_reach_gpu_0_means_no_card(tmp_path: Path) -> None:
-    """nvidia-smi answers (the stand-in) but this interpreter's torch has no CUDA device,
-    or no torch at all: the load never gets ready and the check says so, exit 2."""
+    """nvidia-smi answers (the stand-in) but `--python` cannot run torch on GPU 0 (here
+    it has no torch at all; a torch without CUDA ends the same way): the load never gets
+    ready and the check says so, exit 2."""
     env = replaying_nvidia_smi(tmp_path / "bin", "util-17.txt")
-    done, doc = run(tmp_path, env, "--seconds", "3", "--every", "1")
+    done, doc = run(tmp_path, env, "--seconds", "3", "--every", "1",
+                    "--python", str(bare_python(tmp_path)))
     assert done.returncode == 2, done.stdout
     assert "the load could not start on GPU 0 (torch, CUDA): " in done.stderr
+    assert "No module named 'torch'" in done.stderr
     assert doc["busy"] is None and doc["exit_code"] == 2
 
 
@@ -126,9 +138,7 @@ def test_usage_errors_are_refused_before_anything_runs(tmp_path: Path) -> None:
 def test_a_profile_where_libreyolo_is_missing_says_so(tmp_path: Path) -> None:
     """The on-box profile program runs under `--python` (here one started with -S: no
     site-packages, so no libreyolo) and reports its absence; the check fails (exit 1)."""
-    python = tmp_path / "python-without-packages"
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
-    python.chmod(0o755)
+    python = bare_python(tmp_path)
     done, doc = run(tmp_path, {"PATH": "/usr/bin:/bin"}, "--skip-busy", "--profile",
                     "--python", str(python), "--data", "d.yaml", "--weights", "w.pt")
     assert done.returncode == 1, done.stderr
