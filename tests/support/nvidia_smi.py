@@ -58,6 +58,7 @@ case "$*" in
     f=$(sed -n "${{n}}p" "$b/util.seq"); [ -n "$f" ] || f=$(tail -n 1 "$b/util.seq")
     cat "{data}/$f" ;;
   *--query-gpu=index,name,utilization.gpu*) cat "{data}/query.csv" ;;
+  *--query-gpu=utilization.gpu*) cut -d, -f3 "{data}/query.csv" | tr -d ' ' ;;
   *) echo "stand-in nvidia-smi: no recorded answer for: $*" >&2; exit 2 ;;
 esac
 """
@@ -66,7 +67,8 @@ esac
 def replaying_nvidia_smi(bin_dir: Path, *util: str) -> dict[str, str]:
     """Write nvidia-smi into `bin_dir` answering the probe's queries from the H200
     recordings: `-q -d UTILIZATION` with the files `util` in turn (the last one again
-    once they run out); the box env to use it."""
+    once they run out), `--query-gpu=utilization.gpu` (the one-sample read
+    scripts/gpu_busy_check.py takes as its reference) with query.csv's; the box env."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name in util:
         assert (FIXTURES / name).is_file(), f"no recording {name}"
