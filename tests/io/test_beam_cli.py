@@ -27,8 +27,6 @@ from rich.table import Column, Table, box
 from tui.model.serverless import APP_STATES, ServerlessError, VolumeEntry
 from tui.providers import beam_cli
 
-pytestmark = pytest.mark.io
-
 BIN = Path(__file__).resolve().parents[1] / "support" / "bin"
 STANDIN = BIN / "beam"
 STARTED = "2026-12-05T06:00:00.250000Z"
@@ -172,6 +170,16 @@ async def test_beam_token_in_the_environment_is_a_login_and_never_in_argv(
     state = await beam_cli.app_state("trainer", env=env)
     assert state.state == "running"
     assert not any("tok-" in arg for call in world.calls() for arg in call)
+
+
+async def test_a_token_the_cli_repeats_is_starred_in_the_error(world: World) -> None:
+    token = "bm_" + "Zk3rT9pLmQ2vX8" * 5
+    world.set(mode="echo_token")
+    with pytest.raises(ServerlessError) as caught:
+        await beam_cli.app_state("trainer", env=dict(world.env, BEAM_TOKEN=token),
+                                 cli=world.own_copy())
+    assert caught.value.kind == "failed" and "Unable to connect" in str(caught.value)
+    assert token not in str(caught.value) and token[:20] not in str(caught.value)
 
 
 async def test_a_cli_not_on_path_is_cli_missing(world: World, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.model import beam_output
+from tui.model.redact import redact, secrets_in_env
 from tui.model.serverless import AppState, ServerlessError, VolumeEntry
 from tui.model.text import clean
 
@@ -44,6 +45,7 @@ class _Answer:
     code: int
     stdout: str
     stderr: str
+    env: Mapping[str, str]
 
     @property
     def text(self) -> str:
@@ -130,13 +132,16 @@ async def _run(argv: Sequence[str], env: dict[str, str], timeout: float,
     if overflow:
         raise ServerlessError("failed", f"beam {what} printed more than "
                               f"{STDOUT_CAP >> 20} MiB; its answer was not read")
-    return _Answer(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+    return _Answer(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), env)
 
 
 def _failure(answer: _Answer, what: str, *, volume: bool = False,
              kind: str | None = None) -> ServerlessError:
+    """The CLI's failure in the contract's words: its kind, its own last line (cleaned,
+    any secret of the environment it ran in starred), and what to do."""
     kind = kind or beam_output.failure_kind(answer.text, volume=volume)
     said = beam_output.last_line(answer.stdout) or beam_output.last_line(answer.stderr)
+    said = redact(said, secrets_in_env(answer.env, ("BEAM_TOKEN", "BETA9_TOKEN")))
     hints = {"not_logged_in": "log in with `beam config create` or set BEAM_TOKEN",
              "cli_too_old": "upgrade with `pip install --upgrade beam-client`"}
     hint = f"; {hints[kind]}" if kind in hints else ""
@@ -322,14 +327,18 @@ async def read_volume_file(volume: str, path: str, *, limit: int = 1 << 20,
 
     The CLI writes only to disk: the file lands in a private temporary folder, is
     measured before it is read, and the folder is removed."""
-    into = Path(tempfile.mkdtemp(prefix="gpurent-beam-"))
+    into = _private_folder(None)
     try:
         got = await _download(volume, path, into, cli, env, timeout)
-        if got.stat().st_size > limit:
-            raise ServerlessError("failed", f"{clean(volume)}/{clean(path)} is larger than "
-                                  f"{limit} bytes; not read")
-        with got.open("rb") as handle:
-            return handle.read(limit + 1)[:limit]
+        try:
+            if got.stat().st_size > limit:
+                raise ServerlessError("failed", f"{clean(volume)}/{clean(path)} is larger "
+                                      f"than {limit} bytes; not read")
+            with got.open("rb") as handle:
+                return handle.read(limit + 1)[:limit]
+        except OSError as exc:
+            raise ServerlessError("failed", f"reading the copy of {clean(volume)}/"
+                                  f"{clean(path)}: {clean(str(exc))}") from None
     finally:
         shutil.rmtree(into, ignore_errors=True)
 
@@ -339,10 +348,26 @@ async def fetch_volume_file(volume: str, path: str, dest: Path, *, cli: str = "b
                             timeout: float = 600.0) -> None:
     """Copy a file from a volume to `dest`: whole or not at all (a temporary name beside
     dest, renamed into place once the CLI says it is done)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    into = Path(tempfile.mkdtemp(prefix=".gpurent-beam-", dir=dest.parent))
+    into = _private_folder(dest.parent)
     try:
         got = await _download(volume, path, into, cli, env, timeout)
-        os.replace(got, dest)
+        try:
+            os.replace(got, dest)
+        except OSError as exc:
+            raise ServerlessError("failed", f"could not put the copy at {clean(str(dest))}: "
+                                  f"{clean(str(exc))}") from None
     finally:
         shutil.rmtree(into, ignore_errors=True)
+
+
+def _private_folder(beside: Path | None) -> Path:
+    """A fresh folder only we can read: in the system's temporary place, or beside the
+    destination (same file system, so the finished copy is renamed, not copied)."""
+    try:
+        if beside is not None:
+            beside.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".gpurent-beam-", dir=beside))
+    except OSError as exc:
+        raise ServerlessError("failed", f"no room for a download in "
+                              f"{clean(str(beside or tempfile.gettempdir()))}: "
+                              f"{clean(str(exc))}") from None
