@@ -39,6 +39,7 @@ _PATH_MISSING = re.compile(
 _ZERO_YEAR = 1  # Go's zero time.Time, sent for a task that has not started or ended
 _ISO = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _SIZE = re.compile(r"(\d+\.\d\d) (B|KiB|MiB|GiB|TiB|PiB)$")
+_SIZE_WINDOW = 16
 _UNITS = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4, "PiB": 5}
 _AGE = re.compile(r"^(\d+) (second|minute|hour|day)s? ago$")
 _AGE_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
@@ -188,6 +189,9 @@ def app_state(app: str, deployments: Sequence[Mapping[str, Any]],
 
 def cells(text: str) -> int:
     """How many terminal cells a string takes, as a table renderer pads it."""
+    if text.isascii():
+        return sum(1 for char in text if char.isprintable()) if not text.isprintable() \
+            else len(text)
     total = 0
     for char in text:
         if unicodedata.combining(char) or not char.isprintable():
@@ -273,7 +277,9 @@ def ls_entries(text: str, folder: str, now: float) -> list[VolumeEntry]:
         left = row[:end - (width - size_end)]
         size: int | None = None
         if left and not left[-1].isspace():
-            match = _SIZE.search(left)
+            # A size is at most `1023.99 KiB`, three spaces at least from the name.
+            tail = len(left) - _SIZE_WINDOW
+            match = _SIZE.search(left, max(tail, 0))
             if match is None:
                 raise ValueError("a listing row with an unreadable size")
             size = size_bytes(match.group(0))

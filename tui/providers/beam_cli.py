@@ -210,7 +210,7 @@ async def _deployments(path: str, env: dict[str, str], app: str,
     if answer.code != 0:
         raise _failure(answer, "deployment list")
     try:
-        records = beam_output.json_list(answer.stdout)
+        records = await asyncio.to_thread(beam_output.json_list, answer.stdout)
     except ValueError as exc:
         kind = beam_output.failure_kind(answer.text)
         if kind != "failed":
@@ -238,7 +238,7 @@ async def app_state(app: str, *, cli: str = "beam", env: Mapping[str, str] | Non
     if answer.code != 0:
         raise _failure(answer, "task list")
     try:
-        tasks = beam_output.json_list(answer.stdout)
+        tasks = await asyncio.to_thread(beam_output.json_list, answer.stdout)
     except ValueError as exc:
         raise ServerlessError("failed", f"beam task list: {exc}; "
                               f"{beam_output.last_line(answer.stdout)}") from None
@@ -287,7 +287,10 @@ async def list_volume(volume: str, path: str, *, cli: str = "beam",
     if answer.code != 0:
         raise _failure(answer, f"ls {target}", volume=True)
     try:
-        entries = beam_output.ls_entries(answer.stdout, rel, time.time())
+        # Off the event loop: a listing near the 4 MiB cap takes a good fraction of a
+        # second to read (benchmarks/beam_cli.py), and the panel must keep drawing.
+        entries = await asyncio.to_thread(beam_output.ls_entries, answer.stdout, rel,
+                                          time.time())
     except ValueError as exc:
         kind = beam_output.failure_kind(answer.text, volume=True)
         if kind != "failed":
