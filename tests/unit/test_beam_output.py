@@ -38,6 +38,14 @@ def test_a_json_listing_may_follow_a_warning_but_must_be_whole() -> None:
             bo.json_list(broken)
 
 
+def test_forced_colour_does_not_hide_the_answer() -> None:
+    coloured = ('\x1b[1m[\x1b[0m\n  {\x1b[1;34m"id"\x1b[0m: \x1b[32m"a\\u001b"\x1b[0m}\n'
+                '\x1b[1m]\x1b[0m')
+    assert bo.json_list(coloured) == [{"id": "a\x1b"}]
+    table = TABLE.replace("Yes", "\x1b[1;32mYes\x1b[0m").replace("IsDir", "\x1b[1mIsDir\x1b[0m")
+    assert bo.ls_entries(table, "r", NOW) == bo.ls_entries(TABLE, "r", NOW)
+
+
 def test_failures_are_told_apart_by_the_clis_own_words() -> None:
     assert bo.failure_kind("=> Welcome to Beam! Let's get started 📡\nToken: ") == \
         "not_logged_in"

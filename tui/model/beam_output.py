@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -84,6 +83,7 @@ def json_list(text: str) -> list[dict[str, Any]]:
 
     A line or two before it (a warning) is allowed; anything not an array of objects
     is refused whole, so a half-written answer is never read as a short one."""
+    text = _ESCAPES.sub("", text)  # colour, were it forced: JSON itself escapes ESC
     start = -1
     offset = 0
     for line in text.splitlines(keepends=True):
@@ -187,19 +187,6 @@ def app_state(app: str, deployments: Sequence[Mapping[str, Any]],
                     detail=plain(words, cap=DETAIL_CHARS))
 
 
-def cells(text: str) -> int:
-    """How many terminal cells a string takes, as a table renderer pads it."""
-    if text.isascii():
-        return sum(1 for char in text if char.isprintable()) if not text.isprintable() \
-            else len(text)
-    total = 0
-    for char in text:
-        if unicodedata.combining(char) or not char.isprintable():
-            continue
-        total += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-    return total
-
-
 def size_bytes(text: str) -> int | None:
     """`1.21 KiB` (the CLI's rounding) back to bytes, approximately; None when blank."""
     match = _SIZE.search(text.strip())
@@ -238,9 +225,11 @@ def ls_entries(text: str, folder: str, now: float) -> list[VolumeEntry]:
     The table shows each entry's last name only (a folder's with a `/`), so the path
     is FOLDER/NAME. Columns are found from the header; the right-hand columns hold
     only ASCII, so each row is read from its right end, and a name in wide or
-    zero-width characters cannot shift them. A row that does not fit, or a count in
-    the footer that differs from the rows read, is a ValueError: never a short list."""
-    lines = text.replace("\r\n", "\n").split("\n")
+    zero-width characters (or an escape sequence) cannot shift them. A row that does
+    not fit, or a count in the footer that differs from the rows read, is a
+    ValueError: never a short list."""
+    # Colour, were it forced, is drawn around padded cells: without it the columns hold.
+    lines = _ESCAPES.sub("", text).replace("\r\n", "\n").split("\n")
     head = next((i for i, line in enumerate(lines) if _HEADER.match(line)), -1)
     if head < 0 or head + 1 >= len(lines) or set(lines[head + 1].strip()) - {"─", "-"}:
         raise ValueError("no listing table in the output")
@@ -266,9 +255,13 @@ def ls_entries(text: str, folder: str, now: float) -> list[VolumeEntry]:
     prefix = folder.strip("/")
     entries = []
     for row in rows:
-        short = width - cells(row)
-        if short > 0:
-            row += " " * short
+        # Rows are padded to the table's width, unless something stripped them: put the
+        # right edge back where the IsDir column says, whatever the name holds.
+        row = row.rstrip()
+        word = "Yes" if row.endswith("Yes") else "No" if row.endswith("No") else ""
+        if not word:
+            raise ValueError("a listing row without Yes/No in IsDir")
+        row += " " * (width - isdir_start - len(word))
         end = len(row)
         is_dir = row[end - (width - isdir_start):].strip()
         if is_dir not in ("Yes", "No"):
@@ -282,7 +275,7 @@ def ls_entries(text: str, folder: str, now: float) -> list[VolumeEntry]:
             match = _SIZE.search(left, max(tail, 0))
             if match is None:
                 raise ValueError("a listing row with an unreadable size")
-            size = size_bytes(match.group(0))
+            size = round(float(match.group(1)) * 1024 ** _UNITS[match.group(2)])
             left = left[:match.start()]
         name = left[2:].rstrip() if left.startswith("  ") else left.strip()
         if is_dir == "Yes" and name.endswith("/"):

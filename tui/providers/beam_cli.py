@@ -52,8 +52,14 @@ class _Answer:
         return self.stderr + "\n" + self.stdout
 
 
+# Variables that make the CLI's renderer draw colour or a terminal into a pipe.
+_FORCING = ("FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+
+
 def _env(env: Mapping[str, str] | None) -> dict[str, str]:
-    merged = dict(os.environ if env is None else env)
+    """The user's environment (their login with it), plus what keeps the output plain."""
+    merged = {k: v for k, v in (os.environ if env is None else env).items()
+              if k not in _FORCING}
     merged["COLUMNS"] = _COLUMNS
     merged["PYTHONIOENCODING"] = "utf-8"
     merged["NO_COLOR"] = "1"
