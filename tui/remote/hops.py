@@ -167,8 +167,9 @@ async def _login(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, client: 
 
 def refused_message(who: str, hop: Hop, tries: int, error: BaseException) -> str:
     """Words for a hop that dropped every try before its SSH banner."""
+    times = "once" if tries == 1 else f"{tries} times"
     return (f"{who} ({hop.host}:{hop.port}) closed the connection before its SSH banner, "
-            f"{tries} times ({error or type(error).__name__}): it is turning new connections "
+            f"{times} ({error or type(error).__name__}): it is turning new connections "
             "away (sshd's MaxStartups: lower [connect] per_endpoint) or nothing answers "
             "behind that port")
 
