@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from tui.model.config import ConfigError, parse_config
+from tui.model.config_diff import config_changes, needs_restart
 from tui.model.fanout import (
     FD_MARGIN,
     REFUSED_CAP_SECONDS,
@@ -184,3 +185,12 @@ async def test_a_waiter_cancelled_after_it_was_handed_the_slot_passes_it_on() ->
     handed.cancel()
     await asyncio.wait_for(third, 1)
     assert handed.cancelled() and gate.in_flight == 1
+
+
+def test_a_connect_change_is_said_and_per_provider_waits_for_a_restart() -> None:
+    old = parse_config(BOX, "f.toml")
+    new = parse_config("[connect]\nper_endpoint = 3\nper_provider = 2\n" + BOX, "f.toml")
+    assert config_changes(old, new) == ["connect per_endpoint 8 → 3",
+                                        "connect per_provider 4 → 2"]
+    assert needs_restart(old, new) == ["connect.per_provider"]
+    assert needs_restart(old, parse_config("[connect]\nper_endpoint = 3\n" + BOX, "f.toml")) == []
