@@ -253,7 +253,7 @@ def test_status_says_in_one_line_when_the_fleet_needs_more_open_files(
                           timeout=120, env=os.environ)
     warnings = [line for line in done.stderr.splitlines() if "open files" in line]
     assert warnings == [
-        "warning: open files: 40 box(es) need about 104 open files, but this process may "
+        "open files: 40 box(es) need about 104 open files, but this process may "
         "open 80 (the hard limit is 80): boxes past it will read unreachable (too many "
         "open files); raise it (`ulimit -Hn 104` as root, LimitNOFILE=104 in a systemd "
         "unit, or nofile in /etc/security/limits.conf) and start again"], done.stderr

@@ -100,7 +100,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.config)
     files = raise_open_files(fleet)  # the panel and `watch` do it as their runtime starts
     if files is not None:
-        print(f"warning: {files}", file=sys.stderr)
+        print(files, file=sys.stderr)  # as the ledger's problems are said
     entries = Journal().entries
     boxes, cost = asyncio.run(_status(fleet, entries))
     now = time.time()
