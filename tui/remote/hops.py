@@ -38,7 +38,7 @@ from tui.remote.hostkeys import (
     revoked_message,
     unknown_message,
 )
-from tui.remote.keys import load_identities
+from tui.remote.keys import Identities, load_identities
 from tui.remote.route import Hop
 
 
@@ -86,14 +86,16 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
     counts from when it holds them. A handshake the server drops before its banner
     (sshd's MaxStartups) is tried again soon, jittered, up to REFUSED_RETRIES times
     (`on_refused` hears of each), and is said as such only if every try is dropped."""
-    ids = await load_identities(hop, who, timeout)
     endpoints = [(h.host, h.port) for h in route] or [(hop.host, hop.port)]
     gates = loop_gates()
     tries = 0
+    ids: Identities | None = None
     try:
         while True:
             client = HopClient(hop, store)
             async with gates.slots(endpoints, limits or ConnectLimits()) as outcome:
+                if ids is None:  # in the slot: a thousand boxes waiting hold no agent socket
+                    ids = await load_identities(hop, who, timeout)
                 try:
                     conn = await _login(hop, tunnel, client, ids.keys, store, timeout)
                 except (asyncssh.ConnectionLost, ConnectionResetError, ConnectionAbortedError,
@@ -128,7 +130,7 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
     except asyncssh.PermissionDenied:
         raise BoxError(Connection.AUTH_FAILED,
                        f"{who}: {hop.user}@{hop.host}:{hop.port} refused the key "
-                       f"({ids.describe()})") from None
+                       f"({ids.describe() if ids is not None else 'no key loaded'})") from None
     except asyncssh.ChannelOpenError as exc:
         raise BoxError(Connection.UNREACHABLE,
                        f"{who}: the jump host could not reach {hop.host}:{hop.port} "
@@ -140,14 +142,16 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
         if "authentication failures" in exc.reason:  # sshd's MaxAuthTries ran out
             raise BoxError(Connection.AUTH_FAILED,
                            f"{who}: {hop.user}@{hop.host}:{hop.port} refused the key "
-                           f"({ids.describe()}): {exc.reason}") from None
+                           f"({ids.describe() if ids is not None else 'no key loaded'}): "
+                           f"{exc.reason}") from None
         raise BoxError(Connection.UNREACHABLE,
                        f"{who} ({hop.host}:{hop.port}) disconnected: {exc.reason}") from None
     except OSError as exc:
         raise BoxError(Connection.UNREACHABLE,
                        f"{who} ({hop.host}:{hop.port}): {describe_os_error(exc)}") from None
     finally:
-        ids.close()
+        if ids is not None:
+            ids.close()
 
 
 async def _login(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, client: HopClient,
