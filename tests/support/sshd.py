@@ -227,6 +227,7 @@ class Sshd:
         home: Path | None = None,
         env: Mapping[str, str] | None = None,
         sftp: bool = True,
+        max_startups: str = "100:30:200",
     ) -> None:
         """Prepare (but do not start) a server.
 
@@ -238,6 +239,10 @@ class Sshd:
         (e.g. ``PATH``); both become one ``SetEnv`` line, so ``extra_config``
         must not contain its own ``SetEnv`` when either is used.  ``sftp=False``
         leaves out the ``Subsystem sftp`` line, as on boxes that offer none.
+        ``max_startups`` is sshd's ``MaxStartups`` (``start:rate:full``): the tests'
+        default lets many connections log in at once; ``"3:30:10"`` is a strict
+        server (OpenSSH's own default is ``10:30:100``). sshd takes the first value
+        of a keyword, so ``extra_config`` cannot override it.
         """
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -245,6 +250,7 @@ class Sshd:
         self.allow_tcp_forwarding = allow_tcp_forwarding
         self.extra_config = extra_config
         self.sftp = sftp
+        self.max_startups = max_startups
         self.port: int = port if port is not None else free_port()
         self.home = Path(home) if home is not None else None
         self.env: dict[str, str] = dict(env or {})
@@ -284,7 +290,7 @@ class Sshd:
             # VERBOSE logs accepted keys and connection open/close: handy in failure reports.
             "LogLevel VERBOSE",
             # Tests open many connections at once; the default 10:30:100 drops some.
-            "MaxStartups 100:30:200",
+            f"MaxStartups {self.max_startups}",
             "MaxSessions 50",
             # Keep session output free of login banners.
             "PrintMotd no",

@@ -94,9 +94,13 @@ async def _status(fleet: FleetConfig, entries: list[dict[str, Any]]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from tui.runtime.open_files import raise_open_files
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
+    files = raise_open_files(fleet)  # the panel and `watch` do it as their runtime starts
+    if files is not None:
+        print(files, file=sys.stderr)  # as the ledger's problems are said
     entries = Journal().entries
     boxes, cost = asyncio.run(_status(fleet, entries))
     now = time.time()

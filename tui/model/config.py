@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.model.fanout import ConnectLimits
 from tui.model.keys import key_clashes
 
 PROVIDERS = ("manual", "vast", "runpod", "lambda")
@@ -146,6 +147,8 @@ class FleetConfig:
     idle_minutes: float = DEFAULT_IDLE_MINUTES
     on_budget: str = "warn"
     alerts: AlertConfig = field(default_factory=AlertConfig)
+    # [connect]: handshakes per SSH endpoint and per jump host, provider requests at once
+    connect: ConnectLimits = field(default_factory=ConnectLimits)
 
     def box(self, name: str) -> BoxConfig:
         """The box called `name`; KeyError names the boxes that exist."""
@@ -408,6 +411,12 @@ _ALERT_KEYS: dict[str, Callable[[object], Any]] = {
     "gpu_underused_minutes": _number(0.0, exclusive=True),
 }
 
+_CONNECT_KEYS: dict[str, Callable[[object], Any]] = {
+    "per_endpoint": _whole(1),
+    "per_jump_host": _whole(1),
+    "per_provider": _whole(1),
+}
+
 _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "name": _box_name,
     "host": _string,
@@ -558,17 +567,20 @@ def parse_config(text: str, source: str) -> FleetConfig:
                                           locate.line_of(("keys",), clash.binding)))
         return keys
 
-    top = check_table(data, _TOP_KEYS, None, (), subtables=("box", "alerts"))
+    top = check_table(data, _TOP_KEYS, None, (), subtables=("box", "alerts", "connect"))
     if "keys" in top:
         top["keys"] = check_keys(top["keys"])
-    if "alerts" in data:
-        if isinstance(data["alerts"], dict):
-            top["alerts"] = AlertConfig(**check_table(data["alerts"], _ALERT_KEYS, None,
-                                                      ("alerts",), prefix="alerts."))
+    for table, schema, kind in (("alerts", _ALERT_KEYS, AlertConfig),
+                                ("connect", _CONNECT_KEYS, ConnectLimits)):
+        if table not in data:
+            continue
+        if isinstance(data[table], dict):
+            top[table] = kind(**check_table(data[table], schema, None, (table,),
+                                            prefix=f"{table}."))
         else:
             problems.append(ConfigProblem(
-                source, f"expected a table [alerts], got {_type_name(data['alerts'])}",
-                key="alerts", line=locate.line_of((), "alerts")))
+                source, f"expected a table [{table}], got {_type_name(data[table])}",
+                key=table, line=locate.line_of((), table)))
     raw_boxes = data.get("box", [])
     if not isinstance(raw_boxes, list) or not all(isinstance(b, dict) for b in raw_boxes):
         problems.append(ConfigProblem(source, "'box' must be written as [[box]] tables",

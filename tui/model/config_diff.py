@@ -103,16 +103,20 @@ def config_changes(old: FleetConfig, new: FleetConfig) -> list[str]:
             words.append(f"fleet {label} {shown(a)} → {shown(b)}")
     words += _dataclass_changes("alerts", old.alerts, new.alerts,
                                 secret=("webhook", "command"))
+    words += _dataclass_changes("connect", old.connect, new.connect)
     words += _dataclass_changes("fleet", old, new,
-                                skip=("source", "boxes", "alerts", *_NAMED))
+                                skip=("source", "boxes", "alerts", "connect", *_NAMED))
     return words
 
 
 def needs_restart(old: FleetConfig, new: FleetConfig) -> list[str]:
     """The changed keys that take effect only when the panel or `watch` starts again: the
-    key bindings (set on the panel at its start) and the provider API URLs (its clients
-    are made once)."""
-    return [key for key in ("keys", "providers") if getattr(old, key) != getattr(new, key)]
+    key bindings (set on the panel at its start), the provider API URLs and the provider
+    requests at once (its clients are made once). The handshake limits apply live."""
+    later = [key for key in ("keys", "providers") if getattr(old, key) != getattr(new, key)]
+    if old.connect.per_provider != new.connect.per_provider:
+        later.append("connect.per_provider")
+    return later
 
 
 def rewatch(old: FleetConfig, new: FleetConfig) -> tuple[set[str], set[str], set[str]]:

@@ -46,5 +46,6 @@ def make_client(provider: str, fleet: FleetConfig, *, env: Mapping[str, str] | N
     env = os.environ if env is None else env
     base_url = fleet.providers.get(provider) or adapter.url_from(env)
     client: PowerClient = adapter(base_url, adapter.find_key(env), timeout=timeout,
-                                     sleep=sleep, max_tries=max_tries)
+                                     sleep=sleep, max_tries=max_tries,
+                                     at_once=fleet.connect.per_provider)
     return client

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol, get_args
 import httpx2
 
 from tui.model.config import plain_http_allowed
+from tui.model.fanout import DEFAULT_PER_PROVIDER
 from tui.model.instance import InstanceInfo
 from tui.model.redact import redact as redact_text
 from tui.model.text import clean
@@ -206,7 +207,8 @@ class HttpProvider:
     can_stop: ClassVar[bool] = True  # False: stop and start refuse without a request
 
     def __init__(self, base_url: str, key: Secret | None, *, timeout: float = 10.0,
-                 sleep: Sleep = asyncio.sleep, max_tries: int = 5) -> None:
+                 sleep: Sleep = asyncio.sleep, max_tries: int = 5,
+                 at_once: int = DEFAULT_PER_PROVIDER) -> None:
         if not plain_http_allowed(base_url):
             raise ValueError(f"{self.title} base_url {base_url!r}: plain http:// only for a "
                              "loopback address; the API key would cross the network "
@@ -216,6 +218,12 @@ class HttpProvider:
         self.max_tries = max(1, max_tries)
         self._key = key
         self._sleep = sleep
+        # Requests in flight at once ([connect] per_provider): a poll of a thousand boxes
+        # queues here rather than opening a thousand connections to the API at once.
+        self.at_once = max(1, at_once)
+        self._slots = asyncio.Semaphore(self.at_once)
+        self.in_flight = 0
+        self.most_in_flight = 0
         self._http = httpx2.AsyncClient(
             base_url=self.base_url, timeout=timeout, follow_redirects=False,
             headers={"Accept": "application/json", "User-Agent": "gpurent-tui"})
@@ -308,9 +316,15 @@ class HttpProvider:
         waited = 0.0
         for attempt in range(1, self.max_tries + 1):
             try:
-                async with asyncio.timeout(self.timeout):
-                    response = await self._http.request(
-                        method, path, params=params, json=body, headers=headers)
+                async with self._slots:  # the deadline counts from the request, not the queue
+                    self.in_flight += 1
+                    self.most_in_flight = max(self.most_in_flight, self.in_flight)
+                    try:
+                        async with asyncio.timeout(self.timeout):
+                            response = await self._http.request(
+                                method, path, params=params, json=body, headers=headers)
+                    finally:
+                        self.in_flight -= 1
             except (TimeoutError, httpx2.TimeoutException) as exc:
                 raise self.error("timeout", subject, f"no answer from {self.base_url} within "
                                  f"{self.timeout:g} s", instance_id=instance_id,

@@ -9,27 +9,36 @@ jump host however many boxes sit behind it. The shared connection lives as
 long as some box uses it; when it drops, the first box to need it logs in
 again and the others wait for that one attempt (and share its success, or
 its failure) instead of each logging in on its own.
+
+Every handshake first takes a slot at its endpoint and at the jump host it goes
+through (tui.remote.gates), so a fleet of many boxes on one endpoint, or behind
+one jump host, never has more unauthenticated connections in flight there
+than the fleet's [connect] allows; one the server drops before its banner
+anyway is tried again soon rather than read as the box being down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import asyncssh
 
 from tui.model.box import Connection
+from tui.model.fanout import REFUSED_RETRIES, ConnectLimits, refused_delay
 from tui.remote.errors import BoxError, describe_os_error
+from tui.remote.gates import loop_gates
 from tui.remote.hostkeys import (
     HostKeyStore,
     changed_message,
     revoked_message,
     unknown_message,
 )
-from tui.remote.keys import load_identities
+from tui.remote.keys import Identities, load_identities
 from tui.remote.route import Hop
 
 
@@ -43,6 +52,7 @@ class HopClient(asyncssh.SSHClient):
         self.offered: asyncssh.SSHKey | None = None
         self.verdict: str | None = None
         self.lost = False
+        self.conn: asyncssh.SSHClientConnection | None = None
 
     def validate_host_public_key(self, host: str, addr: str, port: int,
                                  key: asyncssh.SSHKey) -> bool:
@@ -50,26 +60,59 @@ class HopClient(asyncssh.SSHClient):
         self.verdict = self.store.decide(self.hop.host, self.hop.port, key)
         return self.verdict == "ok"
 
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
 
+    @property
+    def dropped_before_banner(self) -> bool:
+        """The server took the connection, then closed it before saying SSH-2.0 (what
+        sshd does past its MaxStartups): worth another try soon, not a box down."""
+        return self.conn is not None and self.conn.get_extra_info("server_version") is None
+
 
 async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
-                   store: HostKeyStore, timeout: float, who: str, via: str | None
+                   store: HostKeyStore, timeout: float, who: str, via: str | None,
+                   route: Sequence[Hop] = (), limits: ConnectLimits | None = None,
+                   on_refused: Callable[[], None] | None = None,
+                   jitter: Callable[[], float] = random.random,
                    ) -> tuple[asyncssh.SSHClientConnection, HopClient]:
-    """Log in to one hop (through `tunnel`, the hop before it); BoxError if not."""
-    ids = await load_identities(hop, who, timeout)
-    client = HopClient(hop, store)
+    """Log in to one hop (through `tunnel`, the hop before it); BoxError if not.
+
+    The handshake waits for its slots (tui.remote.gates: `route` is every hop up to
+    this one, jump hosts first; `limits` the fleet's [connect]); the box's timeout
+    counts from when it holds them. A handshake the server drops before its banner
+    (sshd's MaxStartups) is tried again soon, jittered, up to REFUSED_RETRIES times
+    (`on_refused` hears of each), and is said as such only if every try is dropped."""
+    endpoints = [(h.host, h.port) for h in route] or [(hop.host, hop.port)]
+    gates = loop_gates()
+    tries = 0
+    ids: Identities | None = None
     try:
-        conn = await asyncio.wait_for(asyncssh.connect(
-            hop.host, hop.port, tunnel=tunnel if tunnel is not None else (),
-            username=hop.user, client_keys=ids.keys or None, agent_path=None,
-            known_hosts=store.known_hosts_for(hop.host, hop.port), config=None,
-            client_factory=lambda: client,
-            connect_timeout=timeout, login_timeout=timeout,
-            keepalive_interval=hop.keepalive_interval, keepalive_count_max=hop.keepalive_count,
-            agent_forwarding=False, x509_trusted_certs=None,
-        ), timeout)
+        while True:
+            client = HopClient(hop, store)
+            async with gates.slots(endpoints, limits or ConnectLimits()) as outcome:
+                if ids is None:  # in the slot: a thousand boxes waiting hold no agent socket
+                    ids = await load_identities(hop, who, timeout)
+                try:
+                    conn = await _login(hop, tunnel, client, ids.keys, store, timeout)
+                except (asyncssh.ConnectionLost, ConnectionResetError, ConnectionAbortedError,
+                        BrokenPipeError) as exc:
+                    if not client.dropped_before_banner:
+                        raise
+                    outcome.refused = True
+                    error: BaseException = exc
+                else:
+                    outcome.logged_in = True
+                    return conn, client
+            tries += 1
+            if tries > REFUSED_RETRIES:
+                raise BoxError(Connection.UNREACHABLE, refused_message(who, hop, tries, error))
+            if on_refused is not None:
+                on_refused()
+            await asyncio.sleep(refused_delay(tries, jitter()))
     except TimeoutError:
         raise BoxError(Connection.TIMEOUT,
                        f"{who} ({hop.host}:{hop.port}): no SSH login within {timeout:g} s") \
@@ -87,7 +130,7 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
     except asyncssh.PermissionDenied:
         raise BoxError(Connection.AUTH_FAILED,
                        f"{who}: {hop.user}@{hop.host}:{hop.port} refused the key "
-                       f"({ids.describe()})") from None
+                       f"({ids.describe() if ids is not None else 'no key loaded'})") from None
     except asyncssh.ChannelOpenError as exc:
         raise BoxError(Connection.UNREACHABLE,
                        f"{who}: the jump host could not reach {hop.host}:{hop.port} "
@@ -99,15 +142,40 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
         if "authentication failures" in exc.reason:  # sshd's MaxAuthTries ran out
             raise BoxError(Connection.AUTH_FAILED,
                            f"{who}: {hop.user}@{hop.host}:{hop.port} refused the key "
-                           f"({ids.describe()}): {exc.reason}") from None
+                           f"({ids.describe() if ids is not None else 'no key loaded'}): "
+                           f"{exc.reason}") from None
         raise BoxError(Connection.UNREACHABLE,
                        f"{who} ({hop.host}:{hop.port}) disconnected: {exc.reason}") from None
     except OSError as exc:
         raise BoxError(Connection.UNREACHABLE,
                        f"{who} ({hop.host}:{hop.port}): {describe_os_error(exc)}") from None
     finally:
-        ids.close()
-    return conn, client
+        if ids is not None:
+            ids.close()
+
+
+async def _login(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, client: HopClient,
+                 keys: Sequence[asyncssh.SSHKeyPair] | None, store: HostKeyStore,
+                 timeout: float) -> asyncssh.SSHClientConnection:
+    """One handshake and login, within `timeout`."""
+    return await asyncio.wait_for(asyncssh.connect(
+        hop.host, hop.port, tunnel=tunnel if tunnel is not None else (),
+        username=hop.user, client_keys=keys or None, agent_path=None,
+        known_hosts=store.known_hosts_for(hop.host, hop.port), config=None,
+        client_factory=lambda: client,
+        connect_timeout=timeout, login_timeout=timeout,
+        keepalive_interval=hop.keepalive_interval, keepalive_count_max=hop.keepalive_count,
+        agent_forwarding=False, x509_trusted_certs=None,
+    ), timeout)
+
+
+def refused_message(who: str, hop: Hop, tries: int, error: BaseException) -> str:
+    """Words for a hop that dropped every try before its SSH banner."""
+    times = "once" if tries == 1 else f"{tries} times"
+    return (f"{who} ({hop.host}:{hop.port}) closed the connection before its SSH banner, "
+            f"{times} ({error or type(error).__name__}): it is turning new connections "
+            "away (sshd's MaxStartups: lower [connect] per_endpoint) or nothing answers "
+            "behind that port")
 
 
 Opener = Callable[[], Awaitable[tuple[asyncssh.SSHClientConnection, HopClient]]]

@@ -184,6 +184,7 @@ class BoxSession:
         self.last_bytes_out = 0
         self.last_bytes_in = 0
         self.connects = 0
+        self.refused = 0  # handshakes a server dropped before its banner, tried again
         self.probe_starts = 0  # long-lived probes started
 
     @property
@@ -226,13 +227,16 @@ class BoxSession:
                 opener = functools.partial(
                     open_hop, hop, conns[-1] if conns else None, store=self.store,
                     timeout=self.timeout, who=f"jump host {hop.label}",
-                    via=ssh_destination(hops[:index]) if index else None)
+                    via=ssh_destination(hops[:index]) if index else None,
+                    route=hops[:index + 1], limits=self._fleet.connect,
+                    on_refused=self._refused)
                 conns.append(await pool.acquire(key, opener))
                 leases.append(key)
             conn, client = await open_hop(
                 hops[-1], conns[-1] if conns else None, store=self.store, timeout=self.timeout,
                 who=f"box {self.box.name}",
-                via=ssh_destination(hops[:-1]) if len(hops) > 1 else None)
+                via=ssh_destination(hops[:-1]) if len(hops) > 1 else None,
+                route=hops, limits=self._fleet.connect, on_refused=self._refused)
         except BaseException:
             for lease in leases:
                 pool.release(lease)
@@ -240,6 +244,9 @@ class BoxSession:
         self._conns, self._client, self._leases = [*conns, conn], client, leases
         self._serve_refused = False
         self.connects += 1
+
+    def _refused(self) -> None:
+        self.refused += 1
 
     async def connection(self) -> asyncssh.SSHClientConnection:
         """The box's own connection (the last hop), opened first if needed; BoxError if not."""

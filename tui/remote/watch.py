@@ -12,7 +12,7 @@ import contextlib
 import random
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from functools import partial
 
@@ -44,6 +44,9 @@ STREAM_CAP = 48 << 10
 
 
 FIRST_LOOKS = 4  # boxes connecting and taking their first look at once
+# A box whose first look takes longer than this is waiting on the network (a banner that
+# does not come, a slow link), not costing CPU: its turn passes on to the next box.
+FIRST_LOOK_HOLD_SECONDS = 0.5
 _TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = \
     weakref.WeakKeyDictionary()
 _FIRST: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
@@ -59,6 +62,30 @@ def first_look_slot() -> asyncio.Semaphore:
     if slots is None:
         slots = _FIRST[loop] = asyncio.Semaphore(FIRST_LOOKS)
     return slots
+
+
+@contextlib.asynccontextmanager
+async def first_look_turn() -> AsyncIterator[None]:
+    """A first-look slot held while the box's first look runs, at most
+    FIRST_LOOK_HOLD_SECONDS: a box whose sshd takes the TCP connection and never sends a
+    banner (or a hundred such boxes) delays the rest of the fleet by that, not by its
+    timeout."""
+    slots = first_look_slot()
+    await slots.acquire()
+    held = True
+
+    def give_back() -> None:
+        nonlocal held
+        if held:
+            held = False
+            slots.release()
+
+    timer = asyncio.get_running_loop().call_later(FIRST_LOOK_HOLD_SECONDS, give_back)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        give_back()
 
 
 def fold_turn() -> asyncio.Lock:
@@ -148,7 +175,7 @@ class BoxWatcher:
                 # A first look carries no history (every run on screen after one small
                 # answer); the history then streams in bounded answers.
                 if self.state.last_ok_at is None and self.state.failures == 0:
-                    async with first_look_slot():
+                    async with first_look_turn():
                         state = await self.refresh(budget=0)
                 else:
                     state = await self.refresh(

@@ -60,6 +60,7 @@ from tui.runtime.events import (
     Severity,
     Sink,
 )
+from tui.runtime.open_files import raise_open_files
 from tui.store.journal import Journal
 
 COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
@@ -182,7 +183,8 @@ class Runtime:
     # --- life --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Say the storage problems, fold the first money picture and, live, start
+        """Say the storage problems, fold the first money picture and, live, raise the
+        open-files limit (saying so when the fleet needs more than it allows), start
         watching every box, polling the providers and reading the journal again."""
         self._running = True
         self._storage_notices()  # before the first cost update replaces a read problem
@@ -190,6 +192,9 @@ class Runtime:
             self._update_cost()
         if not self.live:
             return
+        files = raise_open_files(self.fleet)  # before the first socket opens
+        if files is not None:
+            self.sink(Notice(files, "warning"))
         for watcher in self.watchers.values():
             self._spawn(self._supervise(watcher), f"watch {watcher.box.name}")
         if self.meter is not None:
