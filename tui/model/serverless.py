@@ -1,0 +1,40 @@
+"""Serverless apps (Modal, Beam) as the fleet sees them: plain values, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+APP_STATES = ("running", "stopped", "missing", "unknown")
+CLI_ERRORS = ("cli_missing", "cli_too_old", "not_logged_in", "app_not_found", "path_missing",
+              "failed")
+
+
+@dataclass(frozen=True)
+class AppState:
+    """One app as its provider's CLI reported it, cleaned and bounded."""
+
+    provider: str  # "modal" | "beam"
+    app: str
+    state: str  # one of APP_STATES
+    tasks: int | None = None  # running containers/tasks, when the CLI says
+    started_at: float | None = None  # epoch seconds of the current run's start, when known
+    detail: str = ""  # the CLI's own words, cleaned, at most 200 chars
+
+
+@dataclass(frozen=True)
+class VolumeEntry:
+    """One file or folder on a volume, as the CLI listed it."""
+
+    path: str  # relative to the volume's root, '/'-separated
+    is_dir: bool
+    size: int | None = None
+    mtime: float | None = None
+
+
+class ServerlessError(Exception):
+    """A provider CLI call failed: `kind` (one of CLI_ERRORS) says why, the message says
+    what to do, without any secret."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
