@@ -1,0 +1,102 @@
+"""A fleet of one real-sshd box and one Modal app (the `modal` stand-in, named by the
+config's `cli`): both in `status --json`, both in the panel; `s` on the Modal row stops
+the app through the stand-in, and the row reads stopped only once the stand-in says so."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.modal_standin import BIN, ModalStandIn, status_json
+from support.sshd import KeyPair, Sshd
+
+from tui.__main__ import main
+from tui.model.config import FleetConfig, parse_config
+
+
+def iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
+
+
+def with_modal(fleet: FleetConfig, **extra: object) -> FleetConfig:
+    """The fleet's config file with a [[serverless]] entry for the stand-in's app."""
+    path = Path(fleet.source)
+    entry = {"name": "modal-yolo", "provider": "modal", "app": "yolo-train",
+             "volume": "runs-vol", "runs_path": "/runs", "gpu": "H100:2", "timeout": 21600,
+             "cli": str(BIN / "modal"), **extra}
+    lines = ["", "[[serverless]]", *(f"{k} = {json.dumps(v)}" for k, v in entry.items())]
+    path.write_text(path.read_text() + "\n".join(lines) + "\n")
+    return parse_config(path.read_text(), str(path))
+
+
+@pytest.fixture
+def modal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModalStandIn:
+    stand_in = ModalStandIn(tmp_path / "modal", started=iso(time.time() - 3600))
+    monkeypatch.setenv("GPURENT_STANDIN_STATE", str(stand_in.path))  # the stand-in's state
+    now = time.time()
+    stand_in.put("runs/exp1/status.json", status_json(
+        epoch=3, total=40, started_at=iso(now - 3600), updated_at=iso(now - 30),
+        eta=8 * 3600.0))
+    stand_in.put("runs/exp1/weights/best.pt", b"w" * 4096)
+    stand_in.put("runs/exp1/weights/last.pt", b"l" * 2048)
+    return stand_in
+
+
+def fleet_of_two(tmp_path: Path, sshd_factory: Callable[..., Sshd],
+                 client_key: KeyPair) -> FleetConfig:
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, "ssh-box",
+                                            runs_roots=[str(root)])],
+                       known_hosts=[server.known_hosts_line()])
+    return with_modal(fleet)
+
+
+def test_status_json_shows_the_box_and_the_modal_app(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    assert main(["status", "--json", "--config", fleet.source]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (box,) = doc["boxes"]
+    assert box["name"] == "ssh-box" and box["connection"] == "ok"
+    (app,) = doc["serverless"]
+    assert (app["name"], app["provider"], app["app"], app["state"], app["tasks"]) == \
+        ("modal-yolo", "modal", "yolo-train", "running", 1)
+    assert app["error"] is None and app["price_source"] == "modal published 2026-05-07"
+    (run,) = app["runs"]
+    assert run["path"] == "runs/exp1" and run["health"] == "running"
+    assert run["current_epoch"] == 3 and run["total_epochs"] == 40
+    assert run["timeout_countdown"].startswith("killed by its 6 h timeout in 4h5")
+    assert run["timeout_problem"].startswith("ETA 8h00m is past its 6 h timeout")
+    assert 7000 < run["gpu_seconds"] < 7400  # an hour on 2 GPUs
+    assert run["estimated_cost_usd"] == pytest.approx(run["gpu_seconds"] * 0.001097, rel=1e-3)
+    assert sorted(w["name"] for w in run["weights"]) == ["best.pt", "last.pt"]
+    # what was run: the documented commands, through the configured CLI
+    calls = modal.calls()
+    assert ["app", "list", "--json"] in calls
+    assert ["volume", "ls", "--json", "--", "runs-vol", "/runs"] in calls
+    assert ["volume", "get", "--", "runs-vol", "runs/exp1/status.json", "-"] in calls
+
+    assert main(["status", "--config", fleet.source]) == 0
+    table = capsys.readouterr().out
+    assert "ssh-box  [ok]" in table
+    assert "modal-yolo  [modal app yolo-train: running (deployed), 1 task]  H100:2" in table
+    assert "! ETA 8h00m is past its 6 h timeout" in table
+    assert "(estimate: GPU-seconds x $0.0022/s for H100:2, modal published 2026-05-07)" in table
+
+
+def test_status_fails_when_the_modal_cli_is_not_logged_in(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    modal.update(logged_in=False)
+    assert main(["status", "--json", "--config", fleet.source]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["error_kind"] == "not_logged_in" and "modal token new" in app["error"]
+    assert app["state"] is None and app["runs"] == []
