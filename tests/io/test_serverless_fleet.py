@@ -13,10 +13,15 @@ from pathlib import Path
 import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.modal_standin import BIN, ModalStandIn, status_json
+from support.pilot import box_text, until
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
+from tui.app import GpurentApp
 from tui.model.config import FleetConfig, parse_config
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.fleet import FleetScreen
+from widgets.serverless_text import APP_ROW
 
 
 def iso(stamp: float) -> str:
@@ -100,3 +105,41 @@ def test_status_fails_when_the_modal_cli_is_not_logged_in(
     (app,) = json.loads(capsys.readouterr().out)["serverless"]
     assert app["error_kind"] == "not_logged_in" and "modal token new" in app["error"]
     assert app["state"] is None and app["runs"] == []
+
+
+async def test_the_panel_shows_both_and_s_stops_the_app_once_the_cli_says_so(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    modal.app(stop_after=2)  # two more `app list` calls read "stopping..." after the stop
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "ssh-box"))
+        await until(pilot, lambda: "running (deployed), 1 task" in box_text(app, "modal-yolo"))
+        text = box_text(app, "modal-yolo")
+        assert "modal app yolo-train" in text and "H100:2" in text
+        assert "exp1" in text and "ETA 8h00m is past its 6 h timeout" in text
+        assert "est." in text
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        screen.selected = ("modal-yolo", APP_ROW)
+        await pilot.pause()
+        await pilot.press("D")  # destroy does not apply: said, nothing run
+        await pilot.pause()
+        assert not any(c[:2] == ["app", "stop"] for c in modal.calls())
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: any(c[:2] == ["app", "stop"] for c in modal.calls()))
+        await until(pilot, lambda: "stopping..." in box_text(app, "modal-yolo"))
+        stops = [c for c in modal.calls() if c[:2] == ["app", "stop"]]
+        assert stops == [["app", "stop", "--yes", "--", "yolo-train"]]
+        assert "stopped" not in box_text(app, "modal-yolo").split("\n")[0].replace(
+            "stopping", "")  # not before the CLI says so
+        await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
+        assert modal.read()["apps"][0]["state"] == "stopped"
+        await until(pilot, lambda: any(e.get("action") == "stop" and e.get("box") ==
+                                       "modal-yolo" for e in app.journal.entries))
+        (entry,) = [e for e in app.journal.entries if e.get("action") == "stop"]
+        assert entry["outcome"] == "done" and entry["app"] == "yolo-train"

@@ -106,3 +106,10 @@ def app_words(app: AppState | None, error: str | None = None) -> str:
     if app.tasks is not None:
         words += f", {app.tasks} task{'s' if app.tasks != 1 else ''}"
     return words
+
+
+def destroy_words(entry: ServerlessConfig) -> str:
+    """What D says on a serverless app: there is no box to destroy."""
+    return (f"destroy does not apply to a serverless app: s stops it; its volume "
+            f"{entry.volume} is yours to delete in {entry.provider.capitalize()}'s own "
+            "console or CLI")

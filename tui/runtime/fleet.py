@@ -28,6 +28,7 @@ from tui.actions.alerts import AlertSender
 from tui.actions.board import Board, Work
 from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
+from tui.actions.serverless import stop_app as stop_serverless_app
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.bill import Book
 from tui.model.box import BoxState, Connection, fold_failure
@@ -326,6 +327,16 @@ class Runtime:
             self.serverless[name] = state
             self.sink(ServerlessChanged(state))
         return state
+
+    def stop_serverless(self, name: str) -> bool:
+        """Stop a serverless app (its provider's CLI), read back until it says stopped."""
+        entry = next(e for e in self.fleet.serverless if e.name == name)
+
+        async def work() -> Report:
+            return await stop_serverless_app(entry, self.journal,
+                                             partial(self.poll_serverless, name), self.clock)
+
+        return self.run(name, "stop", work)
 
     def poke_serverless(self, name: str | None = None) -> None:
         """Poll one entry (or all) now rather than at its next turn."""

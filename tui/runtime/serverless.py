@@ -1,15 +1,12 @@
 """Serverless entries polled through their provider's CLI: one poll reads the app's state,
 lists the runs root on the volume and reads each recent run's status.json and weights.
 
-`adapter(provider)` is the one place a provider is wired in: a module under
-tui/providers/ exposing app_state, list_volume, read_volume_file, fetch_volume_file and
-stop_app (the shared contract in tui/model/serverless.py).
+tui.providers.serverless.ADAPTERS is the one place a provider is wired in.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import ModuleType
@@ -24,42 +21,11 @@ from tui.model.serverless_runs import (
     fold_runs,
     run_folders,
 )
+from tui.providers.serverless import adapter, cli_options, volume_join
 
 SERVERLESS_POLL_SECONDS = 30.0
 CALL_TIMEOUT = 30.0  # one CLI call
 READS_AT_ONCE = 4  # CLI processes one entry runs at a time
-# provider -> its adapter's module: wiring a provider in is one line here.
-ADAPTERS = {
-    "modal": "tui.providers.modal_cli",
-    "beam": "tui.providers.beam_cli",
-}
-
-
-def adapter(provider: str) -> ModuleType:
-    """The provider's adapter module; cli_missing when this build has none."""
-    name = ADAPTERS.get(provider)
-    try:
-        if name is None:
-            raise ImportError(provider)
-        return importlib.import_module(name)
-    except ImportError:
-        raise ServerlessError("cli_missing", f"{provider}: no adapter in this build of "
-                              "gpurent-tui") from None
-
-
-def cli_options(entry: ServerlessConfig, env: Mapping[str, str] | None) -> dict[str, Any]:
-    """The keyword arguments every adapter call takes: the CLI (when set) and the env."""
-    options: dict[str, Any] = {"env": env}
-    if entry.cli:
-        options["cli"] = entry.cli
-    return options
-
-
-def volume_join(*parts: str) -> str:
-    """A path on the volume: '/'-joined, no leading or doubled '/'."""
-    return "/".join(p.strip("/") for p in parts if p.strip("/"))
-
-
 async def _read_run(api: ModuleType, entry: ServerlessConfig, path: str,
                     options: dict[str, Any], timeout: float) -> VolumeRead:
     """One run folder: its status.json and its weights/ listing (either may be missing)."""
