@@ -377,7 +377,12 @@ class GpurentApp(App[None]):
         return why is not None
 
     def push(self, box: str, runs: list[str] | None, confirmed: bool = False) -> None:
-        """Push the named runs (or every run) of a box, with progress on its line."""
+        """Push the named runs (or every run) of a box, with progress on its line. On a
+        serverless app: the run's weights copied from its volume (`runs`: its path)."""
+        if box in self.runtime.serverless:
+            for path in runs or ():
+                self.runtime.push_serverless(box, path)
+            return
         if self.at_rest_refused("push", box):
             return
         notice = self.board.token_notice(box)

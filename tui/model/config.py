@@ -141,6 +141,7 @@ class ServerlessConfig:
     timeout: float | None = None  # seconds, as the script's timeout= sets it
     usd_per_gpu_second: float | None = None  # overrides the provider's published price
     cli: str | None = None  # the provider's CLI, when not on PATH
+    local_dir: str | None = None  # where `p` copies a run's weights (as [box.push] local_dir)
 
 
 @dataclass(frozen=True)
@@ -465,6 +466,7 @@ _SERVERLESS_KEYS: dict[str, Callable[[object], Any]] = {
     "timeout": _number(0.0, exclusive=True),
     "usd_per_gpu_second": _number(0.0, exclusive=True),
     "cli": _string,
+    "local_dir": _string,
 }
 SERVERLESS_REQUIRED = ("name", "provider", "app", "volume", "runs_path", "gpu")
 

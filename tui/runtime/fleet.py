@@ -29,6 +29,7 @@ from tui.actions.board import Board, Work
 from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
 from tui.actions.serverless import stop_app as stop_serverless_app
+from tui.actions.serverless_push import push_run as push_serverless_run
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.bill import Book
 from tui.model.box import BoxState, Connection, fold_failure
@@ -337,6 +338,19 @@ class Runtime:
                                              partial(self.poll_serverless, name), self.clock)
 
         return self.run(name, "stop", work)
+
+    def push_serverless(self, name: str, run_path: str) -> bool:
+        """Copy a serverless run's weights from its volume to the entry's local_dir."""
+        entry = next(e for e in self.fleet.serverless if e.name == name)
+        run = next((r for r in self.serverless[name].runs if r.path == run_path), None)
+        if run is None:
+            self.sink(Notice(f"{name}: no run {run_path} read on its volume", "warning"))
+            return False
+
+        async def work() -> Report:
+            return await push_serverless_run(entry, run, self.journal, self.clock)
+
+        return self.run(name, "push", work, title=f"push of {run.name} from {entry.volume}")
 
     def poke_serverless(self, name: str | None = None) -> None:
         """Poll one entry (or all) now rather than at its next turn."""
