@@ -4,6 +4,7 @@ the app through the stand-in, and the row reads stopped only once the stand-in s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -19,8 +20,11 @@ from support.sshd import KeyPair, Sshd
 from tui.__main__ import main
 from tui.app import GpurentApp
 from tui.model.config import FleetConfig, parse_config
+from tui.runtime.events import ServerlessChanged
+from tui.runtime.fleet import Runtime
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
+from tui.store.journal import Journal
 from widgets.serverless_text import APP_ROW
 
 
@@ -143,3 +147,33 @@ async def test_the_panel_shows_both_and_s_stops_the_app_once_the_cli_says_so(
                                        "modal-yolo" for e in app.journal.entries))
         (entry,) = [e for e in app.journal.entries if e.get("action") == "stop"]
         assert entry["outcome"] == "done" and entry["app"] == "yolo-train"
+
+
+async def test_the_runtime_polls_backs_off_on_errors_and_keeps_the_last_picture(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    text = (f'[[serverless]]\nname = "modal-yolo"\nprovider = "modal"\napp = "yolo-train"\n'
+            f'volume = "runs-vol"\nruns_path = "/runs"\ngpu = "H100"\ntimeout = 21600\n'
+            f'cli = {json.dumps(str(BIN / "modal"))}\n')
+    fleet = parse_config(text, "fleet.toml")
+    events: list[object] = []
+    runtime = Runtime(fleet, events.append, journal=Journal(tmp_path / "j.jsonl"),
+                      serverless_seconds=0.1)
+    runtime.start()
+    try:
+        for _ in range(200):
+            if sum(isinstance(e, ServerlessChanged) for e in events) >= 3:
+                break
+            await asyncio.sleep(0.05)
+        good = runtime.serverless["modal-yolo"]
+        assert good.app is not None and good.app.state == "running" and len(good.runs) == 1
+        modal.update(logged_in=False)
+        before = len([c for c in modal.calls() if c[:2] == ["app", "list"]])
+        await asyncio.sleep(2.5)
+        failed = len([c for c in modal.calls() if c[:2] == ["app", "list"]]) - before
+        # at 0.1 s a poll, 25 calls; backed off from 1-2 s, doubling: at most 3
+        assert 1 <= failed <= 3, failed
+        state = runtime.serverless["modal-yolo"]
+        assert state.error_kind == "not_logged_in"
+        assert state.app == good.app and state.runs == good.runs  # the last good picture
+    finally:
+        await runtime.aclose()
