@@ -103,8 +103,23 @@ def config_changes(old: FleetConfig, new: FleetConfig) -> list[str]:
             words.append(f"fleet {label} {shown(a)} → {shown(b)}")
     words += _dataclass_changes("alerts", old.alerts, new.alerts,
                                 secret=("webhook", "command"))
+    words += serverless_changes(old, new)
     words += _dataclass_changes("fleet", old, new,
-                                skip=("source", "boxes", "alerts", *_NAMED))
+                                skip=("source", "boxes", "alerts", "serverless", *_NAMED))
+    return words
+
+
+def serverless_changes(old: FleetConfig, new: FleetConfig) -> list[str]:
+    """The [[serverless]] entries added, removed or changed, in words."""
+    before = {e.name: e for e in old.serverless}
+    after = {e.name: e for e in new.serverless}
+    words = [f"serverless {name} added ({after[name].provider} app {after[name].app})"
+             for name in after if name not in before]
+    words += [f"serverless {name} removed" for name in before if name not in after]
+    for name, entry in after.items():
+        if name in before:
+            words += _dataclass_changes(f"serverless {name}", before[name], entry,
+                                        skip=("name",))
     return words
 
 

@@ -314,7 +314,7 @@ class FleetScreen(Screen[None]):
         dead run also rings an alarm and is counted in the strip."""
         if key is None:
             return 2
-        state = self.gpurent.states.get(key[0])
+        state = self.gpurent.states.get(key[0]) or self.gpurent.serverless.get(key[0])
         run = next((r for r in state.runs if r.path == key[1]), None) if state else None
         if run is None:
             return 2
