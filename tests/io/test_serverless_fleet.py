@@ -177,3 +177,22 @@ async def test_the_runtime_polls_backs_off_on_errors_and_keeps_the_last_picture(
         assert state.app == good.app and state.runs == good.runs  # the last good picture
     finally:
         await runtime.aclose()
+
+
+def test_the_stop_command_stops_the_app_and_destroy_says_it_does_not_apply(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text(f'[[serverless]]\nname = "modal-yolo"\nprovider = "modal"\n'
+                      f'app = "yolo-train"\nvolume = "runs-vol"\nruns_path = "/runs"\n'
+                      f'gpu = "H100"\ncli = {json.dumps(str(BIN / "modal"))}\n')
+    assert main(["destroy", "modal-yolo", "--yes", "--config", str(config)]) == 2
+    assert "destroy does not apply to a serverless app" in capsys.readouterr().err
+    assert main(["start", "modal-yolo", "--config", str(config)]) == 2
+    capsys.readouterr()
+    assert main(["stop", "modal-yolo", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "yolo-train reads stopped" in out
+    assert modal.read()["apps"][0]["state"] == "stopped"
+    entries = Journal().entries
+    assert [(e["box"], e["action"], e["outcome"]) for e in entries] == \
+        [("modal-yolo", "stop", "done")]
