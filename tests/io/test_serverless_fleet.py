@@ -16,6 +16,7 @@ from support.fleets import box_entry, make_fleet, runs_root_with
 from support.modal_standin import BIN, ModalStandIn, status_json
 from support.pilot import box_text, until
 from support.sshd import KeyPair, Sshd
+from textual.pilot import Pilot
 
 from tui.__main__ import main
 from tui.app import GpurentApp
@@ -63,7 +64,7 @@ def fleet_of_two(tmp_path: Path, sshd_factory: Callable[..., Sshd],
     fleet = make_fleet(tmp_path, [box_entry(server, client_key, "ssh-box",
                                             runs_roots=[str(root)])],
                        known_hosts=[server.known_hosts_line()])
-    return with_modal(fleet)
+    return with_modal(fleet, local_dir=str(tmp_path / "pushed"))
 
 
 def test_status_json_shows_the_box_and_the_modal_app(
@@ -111,6 +112,18 @@ def test_status_fails_when_the_modal_cli_is_not_logged_in(
     assert app["state"] is None and app["runs"] == []
 
 
+async def select(pilot: Pilot[object], screen: FleetScreen, key: tuple[str, str]) -> None:
+    """Move the cursor with j/k, as a user does, until it is on `key`."""
+    order = screen.fleet_list.order
+    assert key in order, order
+    for _ in range(2 * len(order)):
+        if screen.selected == key:
+            return
+        here = order.index(screen.selected) if screen.selected in order else -1
+        await pilot.press("j" if here < order.index(key) else "k")
+    assert screen.selected == key
+
+
 async def test_the_panel_shows_both_and_s_stops_the_app_once_the_cli_says_so(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
         modal: ModalStandIn) -> None:
@@ -127,10 +140,17 @@ async def test_the_panel_shows_both_and_s_stops_the_app_once_the_cli_says_so(
         assert "est." in text
         screen = app.screen_stack[0]
         assert isinstance(screen, FleetScreen)
-        screen.selected = ("modal-yolo", APP_ROW)
-        await pilot.pause()
+        await select(pilot, screen, ("modal-yolo", "runs/exp1"))
+        await pilot.press("p")  # the run's weights, copied from the volume
+        pushed = tmp_path / "pushed" / "modal-yolo" / "exp1"
+        await until(pilot, lambda: (pushed / "last.pt").is_file())
+        assert (pushed / "best.pt").read_bytes() == b"w" * 4096
+        await until(pilot, lambda: "modal-yolo" not in app.busy)
+        await select(pilot, screen, ("modal-yolo", APP_ROW))
         await pilot.press("D")  # destroy does not apply: said, nothing run
-        await pilot.pause()
+        await until(pilot, lambda: any("destroy does not apply to a serverless app: s stops "
+                                       "it" in n.message for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
         assert not any(c[:2] == ["app", "stop"] for c in modal.calls())
         await pilot.press("s")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
@@ -147,6 +167,8 @@ async def test_the_panel_shows_both_and_s_stops_the_app_once_the_cli_says_so(
                                        "modal-yolo" for e in app.journal.entries))
         (entry,) = [e for e in app.journal.entries if e.get("action") == "stop"]
         assert entry["outcome"] == "done" and entry["app"] == "yolo-train"
+        (push,) = [e for e in app.journal.entries if e.get("action") == "push"]
+        assert push["verified"] is True and push["run_path"] == "runs/exp1"
 
 
 async def test_the_runtime_polls_backs_off_on_errors_and_keeps_the_last_picture(

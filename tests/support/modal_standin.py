@@ -4,8 +4,10 @@ subprocess only: this process's PATH is left alone)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +35,35 @@ class ModalStandIn:
                     "GPURENT_STANDIN_STATE": str(self.path)}
 
     def read(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.path.read_text())
+        """The state, read under the lock the stand-in writes it under."""
+        with open(self.path) as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            data: dict[str, Any] = json.load(handle)
         return data
 
     def write(self, state: dict[str, Any]) -> None:
-        self.path.write_text(json.dumps(state))
+        with open(self.path, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            handle.truncate()
+            json.dump(state, handle)
+
+    def _change(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Read, change and write the state under one lock (the stand-in may be running)."""
+        with open(self.path, "r+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            state = json.load(handle)
+            change(state)
+            handle.seek(0)
+            handle.truncate()
+            json.dump(state, handle)
 
     def update(self, **changes: Any) -> None:
-        state = self.read()
-        state.update(changes)
-        self.write(state)
+        self._change(lambda state: state.update(changes))
 
     def app(self, **changes: Any) -> None:
         """Change the (first) app's fields."""
-        state = self.read()
-        state["apps"][0].update(changes)
-        self.write(state)
+        self._change(lambda state: state["apps"][0].update(changes))
 
     def calls(self) -> list[list[str]]:
         return [list(c) for c in self.read().get("calls", [])]
