@@ -161,3 +161,19 @@ def test_words() -> None:
     assert app_words(None, "modal is not logged in") == "not read yet: modal is not logged in"
     stopping = AppState("modal", "yolo", "running", 0, None, "stopping...")
     assert app_words(stopping) == "running (stopping...), 0 tasks"
+
+
+def test_watch_logs_an_app_when_its_state_or_trouble_changes() -> None:
+    from tui.model.serverless_runs import ServerlessState
+    from tui.runtime.events import ServerlessChanged
+    from tui.runtime.watch_sink import LogSink
+
+    said: list[str] = []
+    sink = LogSink(said.append)
+    state = ServerlessState(name="m", provider="modal", app=APP)
+    sink(ServerlessChanged(state))
+    sink(ServerlessChanged(state))  # the same: no line
+    sink(ServerlessChanged(ServerlessState(name="m", provider="modal", app=APP,
+                                           error="modal is not logged in here")))
+    assert said == ["serverless m: running, 1 task",
+                    "serverless m: modal is not logged in here"]
