@@ -60,6 +60,7 @@ from tui.model.launch import LaunchForm, LaunchRequest
 from tui.model.meter import FleetCost
 from tui.model.preflight import CheckVerdict, DoctorReport
 from tui.model.rest import rest_refusal
+from tui.model.serverless_runs import ServerlessState
 from tui.model.staging import FetchReport
 from tui.providers.meter import CostMeter
 from tui.remote.watch import BoxWatcher
@@ -170,6 +171,11 @@ class GpurentApp(App[None]):
         return self.runtime.states
 
     @property
+    def serverless(self) -> dict[str, ServerlessState]:
+        """Each serverless entry's last poll (Modal, Beam apps beside the boxes)."""
+        return self.runtime.serverless
+
+    @property
     def watchers(self) -> dict[str, BoxWatcher]:
         return self.runtime.watchers
 
@@ -258,6 +264,10 @@ class GpurentApp(App[None]):
             self.notify(item.text, severity=item.severity, timeout=15, markup=False)
         elif isinstance(item, ev.MonitorNote):
             self._note(item.box, Text(item.words, style=item.style))
+        elif isinstance(item, ev.ServerlessChanged):
+            fleet = self.screen_stack[0] if self.screen_stack else None
+            if isinstance(fleet, FleetScreen):
+                fleet.refresh_app(item.state.name)
 
     async def on_box_updated(self, message: BoxUpdated) -> None:
         state = message.state
@@ -367,7 +377,12 @@ class GpurentApp(App[None]):
         return why is not None
 
     def push(self, box: str, runs: list[str] | None, confirmed: bool = False) -> None:
-        """Push the named runs (or every run) of a box, with progress on its line."""
+        """Push the named runs (or every run) of a box, with progress on its line. On a
+        serverless app: the run's weights copied from its volume (`runs`: its path)."""
+        if box in self.runtime.serverless:
+            for path in runs or ():
+                self.runtime.push_serverless(box, path)
+            return
         if self.at_rest_refused("push", box):
             return
         notice = self.board.token_notice(box)
@@ -378,6 +393,9 @@ class GpurentApp(App[None]):
         self.runtime.push(box, runs)
 
     def power(self, box: str, action: Literal["stop", "start"]) -> None:
+        if box in self.runtime.serverless and action == "stop":
+            self.runtime.stop_serverless(box)
+            return
         self.runtime.power(box, action)
 
     def push_and_stop(self, box: str) -> None:

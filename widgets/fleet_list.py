@@ -31,15 +31,24 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 
 from widgets.fleet_text import SPARK_BLOCKS, SPARK_CELLS, BoxLines, BoxView, Line, box_lines
+from widgets.serverless_text import ServerlessView, app_lines
 
-RunKey = tuple[str, str]  # (box name, run path)
+RunKey = tuple[str, str]  # (box or serverless entry name, run path; "" an app's own row)
+View = BoxView | ServerlessView  # a box, or a serverless app (Modal, Beam) beside the boxes
+
+
+def lines_of(view: View, filter_text: str, now: float) -> BoxLines:
+    """A box's lines, or a serverless app's."""
+    if isinstance(view, ServerlessView):
+        return app_lines(view, filter_text, now)
+    return box_lines(view, filter_text, now)
 
 
 @dataclass
 class _Block:
     """One box's lines, and their strips at the width they were last drawn at."""
 
-    view: BoxView
+    view: View
     lines: BoxLines
     due: float = float("inf")  # a staged view is drawn by then
     strips: list[Strip] | None = None
@@ -73,12 +82,12 @@ class FleetList(ScrollView, can_focus=False):
     filter: var[str] = var("", init=False)
     selected: var[RunKey | None] = var(None, init=False)
 
-    def __init__(self, views: Iterable[BoxView], now: float, *, id: str | None = "fleet"
+    def __init__(self, views: Iterable[View], now: float, *, id: str | None = "fleet"
                  ) -> None:
         super().__init__(id=id)
         self._now = now
         self._blocks: dict[str, _Block] = {
-            v.state.name: _Block(v, box_lines(v, "", now)) for v in views}
+            v.state.name: _Block(v, lines_of(v, "", now)) for v in views}
         self._names = list(self._blocks)
         self._tops: list[int] = []  # first row of each box, in self._names order
         self._index = {name: i for i, name in enumerate(self._names)}
@@ -93,13 +102,13 @@ class FleetList(ScrollView, can_focus=False):
 
     # --- what the screen calls -------------------------------------------------------
 
-    def show(self, view: BoxView, now: float) -> None:
+    def show(self, view: View, now: float) -> None:
         """A box's new picture: its lines are rebuilt, repainted only if they changed."""
         if view.state.name in self._blocks:
             self._blocks[view.state.name].view = view
             self._rebuild(view.state.name, now)
 
-    def set_boxes(self, views: Iterable[BoxView], now: float) -> None:
+    def set_boxes(self, views: Iterable[View], now: float) -> None:
         """The boxes the config now lists, in its order (a reloaded config added or
         removed some): a box kept keeps its lines, a new one is drawn, a gone one goes."""
         self._now = now
@@ -107,7 +116,7 @@ class FleetList(ScrollView, can_focus=False):
         for view in views:
             block = self._blocks.get(view.state.name)
             if block is None:
-                block = _Block(view, box_lines(view, self.filter, now))
+                block = _Block(view, lines_of(view, self.filter, now))
             blocks[view.state.name] = block
         if list(blocks) == self._names:
             return
@@ -120,17 +129,17 @@ class FleetList(ScrollView, can_focus=False):
             self._layout()
             self.refresh()
 
-    def stage(self, view: BoxView, by: float) -> None:
+    def stage(self, view: View, by: float) -> None:
         """A box's new picture that may wait until `by` (or the box's next redraw)."""
         block = self._blocks.get(view.state.name)
         if block is not None:
             block.view = view
             block.due = min(block.due, by)
 
-    def view(self, name: str) -> BoxView:
+    def view(self, name: str) -> View:
         return self._blocks[name].view
 
-    def views(self) -> list[BoxView]:
+    def views(self) -> list[View]:
         return [b.view for b in self._blocks.values()]
 
     def tick(self, now: float) -> None:
@@ -201,7 +210,7 @@ class FleetList(ScrollView, can_focus=False):
         self._now = now
         block = self._blocks[name]
         block.due = float("inf")
-        lines = box_lines(block.view, self.filter, now)
+        lines = lines_of(block.view, self.filter, now)
         if not force and lines.lines == block.lines.lines:
             block.lines = lines  # the same words; only the due time moved
             return

@@ -299,3 +299,50 @@ on_best = "yes"
     lonely = problems('[[box]]\nname = "a"\nhost = "h"\n[box.push]\non_complete = true\n')
     assert lonely == ["fleet.toml:4: box 'a': key 'push': milestone pushes (every_epochs, "
                       "on_best, on_complete) need a destination: set hf_repo or local_dir"]
+
+
+SERVERLESS = '''
+[[box]]
+name = "a"
+host = "h"
+
+[[serverless]]
+name = "modal-yolox"
+provider = "modal"
+app = "yolox-train"
+volume = "yolo-runs"
+runs_path = "/runs"
+gpu = "H100:2"
+timeout = 21600
+'''
+
+
+def test_serverless_entries_are_read_beside_the_boxes() -> None:
+    fleet = parse_config(SERVERLESS, "fleet.toml")
+    (entry,) = fleet.serverless
+    assert (entry.name, entry.provider, entry.app, entry.volume, entry.runs_path,
+            entry.gpu, entry.timeout, entry.usd_per_gpu_second, entry.cli) == \
+        ("modal-yolox", "modal", "yolox-train", "yolo-runs", "/runs", "H100:2", 21600.0,
+         None, None)
+    only = SERVERLESS.split("[[serverless]]")[1]
+    assert parse_config("[[serverless]]" + only, "f").boxes == ()  # a fleet of only these
+
+
+def test_serverless_problems_name_the_file_the_entry_and_the_key() -> None:
+    bad = SERVERLESS.replace('provider = "modal"', 'provider = "lambda"') \
+        .replace('gpu = "H100:2"', 'gpu = "H100:2"\ntimout = 5') \
+        .replace('app = "yolox-train"\n', '')
+    found = problems(bad)
+    assert any(p.startswith("fleet.toml:8: serverless 'modal-yolox': key 'provider': must be "
+                            "one of modal, beam") for p in found), found
+    assert any("serverless 'modal-yolox': key 'timout': unknown key (did you mean 'timeout'?)"
+               in p for p in found), found
+    assert any("serverless 'modal-yolox': key 'app': missing (required)" in p for p in found)
+    (msg,) = problems(SERVERLESS.replace('"H100:2"', '"B200"'))
+    assert msg.startswith("fleet.toml:12: serverless 'modal-yolox': key 'gpu': no published "
+                          "modal price for 'B200'") and msg.endswith("set usd_per_gpu_second")
+    parse_config(SERVERLESS.replace('"H100:2"', '"B200"\nusd_per_gpu_second = 0.0017'), "f")
+    (msg,) = problems(SERVERLESS.replace('name = "modal-yolox"', 'name = "a"'))
+    assert "serverless 'a': key 'name'" not in msg and "box 'a': key 'name'" in msg
+    (msg,) = problems(SERVERLESS.replace('"/runs"', '"/runs/../etc"'))
+    assert "key 'runs_path'" in msg and "'..'" in msg

@@ -56,3 +56,15 @@ def test_what_waits_for_a_restart_is_named() -> None:
                            "f.toml")
     assert needs_restart(old, rebound) == ["keys"]
     assert needs_restart(old, parse_config(BASE, "f.toml")) == []
+
+
+def test_serverless_entries_added_removed_and_changed_are_said() -> None:
+    parse = parse_config
+    base = '[[box]]\nname = "a"\nhost = "h"\n'
+    entry = ('[[serverless]]\nname = "m"\nprovider = "modal"\napp = "yolo"\nvolume = "v"\n'
+             'runs_path = "/runs"\ngpu = "H100"\ntimeout = 3600\n')
+    old, new = parse(base, "f"), parse(base + entry, "f")
+    assert config_changes(old, new) == ["serverless m added (modal app yolo)"]
+    assert config_changes(new, old) == ["serverless m removed"]
+    longer = parse(base + entry.replace("3600", "7200"), "f")
+    assert config_changes(new, longer) == ["serverless m timeout 3600 → 7200"]

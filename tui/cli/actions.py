@@ -7,10 +7,12 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.cli.ask import token_asked
 from tui.cli.fleet import box_named, load_fleet
 from tui.cli.output import print_report
+from tui.model.config import ServerlessConfig
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
@@ -38,20 +40,57 @@ def cmd_push(args: argparse.Namespace) -> int:
     return print_report(report)
 
 
+if TYPE_CHECKING:
+    from tui.actions.flows import Report
+    from tui.model.serverless_runs import ServerlessState
+
+
+def _serverless_stop(entry: ServerlessConfig) -> int:
+    """`stop NAME` of a [[serverless]] entry: its app stopped and read back, journaled."""
+    import time
+
+    from tui.actions.serverless import stop_app
+    from tui.runtime.serverless import poll_entry
+    from tui.store.journal import Journal
+
+    async def stop() -> Report:
+        last: list[ServerlessState | None] = [None]
+
+        async def poll() -> ServerlessState:
+            state = last[0] = await poll_entry(entry, last[0], time.time)
+            return state
+
+        return await stop_app(entry, Journal(), poll, time.time)
+
+    return print_report(asyncio.run(stop()))
+
+
 def cmd_power(args: argparse.Namespace) -> int:
     from tui.actions.flows import power
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
+    entry = next((e for e in fleet.serverless if e.name == args.box), None)
+    if entry is not None:
+        if args.command != "stop":
+            print(f"{entry.name} is a serverless app: it starts when its script runs "
+                  "(`modal run` / `modal deploy`), not from here", file=sys.stderr)
+            return EXIT_USAGE
+        return _serverless_stop(entry)
     box = box_named(fleet, args.box)
     return print_report(asyncio.run(power(fleet, box, args.command, Journal())))
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
     from tui.actions.flows import destroy
+    from tui.model.serverless_view import destroy_words
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
+    entry = next((e for e in fleet.serverless if e.name == args.box), None)
+    if entry is not None:
+        print(destroy_words(entry), file=sys.stderr)
+        return EXIT_USAGE
     box = box_named(fleet, args.box)
     if not args.yes:
         print(f"destroy {box.name} deletes the box and its disk for good: pass --yes",

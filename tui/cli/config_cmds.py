@@ -15,8 +15,13 @@ EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "fleet.example.toml"
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.config)
-    print(f"{fleet.source}: ok, {len(fleet.boxes)} box(es): "
-          + ", ".join(b.name for b in fleet.boxes))
+    parts = []
+    if fleet.boxes or not fleet.serverless:
+        parts.append(f"{len(fleet.boxes)} box(es): " + ", ".join(b.name for b in fleet.boxes))
+    if fleet.serverless:
+        parts.append(f"{len(fleet.serverless)} serverless app(s): " + ", ".join(
+            f"{e.name} ({e.provider} app {e.app})" for e in fleet.serverless))
+    print(f"{fleet.source}: ok, " + "; ".join(parts))
     return EXIT_OK
 
 

@@ -17,6 +17,8 @@ from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE
 from tui.model.meter import FleetCost
+from tui.model.serverless_doc import pairs
+from tui.model.serverless_runs import ServerlessState
 from tui.model.status_doc import status_document, status_table
 from tui.model.text import clean_block
 
@@ -75,22 +77,25 @@ async def _demo(real: bool) -> int:
 
 
 async def _status(fleet: FleetConfig, entries: list[dict[str, Any]]
-                  ) -> tuple[list[BoxState], FleetCost]:
-    """Every box once and every provider once, in parallel; then the money picture. A box
-    that does not answer is at rest by the panel's rule (tui.providers.meter.rest_of)."""
+                  ) -> tuple[list[BoxState], FleetCost, list[ServerlessState]]:
+    """Every box, every provider and every serverless app once, in parallel; then the money
+    picture. A box that does not answer is at rest by the panel's rule
+    (tui.providers.meter.rest_of)."""
     from dataclasses import replace
 
     from tui.providers.meter import CostMeter, rest_of
     from tui.remote.watch import snapshot_fleet
+    from tui.runtime.serverless import poll_all
 
     meter = CostMeter(fleet)
     try:
-        boxes, _ = await asyncio.gather(snapshot_fleet(fleet), meter.poll())
+        boxes, _, apps = await asyncio.gather(snapshot_fleet(fleet), meter.poll(),
+                                              poll_all(fleet, time.time))
     finally:
         await meter.aclose()
     boxes = [b if b.connection is Connection.OK else
              replace(b, rest=rest_of(fleet, entries, meter, b.name)) for b in boxes]
-    return boxes, meter.update(boxes)
+    return boxes, meter.update(boxes), apps
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -102,17 +107,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     if files is not None:
         print(files, file=sys.stderr)  # as the ledger's problems are said
     entries = Journal().entries
-    boxes, cost = asyncio.run(_status(fleet, entries))
+    boxes, cost, apps = asyncio.run(_status(fleet, entries))
     now = time.time()
+    serverless = pairs(fleet.serverless, apps)
     if args.json:
         from tui.model.guard import last_verified_pushes
 
         pushes = {b.name: last_verified_pushes(entries, b.name) for b in boxes}
-        print_json(status_document(boxes, now, cost, pushes))
+        print_json(status_document(boxes, now, cost, pushes, serverless))
     else:
-        print(clean_block(status_table(boxes, now, cost)))  # no box's control sequences
-    # A box stopped or destroyed on purpose is not a failure: cron scripts see exit 0.
-    ok = all(b.connection is Connection.OK or b.rest is not None for b in boxes)
+        # no box's (or CLI's) control sequences
+        print(clean_block(status_table(boxes, now, cost, serverless)))
+    # A box stopped or destroyed on purpose is not a failure: cron scripts see exit 0. A
+    # serverless app whose CLI could not be read is.
+    ok = all(b.connection is Connection.OK or b.rest is not None for b in boxes) and \
+        all(a.error is None for a in apps)
     return EXIT_OK if ok else EXIT_FAILED
 
 

@@ -18,6 +18,7 @@ from tui.model.fanout import ConnectLimits
 from tui.model.keys import key_clashes
 
 PROVIDERS = ("manual", "vast", "runpod", "lambda")
+SERVERLESS_PROVIDERS = ("modal", "beam")
 HOST_KEY_POLICIES = ("strict", "accept-new")
 DEFAULT_RUNS_ROOTS = ("/root/runs",)
 DEFAULT_REFRESH_SECONDS = 5.0
@@ -129,6 +130,22 @@ class BoxConfig:
 
 
 @dataclass(frozen=True)
+class ServerlessConfig:
+    """One serverless app (Modal, Beam) as the user described it: where its runs are."""
+
+    name: str
+    provider: str  # one of SERVERLESS_PROVIDERS
+    app: str
+    volume: str
+    runs_path: str  # the runs root on the volume
+    gpu: str  # as the script asks for it: "H100", "A100-80GB:4"
+    timeout: float | None = None  # seconds, as the script's timeout= sets it
+    usd_per_gpu_second: float | None = None  # overrides the provider's published price
+    cli: str | None = None  # the provider's CLI, when not on PATH
+    local_dir: str | None = None  # where `p` copies a run's weights (as [box.push] local_dir)
+
+
+@dataclass(frozen=True)
 class FleetConfig:
     """The whole fleet config, validated."""
 
@@ -149,6 +166,7 @@ class FleetConfig:
     alerts: AlertConfig = field(default_factory=AlertConfig)
     # [connect]: handshakes per SSH endpoint and per jump host, provider requests at once
     connect: ConnectLimits = field(default_factory=ConnectLimits)
+    serverless: tuple[ServerlessConfig, ...] = ()
 
     def box(self, name: str) -> BoxConfig:
         """The box called `name`; KeyError names the boxes that exist."""
@@ -172,12 +190,15 @@ class ConfigProblem:
     box: str | None = None
     key: str | None = None
     line: int | None = None
+    serverless: str | None = None  # the [[serverless]] entry, by name (or #N)
 
     def __str__(self) -> str:
         where = self.source if self.line is None else f"{self.source}:{self.line}"
         parts = [where]
         if self.box is not None:
             parts.append(f"box {self.box!r}")
+        if self.serverless is not None:
+            parts.append(f"serverless {self.serverless!r}")
         if self.key is not None:
             parts.append(f"key {self.key!r}")
         return ": ".join(parts) + f": {self.message}"
@@ -437,6 +458,27 @@ _BOX_KEYS: dict[str, Callable[[object], Any]] = {
     "gpu": _bool,
 }
 
+def _volume_path(value: object) -> str:
+    text = _interpreter(value)
+    if ".." in text.split("/"):
+        raise _Bad(f"must not climb with '..', got {text!r}")
+    return text
+
+
+_SERVERLESS_KEYS: dict[str, Callable[[object], Any]] = {
+    "name": _box_name,
+    "provider": _choice(SERVERLESS_PROVIDERS),
+    "app": _label,
+    "volume": _label,
+    "runs_path": _volume_path,
+    "gpu": _label,
+    "timeout": _number(0.0, exclusive=True),
+    "usd_per_gpu_second": _number(0.0, exclusive=True),
+    "cli": _string,
+    "local_dir": _string,
+}
+SERVERLESS_REQUIRED = ("name", "provider", "app", "volume", "runs_path", "gpu")
+
 _PRICING_KEYS: dict[str, Callable[[object], Any]] = {
     "running_usd_per_hr": _number(),
     "disk_gb": _number(),
@@ -567,7 +609,8 @@ def parse_config(text: str, source: str) -> FleetConfig:
                                           locate.line_of(("keys",), clash.binding)))
         return keys
 
-    top = check_table(data, _TOP_KEYS, None, (), subtables=("box", "alerts", "connect"))
+    top = check_table(data, _TOP_KEYS, None, (), subtables=("box", "alerts", "connect",
+                                                            "serverless"))
     if "keys" in top:
         top["keys"] = check_keys(top["keys"])
     for table, schema, kind in (("alerts", _ALERT_KEYS, AlertConfig),
@@ -586,7 +629,8 @@ def parse_config(text: str, source: str) -> FleetConfig:
         problems.append(ConfigProblem(source, "'box' must be written as [[box]] tables",
                                       key="box", line=locate.line_of((), "box")))
         raw_boxes = []
-    if not raw_boxes and not problems:
+    serverless = _serverless_entries(data.get("serverless", []), source, locate, problems)
+    if not raw_boxes and not serverless and not problems:
         problems.append(ConfigProblem(source, "no boxes: add a [[box]] table with name and host"))
 
     boxes: list[BoxConfig] = []
@@ -626,9 +670,62 @@ def parse_config(text: str, source: str) -> FleetConfig:
                     label, "name", locate.line_of(where, "name")))
             else:
                 seen[name] = index
+            if any(entry.name == name for entry in serverless):
+                problems.append(ConfigProblem(
+                    source, "a [[serverless]] entry has this name too: names are unique",
+                    label, "name", locate.line_of(where, "name")))
         if "name" in values and "host" in values:
             boxes.append(BoxConfig(**values, pricing=pricing, push=push))
 
     if problems:
         raise ConfigError(problems)
-    return FleetConfig(source=source, boxes=tuple(boxes), **top)
+    return FleetConfig(source=source, boxes=tuple(boxes), serverless=tuple(serverless), **top)
+
+
+def _serverless_entries(raw_entries: object, source: str, locate: _Locator,
+                        problems: list[ConfigProblem]) -> list[ServerlessConfig]:
+    """The [[serverless]] tables, each checked; problems name the entry and the key."""
+    from tui.model.serverless_prices import price_problem
+
+    if not isinstance(raw_entries, list) or not all(isinstance(e, dict) for e in raw_entries):
+        problems.append(ConfigProblem(source, "'serverless' must be written as [[serverless]] "
+                                      "tables", key="serverless",
+                                      line=locate.line_of((), "serverless")))
+        return []
+    entries: list[ServerlessConfig] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_entries):
+        label = raw.get("name") if isinstance(raw.get("name"), str) else f"#{index + 1}"
+        where: TablePath = ("serverless", index)
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            line = locate.line_of(where, key)
+            if key not in _SERVERLESS_KEYS:
+                problems.append(ConfigProblem(source, _unknown(key, _SERVERLESS_KEYS), key=key,
+                                              line=line, serverless=label))
+                continue
+            try:
+                values[key] = _SERVERLESS_KEYS[key](value)
+            except _Bad as exc:
+                problems.append(ConfigProblem(source, str(exc), key=key, line=line,
+                                              serverless=label))
+        missing = [k for k in SERVERLESS_REQUIRED if k not in raw]
+        for key in missing:
+            problems.append(ConfigProblem(source, "missing (required)", key=key,
+                                          line=locate.line_of(where), serverless=label))
+        if any(k not in values for k in SERVERLESS_REQUIRED):
+            continue
+        if values["name"] in seen:
+            problems.append(ConfigProblem(source, "duplicate serverless name", key="name",
+                                          line=locate.line_of(where, "name"),
+                                          serverless=label))
+            continue
+        seen.add(values["name"])
+        entry = ServerlessConfig(**values)
+        problem = price_problem(entry.provider, entry.gpu, entry.usd_per_gpu_second)
+        if problem is not None:
+            problems.append(ConfigProblem(source, problem, key="gpu",
+                                          line=locate.line_of(where, "gpu"), serverless=label))
+            continue
+        entries.append(entry)
+    return entries

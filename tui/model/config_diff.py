@@ -104,8 +104,24 @@ def config_changes(old: FleetConfig, new: FleetConfig) -> list[str]:
     words += _dataclass_changes("alerts", old.alerts, new.alerts,
                                 secret=("webhook", "command"))
     words += _dataclass_changes("connect", old.connect, new.connect)
+    words += serverless_changes(old, new)
     words += _dataclass_changes("fleet", old, new,
-                                skip=("source", "boxes", "alerts", "connect", *_NAMED))
+                                skip=("source", "boxes", "alerts", "connect", "serverless",
+                                      *_NAMED))
+    return words
+
+
+def serverless_changes(old: FleetConfig, new: FleetConfig) -> list[str]:
+    """The [[serverless]] entries added, removed or changed, in words."""
+    before = {e.name: e for e in old.serverless}
+    after = {e.name: e for e in new.serverless}
+    words = [f"serverless {name} added ({after[name].provider} app {after[name].app})"
+             for name in after if name not in before]
+    words += [f"serverless {name} removed" for name in before if name not in after]
+    for name, entry in after.items():
+        if name in before:
+            words += _dataclass_changes(f"serverless {name}", before[name], entry,
+                                        skip=("name",))
     return words
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.rest import rest_document, rest_words
 from tui.model.runs import Health, RunState, folder_words, format_age
+from tui.model.serverless_doc import Entry, serverless_document, serverless_lines
 from tui.model.sizing import DiskProjection, project_disk, projection_document
 from tui.model.throughput import UnitCost, unit_words
 from tui.model.unpushed import AtStake, at_stake, box_timeline, rate_share
@@ -193,15 +194,18 @@ def fleet_document(cost: FleetCost | None) -> dict[str, Any] | None:
 
 def status_document(boxes: list[BoxState], generated_at: float,
                     cost: FleetCost | None = None,
-                    pushes: Mapping[str, Mapping[str, PushRecord]] | None = None
-                    ) -> dict[str, Any]:
-    """The whole document; `pushes`: per box, each run's last verified push (the journal)."""
+                    pushes: Mapping[str, Mapping[str, PushRecord]] | None = None,
+                    serverless: Sequence[Entry] = ()) -> dict[str, Any]:
+    """The whole document; `pushes`: per box, each run's last verified push (the journal);
+    `serverless`: each [[serverless]] entry with its last poll (docs/serverless.md)."""
     return {
         "schema": SCHEMA,
         "generated_at": iso(generated_at),
         "fleet": fleet_document(cost),
         "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None,
                                (pushes or {}).get(b.name), generated_at) for b in boxes],
+        "serverless": [serverless_document(entry, state, generated_at, run_document)
+                       for entry, state in serverless],
     }
 
 
@@ -279,8 +283,10 @@ def fleet_money_line(cost: FleetCost) -> list[str]:
     return lines
 
 
-def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = None) -> str:
-    """The readable form of `status`: the fleet's burn, a block per box, a line per run."""
+def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = None,
+                 serverless: Sequence[Entry] = ()) -> str:
+    """The readable form of `status`: the fleet's burn, a block per box, a line per run,
+    then a block per serverless app."""
     out: list[str] = []
     if cost is not None:
         out.extend(fleet_money_line(cost))
@@ -326,4 +332,6 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
             out.append("  no runs found under the runs roots")
         out.extend(_run_line(run, box_cost.units.get(run.path) if box_cost else None)
                    for run in box.runs)
+    for entry, state in serverless:
+        out.extend(serverless_lines(entry, state, now, _run_line))
     return "\n".join(out)

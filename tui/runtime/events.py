@@ -16,6 +16,7 @@ from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord
 from tui.model.meter import FleetCost
 from tui.model.policy import Notice as CostNotice
+from tui.model.serverless_runs import ServerlessState
 
 Severity = Literal["information", "warning", "error"]
 
@@ -139,11 +140,18 @@ class MonitorNote:
     style: str
 
 
+@dataclass(frozen=True)
+class ServerlessChanged:
+    """A serverless entry's new picture (its app and runs, or why the CLI failed)."""
+
+    state: ServerlessState
+
+
 class BoxBusy(Exception):
     """The box is running another action (its name is the message): one at a time."""
 
 
 Event = (BoxChanged | CostChanged | ActionStarted | ActionRefused | ActionProgress
          | ActionCancelling | ActionEnded | Alarm | Notice | Crashed | PushesChanged
-         | MonitorNote | ConfigReloaded)
+         | MonitorNote | ConfigReloaded | ServerlessChanged)
 Sink = Callable[[Event], None]

@@ -15,6 +15,7 @@ watches nothing and only folds the money of the fixed snapshots it was given
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -27,6 +28,8 @@ from tui.actions.alerts import AlertSender
 from tui.actions.board import Board, Work
 from tui.actions.flows import Report
 from tui.actions.guardian import Guardian
+from tui.actions.serverless import stop_app as stop_serverless_app
+from tui.actions.serverless_push import push_run as push_serverless_run
 from tui.model.alerts import BOX_IDLE, OVER_BUDGET, PUSH_FAILED, AlertEvent, event
 from tui.model.bill import Book
 from tui.model.box import BoxState, Connection, fold_failure
@@ -38,6 +41,7 @@ from tui.model.meter import down_on_record
 from tui.model.milestones import RETRY_BASE_SECONDS
 from tui.model.rest import Rest
 from tui.model.retry import backoff_delay
+from tui.model.serverless_runs import ServerlessState
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter, rest_of
 from tui.remote.hostkeys import host_key_store
 from tui.remote.watch import BoxWatcher
@@ -57,10 +61,12 @@ from tui.runtime.events import (
     MonitorNote,
     Notice,
     PushesChanged,
+    ServerlessChanged,
     Severity,
     Sink,
 )
 from tui.runtime.open_files import raise_open_files
+from tui.runtime.serverless import SERVERLESS_POLL_SECONDS, poll_entry
 from tui.store.journal import Journal
 
 COST_COALESCE_SECONDS = 1.0  # alarms within a second; the cents move slower than that
@@ -91,7 +97,8 @@ class Runtime:
                  poll_seconds: float = PROVIDER_POLL_SECONDS,
                  coalesce_seconds: float = COST_COALESCE_SECONDS,
                  config_path: Path | None = None,
-                 config_seconds: float = CONFIG_POLL_SECONDS) -> None:
+                 config_seconds: float = CONFIG_POLL_SECONDS,
+                 serverless_seconds: float = SERVERLESS_POLL_SECONDS) -> None:
         self.fleet = fleet
         # The config file, looked at again while live (its source when that is a file).
         if config_path is None and live and Path(fleet.source).is_file():
@@ -138,6 +145,11 @@ class Runtime:
         self._cost_timer: asyncio.TimerHandle | None = None
         self._seen: set[str] = set()  # boxes refreshed since the last money picture
         self._running = False
+        # Serverless entries (Modal, Beam): each polled through its provider's CLI.
+        self.serverless_seconds = serverless_seconds
+        self.serverless: dict[str, ServerlessState] = {
+            e.name: ServerlessState(name=e.name, provider=e.provider) for e in fleet.serverless}
+        self._serverless_wake: dict[str, asyncio.Event] = {}
 
     def _restore_outages(self, book: Book) -> None:
         """A box down since before a (re)start keeps its outage's start (the ledger's
@@ -200,6 +212,8 @@ class Runtime:
         if self.meter is not None:
             self._spawn(self._poller(), "poll providers")
         self._spawn(self._reread_journal(), "journal")
+        for entry in self.fleet.serverless:
+            self._spawn(self._poll_serverless(entry.name), f"serverless {entry.name}")
         if self.config_file is not None:
             self._spawn(self._watch_config(), "config")
 
@@ -282,9 +296,72 @@ class Runtime:
             self._milestone(state)
 
     def poke(self) -> None:
-        """Look at every box now."""
+        """Look at every box (and every serverless entry) now."""
         for watcher in self.watchers.values():
             watcher.poke()
+        self.poke_serverless()
+
+    # --- serverless entries ------------------------------------------------------------
+
+    async def _poll_serverless(self, name: str) -> None:
+        """One entry polled every `serverless_seconds` (sooner when poked: after a stop);
+        a failing CLI is asked again after a growing backoff, never in a tight loop."""
+        wake = self._serverless_wake.setdefault(name, asyncio.Event())
+        failures = 0
+        while True:
+            entry = next((e for e in self.fleet.serverless if e.name == name), None)
+            if entry is None:  # removed from the config
+                return
+            wake.clear()
+            try:
+                await self.poll_serverless(name)
+                failures = failures + 1 if self.serverless[name].error else 0
+            except Exception as error:  # a bug, never the CLI's answer: said, retried
+                failures += 1
+                self.sink(Crashed(name, f"{type(error).__name__}: {error}",
+                                  backoff_delay(failures, random.random())))
+            delay = self.serverless_seconds if failures == 0 else \
+                max(self.serverless_seconds, backoff_delay(failures, random.random()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay)
+
+    async def poll_serverless(self, name: str) -> ServerlessState:
+        """Look at one entry now; its new state is kept and sent to the front end."""
+        entry = next(e for e in self.fleet.serverless if e.name == name)
+        state = await poll_entry(entry, self.serverless.get(name), self.clock)
+        if self._running and name in self.serverless:
+            self.serverless[name] = state
+            self.sink(ServerlessChanged(state))
+        return state
+
+    def stop_serverless(self, name: str) -> bool:
+        """Stop a serverless app (its provider's CLI), read back until it says stopped."""
+        entry = next(e for e in self.fleet.serverless if e.name == name)
+
+        async def work() -> Report:
+            return await stop_serverless_app(entry, self.journal,
+                                             partial(self.poll_serverless, name), self.clock)
+
+        return self.run(name, "stop", work)
+
+    def push_serverless(self, name: str, run_path: str) -> bool:
+        """Copy a serverless run's weights from its volume to the entry's local_dir."""
+        entry = next(e for e in self.fleet.serverless if e.name == name)
+        run = next((r for r in self.serverless[name].runs if r.path == run_path), None)
+        if run is None:
+            self.sink(Notice(f"{name}: no run {run_path} read on its volume", "warning"))
+            return False
+
+        async def work() -> Report:
+            return await push_serverless_run(entry, run, self.journal, self.clock)
+
+        return self.run(name, "push", work, title=f"push of {run.name} from {entry.volume}")
+
+    def poke_serverless(self, name: str | None = None) -> None:
+        """Poll one entry (or all) now rather than at its next turn."""
+        for key, wake in self._serverless_wake.items():
+            if name is None or key == name:
+                wake.set()
 
     # --- money -------------------------------------------------------------------------
 
@@ -385,6 +462,7 @@ class Runtime:
         watched anew. Journaled as one line of what changed."""
         old = self.fleet
         changes = config_changes(old, new)
+        self._rewatch_serverless(new)
         if not changes:
             self.fleet = new
             return []
@@ -431,6 +509,21 @@ class Runtime:
         self.sink(Notice(words, "information"))
         self._update_cost()
         return changes
+
+    def _rewatch_serverless(self, new: FleetConfig) -> None:
+        """Serverless entries added by an edit are polled from now; removed ones no longer
+        (their poller ends at its next turn); a changed one is read as it now says."""
+        names = {e.name for e in new.serverless}
+        for name in list(self.serverless):
+            if name not in names:
+                self.serverless.pop(name)
+                self.poke_serverless(name)
+        for entry in new.serverless:
+            if entry.name not in self.serverless:
+                self.serverless[entry.name] = ServerlessState(name=entry.name,
+                                                              provider=entry.provider)
+                if self._running and self.live:
+                    self._spawn(self._poll_serverless(entry.name), f"serverless {entry.name}")
 
     def _stop_watching(self, name: str) -> None:
         """End a box's watcher task and close its session (in the background)."""

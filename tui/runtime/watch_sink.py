@@ -22,6 +22,8 @@ from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.exit_codes import EXIT_FAILED
 from tui.model.milestones import RETRY_BASE_SECONDS
+from tui.model.serverless_runs import ServerlessState
+from tui.model.serverless_view import app_words
 from tui.model.watchdog_silence import likely_fired
 from tui.providers.meter import PROVIDER_POLL_SECONDS, CostMeter
 from tui.runtime.events import (
@@ -33,6 +35,7 @@ from tui.runtime.events import (
     Crashed,
     Event,
     Notice,
+    ServerlessChanged,
     Sink,
 )
 from tui.runtime.fleet import Runtime
@@ -53,6 +56,7 @@ class LogSink:
     def __init__(self, log: Log) -> None:
         self.log = log
         self._connection: dict[str, Connection] = {}  # box -> as last said
+        self._serverless: dict[str, str] = {}  # serverless entry -> its words as last said
 
     def __call__(self, item: Event) -> None:
         for line in self.lines(item):
@@ -80,7 +84,17 @@ class LogSink:
             return [f"{what} ({item.error}); restarted in {item.delay:.0f} s"]
         if isinstance(item, Notice):
             return [item.text]
+        if isinstance(item, ServerlessChanged):
+            return self._app(item.state)
         return []
+
+    def _app(self, state: ServerlessState) -> list[str]:
+        """A serverless app's line when its state or its CLI's trouble changes."""
+        words = state.error or app_words(state.app)
+        if self._serverless.get(state.name) == words:
+            return []
+        self._serverless[state.name] = words
+        return [f"serverless {state.name}: {words}"]
 
     def _box(self, state: BoxState) -> list[str]:
         before = self._connection.get(state.name)

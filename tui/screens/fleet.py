@@ -48,11 +48,13 @@ from tui.messages import (
 from tui.model.box import BoxState, Connection
 from tui.model.cancel import cancel_words
 from tui.model.capability import refusal, stop_words
+from tui.model.config import ServerlessConfig
 from tui.model.cost import usd
 from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import Health, format_age
+from tui.model.serverless_view import destroy_words
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
@@ -60,9 +62,10 @@ from tui.screens.view import FleetView
 from widgets.disk_text import projection_items
 from widgets.filter_field import FilterField
 from widgets.fleet_head import FleetHead
-from widgets.fleet_list import FleetList, RunKey
+from widgets.fleet_list import FleetList, RunKey, View
 from widgets.fleet_text import BoxView
 from widgets.preflight_text import check_item
+from widgets.serverless_text import APP_ROW, ServerlessView
 
 HEAD_COALESCE_SECONDS = 0.5
 MONEY_SECONDS = 5.0  # other boxes' money lines follow a new cost picture within this
@@ -128,8 +131,7 @@ class FleetScreen(Screen[None]):
         yield field
         yield FleetHead(self._boxes(), app.cost, id="fleet-head")
         now = app.clock()
-        yield FleetList([self._view(b.name) for b in app.fleet.boxes], now).data_bind(
-            FleetScreen.filter, FleetScreen.selected)
+        yield FleetList(self._views(), now).data_bind(FleetScreen.filter, FleetScreen.selected)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -173,20 +175,56 @@ class FleetScreen(Screen[None]):
         return BoxView(app.states[name], config.provider, cost, app.pushes.get(name, {}),
                        app.notes.get(name), self.head_items(name), at_stake=True)
 
+    def _app_view(self, name: str) -> ServerlessView:
+        """A serverless app's view (Modal, Beam): its last poll and its config entry."""
+        app = self.gpurent
+        entry = next(e for e in app.fleet.serverless if e.name == name)
+        return ServerlessView(app.serverless[name], entry, activity=app.notes.get(name))
+
+    def _views(self) -> list[View]:
+        """The boxes in config order, then the serverless apps."""
+        app = self.gpurent
+        views: list[View] = [self._view(b.name) for b in app.fleet.boxes
+                             if b.name in app.states]
+        views += [self._app_view(e.name) for e in app.fleet.serverless
+                  if e.name in app.serverless]
+        return views
+
     def boxes_changed(self) -> None:
         """The reloaded config added or removed boxes: the list follows it."""
-        app = self.gpurent
-        self.fleet_list.set_boxes([self._view(b.name) for b in app.fleet.boxes
-                                   if b.name in app.states], app.clock())
+        self.fleet_list.set_boxes(self._views(), self.gpurent.clock())
         self._follow_order()
         self._schedule_head()
 
     def refresh_box(self, name: str) -> None:
-        """Redraw one box from the app's state (only what changed is repainted)."""
+        """Redraw one box (or serverless app) from the app's state (only what changed is
+        repainted)."""
+        if name in self.gpurent.serverless:
+            self.refresh_app(name)
+            return
         if name not in self.gpurent.states:
             return  # removed from the config since
         self.fleet_list.show(self._view(name), self.gpurent.clock())
         self._follow_order()
+
+    def refresh_app(self, name: str) -> None:
+        """Redraw a serverless app from its last poll."""
+        if name not in self.gpurent.serverless or \
+                name not in {v.state.name for v in self.fleet_list.views()}:
+            return
+        self.fleet_list.show(self._app_view(name), self.gpurent.clock())
+        self._follow_order()
+
+    def _serverless_entry(self, name: str) -> ServerlessConfig | None:
+        return next((e for e in self.gpurent.fleet.serverless if e.name == name), None)
+
+    def _box_only(self, key: RunKey | None, what: str) -> RunKey | None:
+        """The key, unless it is a serverless app's row: then why `what` does not apply."""
+        if key is not None and self._serverless_entry(key[0]) is not None:
+            self.notify(f"{what} is for a box; on a serverless app: s stops it, p copies a "
+                        "run's weights from its volume", timeout=5, markup=False)
+            return None
+        return key
 
     def _box_changed(self, state: BoxState | None) -> None:
         if state is None or state.name not in self.gpurent.states:
@@ -276,7 +314,7 @@ class FleetScreen(Screen[None]):
         dead run also rings an alarm and is counted in the strip."""
         if key is None:
             return 2
-        state = self.gpurent.states.get(key[0])
+        state = self.gpurent.states.get(key[0]) or self.gpurent.serverless.get(key[0])
         run = next((r for r in state.runs if r.path == key[1]), None) if state else None
         if run is None:
             return 2
@@ -392,12 +430,19 @@ class FleetScreen(Screen[None]):
     # --- actions on the cursor ---------------------------------------------------------
 
     def action_open_run(self) -> None:
-        key = self._chosen()
+        key = self._box_only(self._chosen(), "opening a run")
         if key is not None:
             self.post_message(OpenRunRequested(*key))
 
     def action_push(self) -> None:
         key = self._chosen()
+        if key is not None and self._serverless_entry(key[0]) is not None:
+            if key[1] == APP_ROW:
+                self.notify("move to a run of the app (j/k): p copies its weights",
+                            timeout=4)
+            else:
+                self.post_message(PushRequested(key[0], [key[1]]))
+            return
         if key is not None:
             run = self.gpurent.states[key[0]].run(key[1])
             if run is not None:
@@ -405,7 +450,7 @@ class FleetScreen(Screen[None]):
 
     def _box_of_cursor(self) -> str | None:
         """The box the cursor's run is on; a fleet of one box needs no cursor."""
-        key = self.cursor()
+        key = self._box_only(self.cursor(), "this")
         if key is not None:
             return key[0]
         boxes = self.gpurent.fleet.boxes
@@ -425,7 +470,7 @@ class FleetScreen(Screen[None]):
             self.post_message(DoctorRequested(box))
 
     def action_push_box(self) -> None:
-        key = self._chosen()
+        key = self._box_only(self._chosen(), "P (every run of a box)")
         if key is not None:
             self.post_message(PushRequested(key[0], None))
 
@@ -445,6 +490,16 @@ class FleetScreen(Screen[None]):
         if key is None:
             return
         app, box = self.gpurent, key[0]
+        entry = self._serverless_entry(box)
+        if entry is not None:
+            body = (f"`{entry.provider} app stop {entry.app}`: its running containers end "
+                    "now, a run not committed to the volume loses what it did since its "
+                    f"last commit. The volume {entry.volume} stays. The row reads stopped "
+                    "once the CLI says so.")
+            self.app.push_screen(ConfirmScreen(f"Stop {entry.provider} app {entry.app}?",
+                                               body),
+                                 partial(self._power_answer, box, "stop"))
+            return
         if self._refused("stop", box):
             return
         cost = app.cost.boxes.get(box) if app.cost else None
@@ -459,7 +514,7 @@ class FleetScreen(Screen[None]):
             self.post_message(PowerRequested(box, action))
 
     def action_start(self) -> None:
-        key = self._chosen()
+        key = self._box_only(self._chosen(), "S (start)")
         if key is not None:
             self.confirm_start(key[0])
 
@@ -478,6 +533,10 @@ class FleetScreen(Screen[None]):
 
     def action_destroy(self) -> None:
         key = self._chosen()
+        entry = self._serverless_entry(key[0]) if key is not None else None
+        if entry is not None:
+            self.notify(destroy_words(entry), severity="warning", timeout=8, markup=False)
+            return
         if key is not None:
             self.confirm_destroy(key[0])
 
@@ -509,9 +568,11 @@ class FleetScreen(Screen[None]):
 
     def action_launch(self) -> None:
         """The launch form for the cursor's box (the first box when no run is shown)."""
-        key = self.cursor()
-        self.post_message(LaunchRequested(key[0] if key is not None
-                                          else self.gpurent.fleet.boxes[0].name))
+        key = self._box_only(self.cursor(), "L (launch)")
+        boxes = self.gpurent.fleet.boxes
+        if key is None and (self.cursor() is not None or not boxes):
+            return
+        self.post_message(LaunchRequested(key[0] if key is not None else boxes[0].name))
 
     def action_cancel_action(self) -> None:
         """`x`: cancel what runs on the cursor's box (or on the only busy box, when the
@@ -531,7 +592,7 @@ class FleetScreen(Screen[None]):
             self.notify(f"nothing is running {where}", timeout=3, markup=False)
 
     def action_monitor(self) -> None:
-        key = self._chosen()
+        key = self._box_only(self._chosen(), "w (the web monitor)")
         if key is not None:
             self.post_message(MonitorRequested(*key))
 

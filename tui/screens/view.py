@@ -18,6 +18,7 @@ from tui.model.config import FleetConfig
 from tui.model.guard import PushRecord
 from tui.model.meter import FleetCost
 from tui.model.preflight import CheckVerdict
+from tui.model.serverless_runs import ServerlessState
 from tui.store.journal import Journal
 
 
@@ -38,6 +39,9 @@ class FleetView(Protocol):
 
     @property
     def cost(self) -> FleetCost | None: ...
+
+    @property
+    def serverless(self) -> Mapping[str, ServerlessState]: ...
 
     @property
     def notes(self) -> Mapping[str, Text]: ...

@@ -1,0 +1,166 @@
+"""The Modal adapter against the `modal` stand-in on PATH: every documented success and
+failure (not logged in, app not found, path missing, CLI too old, hangs, floods)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import pytest
+from support.modal_standin import BIN, ModalStandIn
+
+from tui.model.serverless import ServerlessError
+from tui.providers import modal_cli
+
+
+@pytest.fixture
+def modal(tmp_path: Path) -> ModalStandIn:
+    return ModalStandIn(tmp_path)
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def kind_of(coro) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    with pytest.raises(ServerlessError) as caught:
+        asyncio.run(coro)
+    return caught.value.kind, str(caught.value)
+
+
+def test_app_state_reads_a_deployed_app(modal: ModalStandIn) -> None:
+    state = run(modal_cli.app_state("yolo-train", env=modal.env))
+    assert (state.provider, state.app, state.state, state.tasks) == \
+        ("modal", "yolo-train", "running", 1)
+    assert state.started_at == 1796450400.0  # 2026-12-05 06:00:00 UTC
+    assert state.detail == "deployed"
+    assert ["app", "list", "--json"] in modal.calls()
+
+
+def test_an_app_the_list_does_not_name_is_missing(modal: ModalStandIn) -> None:
+    state = run(modal_cli.app_state("other", env=modal.env))
+    assert state.state == "missing" and "not in modal app list" in state.detail
+
+
+def test_a_live_app_wins_over_an_older_stopped_one(modal: ModalStandIn) -> None:
+    data = modal.read()
+    data["apps"].insert(0, {"app_id": "ap-old", "description": "yolo-train",
+                            "state": "stopped", "tasks": "0",
+                            "created_at": "2026-12-01 06:00:00+00:00", "stopped_at": None})
+    modal.write(data)
+    assert run(modal_cli.app_state("yolo-train", env=modal.env)).state == "running"
+
+
+def test_stop_reads_stopped_only_once_the_cli_says_so(modal: ModalStandIn) -> None:
+    modal.app(stop_after=1)
+    run(modal_cli.stop_app("yolo-train", env=modal.env))
+    assert ["app", "stop", "--yes", "--", "yolo-train"] in modal.calls()
+    first = run(modal_cli.app_state("yolo-train", env=modal.env))
+    assert (first.state, first.detail) == ("running", "stopping...")
+    assert run(modal_cli.app_state("yolo-train", env=modal.env)).state == "stopped"
+    run(modal_cli.stop_app("yolo-train", env=modal.env))  # already stopped: no failure
+
+
+def test_stop_of_an_unknown_app_is_app_not_found(modal: ModalStandIn) -> None:
+    kind, words = kind_of(modal_cli.stop_app("nope", env=modal.env))
+    assert kind == "app_not_found" and "No App with name 'nope'" in words
+    assert "\u2502" not in words and "\u256d" not in words  # rich's box is gone
+
+
+def test_not_logged_in_is_said_with_the_fix(modal: ModalStandIn) -> None:
+    modal.update(logged_in=False)
+    for call in (modal_cli.app_state("yolo-train", env=modal.env),
+                 modal_cli.list_volume("runs-vol", "/", env=modal.env),
+                 modal_cli.stop_app("yolo-train", env=modal.env)):
+        kind, words = kind_of(call)
+        assert kind == "not_logged_in" and "modal token new" in words
+
+
+def test_a_cli_too_old_is_refused_before_its_output_is_read(modal: ModalStandIn) -> None:
+    modal.update(version="1.4.2")
+    kind, words = kind_of(modal_cli.app_state("yolo-train", env=modal.env))
+    assert kind == "cli_too_old" and "1.4.2" in words and "1.5.0" in words
+    modal.update(version="1.5.0")  # an upgrade in place is seen on the next call
+    assert run(modal_cli.app_state("yolo-train", env=modal.env)).state == "running"
+
+
+def test_no_cli_on_path_is_cli_missing(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "GPURENT_STANDIN_STATE": str(tmp_path / "none.json")}
+    kind, words = kind_of(modal_cli.app_state("x", env=env))
+    assert kind == "cli_missing" and "not on PATH" in words
+    kind, _ = kind_of(modal_cli.app_state("x", cli=str(tmp_path / "modal"), env=env))
+    assert kind == "cli_missing"
+
+
+def test_an_explicit_cli_path_is_used(modal: ModalStandIn) -> None:
+    env = {**modal.env, "PATH": "/usr/bin:/bin"}
+    state = run(modal_cli.app_state("yolo-train", cli=str(BIN / "modal"), env=env))
+    assert state.state == "running"
+
+
+def test_volume_listing_and_reading(modal: ModalStandIn) -> None:
+    modal.put("runs/exp1/status.json", '{"a": 1}')
+    modal.put("runs/exp1/weights/best.pt", b"\0" * 3000)
+    entries = run(modal_cli.list_volume("runs-vol", "runs", env=modal.env))
+    assert [(e.path, e.is_dir) for e in entries] == [("runs/exp1", True)]
+    weights = run(modal_cli.list_volume("runs-vol", "runs/exp1/weights", env=modal.env))
+    assert weights[0].path == "runs/exp1/weights/best.pt"
+    assert weights[0].size == int(2.9 * 1024)  # "2.9 KiB": as the CLI rounded it
+    assert weights[0].mtime is not None
+    assert run(modal_cli.read_volume_file("runs-vol", "runs/exp1/status.json",
+                                          env=modal.env)) == b'{"a": 1}'
+
+
+def test_a_missing_volume_path_is_path_missing(modal: ModalStandIn) -> None:
+    for call in (modal_cli.list_volume("runs-vol", "runs/none", env=modal.env),
+                 modal_cli.read_volume_file("runs-vol", "runs/none/status.json",
+                                            env=modal.env),
+                 modal_cli.list_volume("no-such-volume", "/", env=modal.env)):
+        kind, words = kind_of(call)
+        assert kind == "path_missing"
+        assert "not found" in words or "No such file" in words
+
+
+def test_a_file_over_the_limit_is_not_read(modal: ModalStandIn) -> None:
+    modal.put("big.json", b"x" * 5000)
+    kind, words = kind_of(modal_cli.read_volume_file("runs-vol", "big.json", limit=4096,
+                                                     env=modal.env))
+    assert kind == "failed" and "larger than 4096" in words
+
+
+def test_fetch_copies_the_file(modal: ModalStandIn, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 100
+    modal.put("runs/exp1/weights/best.pt", data)
+    dest = tmp_path / "out" / "best.pt.part"
+    dest.parent.mkdir()
+    dest.write_bytes(b"stale")
+    run(modal_cli.fetch_volume_file("runs-vol", "runs/exp1/weights/best.pt", dest,
+                                    env=modal.env))
+    assert hashlib.sha256(dest.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+    kind, _ = kind_of(modal_cli.fetch_volume_file("runs-vol", "runs/none.pt", dest,
+                                                  env=modal.env))
+    assert kind == "path_missing" and not dest.exists()
+
+
+def test_a_hanging_cli_is_cut_at_its_timeout(modal: ModalStandIn) -> None:
+    modal.update(hang={"app list": 30})
+    kind, words = kind_of(modal_cli.app_state("yolo-train", env=modal.env, timeout=1.5))
+    assert kind == "failed" and "did not finish within 1.5 s" in words
+
+
+def test_a_flood_on_stdout_is_cut_at_4_mib(modal: ModalStandIn) -> None:
+    modal.update(flood={"app list": (4 << 20) + 10})
+    kind, words = kind_of(modal_cli.app_state("yolo-train", env=modal.env))
+    assert kind == "failed" and "printed more than" in words
+
+
+def test_hostile_output_is_cleaned(modal: ModalStandIn) -> None:
+    modal.app(state="\x1b]0;pwned\x07deployed\x1b[31m", tasks="9" * 5000)
+    state = run(modal_cli.app_state("yolo-train", env=modal.env))
+    assert state.detail == "deployed" and state.state == "running"  # sequences gone whole
+    assert state.tasks is None  # 5000 digits are no count
+    modal.app(state="x" * 9000 + "\x00")
+    state = run(modal_cli.app_state("yolo-train", env=modal.env))
+    assert state.state == "unknown" and len(state.detail) <= 200
+    assert "\x00" not in state.detail

@@ -1,0 +1,220 @@
+"""A fleet of one real-sshd box and one Modal app (the `modal` stand-in, named by the
+config's `cli`): both in `status --json`, both in the panel; `s` on the Modal row stops
+the app through the stand-in, and the row reads stopped only once the stand-in says so."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from support.fleets import box_entry, make_fleet, runs_root_with
+from support.modal_standin import BIN, ModalStandIn, status_json
+from support.pilot import box_text, until
+from support.sshd import KeyPair, Sshd
+from textual.pilot import Pilot
+
+from tui.__main__ import main
+from tui.app import GpurentApp
+from tui.model.config import FleetConfig, parse_config
+from tui.runtime.events import ServerlessChanged
+from tui.runtime.fleet import Runtime
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.fleet import FleetScreen
+from tui.store.journal import Journal
+from widgets.serverless_text import APP_ROW
+
+
+def iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
+
+
+def with_modal(fleet: FleetConfig, **extra: object) -> FleetConfig:
+    """The fleet's config file with a [[serverless]] entry for the stand-in's app."""
+    path = Path(fleet.source)
+    entry = {"name": "modal-yolo", "provider": "modal", "app": "yolo-train",
+             "volume": "runs-vol", "runs_path": "/runs", "gpu": "H100:2", "timeout": 21600,
+             "cli": str(BIN / "modal"), **extra}
+    lines = ["", "[[serverless]]", *(f"{k} = {json.dumps(v)}" for k, v in entry.items())]
+    path.write_text(path.read_text() + "\n".join(lines) + "\n")
+    return parse_config(path.read_text(), str(path))
+
+
+@pytest.fixture
+def modal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModalStandIn:
+    stand_in = ModalStandIn(tmp_path / "modal", started=iso(time.time() - 3600))
+    monkeypatch.setenv("GPURENT_STANDIN_STATE", str(stand_in.path))  # the stand-in's state
+    now = time.time()
+    stand_in.put("runs/exp1/status.json", status_json(
+        epoch=3, total=40, started_at=iso(now - 3600), updated_at=iso(now - 30),
+        eta=8 * 3600.0))
+    stand_in.put("runs/exp1/weights/best.pt", b"w" * 4096)
+    stand_in.put("runs/exp1/weights/last.pt", b"l" * 2048)
+    return stand_in
+
+
+def fleet_of_two(tmp_path: Path, sshd_factory: Callable[..., Sshd],
+                 client_key: KeyPair) -> FleetConfig:
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, "ssh-box",
+                                            runs_roots=[str(root)])],
+                       known_hosts=[server.known_hosts_line()])
+    return with_modal(fleet, local_dir=str(tmp_path / "pushed"))
+
+
+def test_status_json_shows_the_box_and_the_modal_app(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    assert main(["status", "--json", "--config", fleet.source]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (box,) = doc["boxes"]
+    assert box["name"] == "ssh-box" and box["connection"] == "ok"
+    (app,) = doc["serverless"]
+    assert (app["name"], app["provider"], app["app"], app["state"], app["tasks"]) == \
+        ("modal-yolo", "modal", "yolo-train", "running", 1)
+    assert app["error"] is None and app["price_source"] == "modal published 2026-05-07"
+    (run,) = app["runs"]
+    assert run["path"] == "runs/exp1" and run["health"] == "running"
+    assert run["current_epoch"] == 3 and run["total_epochs"] == 40
+    assert run["timeout_countdown"].startswith("killed by its 6 h timeout in 4h5")
+    assert run["timeout_problem"].startswith("ETA 8h00m is past its 6 h timeout")
+    assert 7000 < run["gpu_seconds"] < 7400  # an hour on 2 GPUs
+    assert run["estimated_cost_usd"] == pytest.approx(run["gpu_seconds"] * 0.001097, rel=1e-3)
+    assert sorted(w["name"] for w in run["weights"]) == ["best.pt", "last.pt"]
+    # what was run: the documented commands, through the configured CLI
+    calls = modal.calls()
+    assert ["app", "list", "--json"] in calls
+    assert ["volume", "ls", "--json", "--", "runs-vol", "/runs"] in calls
+    assert ["volume", "get", "--", "runs-vol", "runs/exp1/status.json", "-"] in calls
+
+    assert main(["status", "--config", fleet.source]) == 0
+    table = capsys.readouterr().out
+    assert "ssh-box  [ok]" in table
+    assert "modal-yolo  [modal app yolo-train: running (deployed), 1 task]  H100:2" in table
+    assert "! ETA 8h00m is past its 6 h timeout" in table
+    assert "(estimate: GPU-seconds x $0.0022/s for H100:2, modal published 2026-05-07)" in table
+
+
+def test_status_fails_when_the_modal_cli_is_not_logged_in(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    modal.update(logged_in=False)
+    assert main(["status", "--json", "--config", fleet.source]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["error_kind"] == "not_logged_in" and "modal token new" in app["error"]
+    assert app["state"] is None and app["runs"] == []
+
+
+async def select(pilot: Pilot[object], screen: FleetScreen, key: tuple[str, str]) -> None:
+    """Move the cursor with j/k, as a user does, until it is on `key`."""
+    order = screen.fleet_list.order
+    assert key in order, order
+    for _ in range(2 * len(order)):
+        if screen.selected == key:
+            return
+        here = order.index(screen.selected) if screen.selected in order else -1
+        await pilot.press("j" if here < order.index(key) else "k")
+    assert screen.selected == key
+
+
+async def test_the_panel_shows_both_and_s_stops_the_app_once_the_cli_says_so(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    modal.app(stop_after=2)  # two more `app list` calls read "stopping..." after the stop
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "ssh-box"))
+        await until(pilot, lambda: "running (deployed), 1 task" in box_text(app, "modal-yolo"))
+        text = box_text(app, "modal-yolo")
+        assert "modal app yolo-train" in text and "H100:2" in text
+        assert "exp1" in text and "ETA 8h00m is past its 6 h timeout" in text
+        assert "est." in text
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        await select(pilot, screen, ("modal-yolo", "runs/exp1"))
+        await pilot.press("p")  # the run's weights, copied from the volume
+        pushed = tmp_path / "pushed" / "modal-yolo" / "exp1"
+        await until(pilot, lambda: (pushed / "last.pt").is_file())
+        assert (pushed / "best.pt").read_bytes() == b"w" * 4096
+        await until(pilot, lambda: "modal-yolo" not in app.busy)
+        await select(pilot, screen, ("modal-yolo", APP_ROW))
+        await pilot.press("D")  # destroy does not apply: said, nothing run
+        await until(pilot, lambda: any("destroy does not apply to a serverless app: s stops "
+                                       "it" in n.message for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert not any(c[:2] == ["app", "stop"] for c in modal.calls())
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: any(c[:2] == ["app", "stop"] for c in modal.calls()))
+        await until(pilot, lambda: "stopping..." in box_text(app, "modal-yolo"))
+        stops = [c for c in modal.calls() if c[:2] == ["app", "stop"]]
+        assert stops == [["app", "stop", "--yes", "--", "yolo-train"]]
+        assert "stopped" not in box_text(app, "modal-yolo").split("\n")[0].replace(
+            "stopping", "")  # not before the CLI says so
+        await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
+        assert modal.read()["apps"][0]["state"] == "stopped"
+        await until(pilot, lambda: any(e.get("action") == "stop" and e.get("box") ==
+                                       "modal-yolo" for e in app.journal.entries))
+        (entry,) = [e for e in app.journal.entries if e.get("action") == "stop"]
+        assert entry["outcome"] == "done" and entry["app"] == "yolo-train"
+        (push,) = [e for e in app.journal.entries if e.get("action") == "push"]
+        assert push["verified"] is True and push["run_path"] == "runs/exp1"
+
+
+async def test_the_runtime_polls_backs_off_on_errors_and_keeps_the_last_picture(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    text = (f'[[serverless]]\nname = "modal-yolo"\nprovider = "modal"\napp = "yolo-train"\n'
+            f'volume = "runs-vol"\nruns_path = "/runs"\ngpu = "H100"\ntimeout = 21600\n'
+            f'cli = {json.dumps(str(BIN / "modal"))}\n')
+    fleet = parse_config(text, "fleet.toml")
+    events: list[object] = []
+    runtime = Runtime(fleet, events.append, journal=Journal(tmp_path / "j.jsonl"),
+                      serverless_seconds=0.1)
+    runtime.start()
+    try:
+        for _ in range(200):
+            if sum(isinstance(e, ServerlessChanged) for e in events) >= 3:
+                break
+            await asyncio.sleep(0.05)
+        good = runtime.serverless["modal-yolo"]
+        assert good.app is not None and good.app.state == "running" and len(good.runs) == 1
+        modal.update(logged_in=False)
+        before = len([c for c in modal.calls() if c[:2] == ["app", "list"]])
+        await asyncio.sleep(2.5)
+        failed = len([c for c in modal.calls() if c[:2] == ["app", "list"]]) - before
+        # at 0.1 s a poll, 25 calls; backed off from 1-2 s, doubling: at most 3
+        assert 1 <= failed <= 3, failed
+        state = runtime.serverless["modal-yolo"]
+        assert state.error_kind == "not_logged_in"
+        assert state.app == good.app and state.runs == good.runs  # the last good picture
+    finally:
+        await runtime.aclose()
+
+
+def test_the_stop_command_stops_the_app_and_destroy_says_it_does_not_apply(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text(f'[[serverless]]\nname = "modal-yolo"\nprovider = "modal"\n'
+                      f'app = "yolo-train"\nvolume = "runs-vol"\nruns_path = "/runs"\n'
+                      f'gpu = "H100"\ncli = {json.dumps(str(BIN / "modal"))}\n')
+    assert main(["destroy", "modal-yolo", "--yes", "--config", str(config)]) == 2
+    assert "destroy does not apply to a serverless app" in capsys.readouterr().err
+    assert main(["start", "modal-yolo", "--config", str(config)]) == 2
+    capsys.readouterr()
+    assert main(["stop", "modal-yolo", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "yolo-train reads stopped" in out
+    assert modal.read()["apps"][0]["state"] == "stopped"
+    entries = Journal().entries
+    assert [(e["box"], e["action"], e["outcome"]) for e in entries] == \
+        [("modal-yolo", "stop", "done")]

@@ -1,0 +1,179 @@
+"""Serverless runs folded from the volume and judged with a fake clock: the timeout
+countdown, an ETA past the timeout as a problem before it happens, GPU-seconds x price."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tui.model.config import ServerlessConfig
+from tui.model.modal_output import app_from_list, classify, parse_size, version_problem
+from tui.model.runs import Health
+from tui.model.serverless import AppState, VolumeEntry
+from tui.model.serverless_prices import gpu_spec, price_problem, usd_per_second
+from tui.model.serverless_runs import VolumeRead, fold_runs, run_folders
+from tui.model.serverless_view import app_words, judge_run, timeout_words
+
+T0 = 1796450400.0  # 2026-12-05 06:00:00 UTC: the run started
+ENTRY = ServerlessConfig(name="m", provider="modal", app="yolo", volume="v", runs_path="/runs",
+                         gpu="H100:2", timeout=6 * 3600)
+APP = AppState(provider="modal", app="yolo", state="running", tasks=1, started_at=T0 - 60)
+
+
+def status(**fields: object) -> bytes:
+    doc = {"schema_version": 1, "state": "running", "current_epoch": 3, "total_epochs": 10,
+           "started_at": "2026-12-05T06:00:00+00:00", "mean_epoch_seconds": 600.0,
+           "updated_at": "2026-12-05T09:45:00+00:00", "train_loss": 1.5}
+    doc.update(fields)
+    return json.dumps(doc).encode()
+
+
+def one_run(now: float, **fields: object):  # type: ignore[no-untyped-def]
+    (run,) = fold_runs((), [VolumeRead("runs/exp1", status(**fields))], "/runs", now)
+    return run
+
+
+def test_countdown_from_started_at_and_timeout_with_a_fake_clock() -> None:
+    now = T0 + 3 * 3600 + 50 * 60  # 3h50m in: 2h10m left of 6 h
+    run = one_run(now, eta_seconds=3600.0, updated_at="2026-12-05T09:48:00+00:00")
+    assert run.health is Health.RUNNING
+    verdict = judge_run(ENTRY, APP, run, now)
+    assert verdict.countdown == "killed by its 6 h timeout in 2h10m"
+    assert verdict.deadline == T0 + 6 * 3600 and verdict.problem is None
+    later = judge_run(ENTRY, APP, run, now + 3600)
+    assert later.countdown == "killed by its 6 h timeout in 1h10m"
+
+
+def test_an_eta_past_the_timeout_is_a_problem_before_it_happens() -> None:
+    now = T0 + 3 * 3600 + 50 * 60
+    run = one_run(now, eta_seconds=3 * 3600.0 + 20 * 60, updated_at="2026-12-05T09:48:00+00:00")
+    verdict = judge_run(ENTRY, APP, run, now)
+    assert verdict.problem is not None
+    assert verdict.problem.startswith("ETA 3h20m is past its 6 h timeout (killed in 2h10m, "
+                                      "1h10m short)")
+    assert verdict.countdown == "killed by its 6 h timeout in 2h10m"  # not yet killed
+
+
+def test_a_run_past_its_deadline_is_a_problem_and_finished_runs_have_none() -> None:
+    now = T0 + 6 * 3600 + 300
+    run = one_run(now, updated_at="2026-12-05T12:04:00+00:00")
+    verdict = judge_run(ENTRY, APP, run, now)
+    assert verdict.countdown == "past its 6 h timeout by 5m" and verdict.problem
+    done = one_run(now, state="completed", updated_at="2026-12-05T08:00:00+00:00")
+    verdict = judge_run(ENTRY, APP, done, now)
+    assert verdict.countdown is None and verdict.problem is None
+    assert verdict.gpu_seconds == 2 * 2 * 3600  # 2 h wall on 2 GPUs, until its last update
+
+
+def test_cost_is_gpu_seconds_times_the_per_second_price() -> None:
+    now = T0 + 3600
+    run = one_run(now, updated_at="2026-12-05T06:59:00+00:00")
+    verdict = judge_run(ENTRY, APP, run, now)
+    assert verdict.gpu_seconds == 7200.0
+    assert verdict.cost_usd == pytest.approx(7200 * 0.001097)
+    priced = judge_run(ServerlessConfig(**{**ENTRY.__dict__, "usd_per_gpu_second": 0.002}),
+                       APP, run, now)
+    assert priced.cost_usd == pytest.approx(7200 * 0.002)
+
+
+def test_without_a_timeout_the_countdown_asks_for_one() -> None:
+    run = one_run(T0 + 600, updated_at="2026-12-05T06:09:00+00:00")
+    entry = ServerlessConfig(**{**ENTRY.__dict__, "timeout": None})
+    verdict = judge_run(entry, APP, run, T0 + 600)
+    assert verdict.countdown is not None and "no timeout" in verdict.countdown
+    assert verdict.problem is None
+
+
+def test_the_app_start_stands_in_without_a_run_start() -> None:
+    now = T0 + 600
+    (run,) = fold_runs((), [VolumeRead("runs/x", status(started_at=None,
+                                                           updated_at="2026-12-05T06:09:00Z"))],
+                       "/runs", now)
+    assert judge_run(ENTRY, APP, run, now).started_at == T0 - 60
+
+
+def test_hostile_status_json_is_unreadable_not_a_crash() -> None:
+    now = T0
+    reads = [VolumeRead("runs/a", b"{" * 100000), VolumeRead("runs/b", b"[1, 2]"),
+             VolumeRead("runs/c", None), VolumeRead("runs/d", status_error="modal: No such file"),
+             VolumeRead("runs/\x1b[31me", status(state="\x1b]0;x\x07"))]
+    runs = fold_runs((), reads, "/runs", now)
+    assert [r.health for r in runs] == [Health.UNREADABLE] * 5
+    assert "\x1b" not in runs[4].name and "\x1b" not in runs[4].reason
+    # a status.json that stops parsing keeps the last good one, marked unreadable
+    good = fold_runs((), [VolumeRead("runs/a", status())], "/runs", now)
+    again = fold_runs(good, [VolumeRead("runs/a", b"garbage")], "/runs", now)
+    assert again[0].status == good[0].status and again[0].health is Health.UNREADABLE
+
+
+def test_a_stale_status_reads_stalled() -> None:
+    now = T0 + 3 * 3600
+    run = one_run(now, updated_at="2026-12-05T07:00:00+00:00")  # 2 h without an update
+    assert run.health is Health.STALLED
+
+
+def test_run_folders_latest_first_and_bounded() -> None:
+    entries = [VolumeEntry(f"runs/r{i}", True, None, float(i)) for i in range(30)]
+    entries.append(VolumeEntry("runs/file.txt", False, 3, 99.0))
+    folders = run_folders(entries, limit=4)
+    assert [f.path for f in folders] == ["runs/r29", "runs/r28", "runs/r27", "runs/r26"]
+
+
+def test_gpu_specs_and_prices() -> None:
+    assert gpu_spec("H100:2") == ("H100", 2) and gpu_spec("a100-80gb") == ("A100-80GB", 1)
+    assert gpu_spec("H100!:8") == ("H100", 8) and gpu_spec("H100:0") is None
+    assert gpu_spec("rm -rf /") is None
+    assert usd_per_second("modal", "H100:2", None) == pytest.approx(2 * 0.001097)
+    assert price_problem("modal", "B200", None) is not None
+    assert price_problem("modal", "B200", 0.002) is None
+    assert price_problem("beam", "H100", None) is not None  # no published Beam price here
+
+
+def test_modal_output_reading() -> None:
+    assert version_problem("modal client version: 1.5.4") is None
+    problem = version_problem("modal client version: 1.4.9")
+    assert problem is not None and problem.kind == "cli_too_old"
+    problem = version_problem("\x1b[2Jhello")
+    assert problem is not None and problem.kind == "cli_too_old"
+    assert parse_size("1.5 GiB") == int(1.5 * 1024 ** 3) and parse_size("12 B") == 12
+    assert parse_size("9" * 40 + " B") is None and parse_size(None) is None
+    boxed = "\u256d\u2500 Error \u2500\u256e\n\u2502 Token missing. Could not authenticate " \
+            "client. \u2502\n\u2570\u2500\u2500\u256f\n"
+    assert classify(boxed, what="app").kind == "not_logged_in"
+    assert classify("No App with name 'x' found", what="app").kind == "app_not_found"
+    assert classify("No such file: a/b", what="volume").kind == "path_missing"
+    failed = classify("boom\nsomething broke\n", what="app")
+    assert failed.kind == "failed" and "something broke" in str(failed)
+    old = b'[{"App ID": "ap-1", "Description": "yolo", "State": "deployed"}]'
+    with pytest.raises(Exception) as caught:
+        app_from_list(old, "yolo")
+    assert getattr(caught.value, "kind", None) == "cli_too_old"
+    with pytest.raises(Exception) as caught:
+        app_from_list(b"[" * 100000, "yolo")
+    assert getattr(caught.value, "kind", None) == "failed"
+
+
+def test_words() -> None:
+    assert timeout_words(21600) == "6 h" and timeout_words(5400) == "90 min"
+    assert timeout_words(100) == "1m"
+    assert app_words(APP) == "running, 1 task"
+    assert app_words(None, "modal is not logged in") == "not read yet: modal is not logged in"
+    stopping = AppState("modal", "yolo", "running", 0, None, "stopping...")
+    assert app_words(stopping) == "running (stopping...), 0 tasks"
+
+
+def test_watch_logs_an_app_when_its_state_or_trouble_changes() -> None:
+    from tui.model.serverless_runs import ServerlessState
+    from tui.runtime.events import ServerlessChanged
+    from tui.runtime.watch_sink import LogSink
+
+    said: list[str] = []
+    sink = LogSink(said.append)
+    state = ServerlessState(name="m", provider="modal", app=APP)
+    sink(ServerlessChanged(state))
+    sink(ServerlessChanged(state))  # the same: no line
+    sink(ServerlessChanged(ServerlessState(name="m", provider="modal", app=APP,
+                                           error="modal is not logged in here")))
+    assert said == ["serverless m: running, 1 task",
+                    "serverless m: modal is not logged in here"]

@@ -1,0 +1,79 @@
+"""A serverless entry's picture: its app's state and each run read from the volume, folded
+by the same code as an SSH box's runs (tui.model.runs.fold_run: status.json checked,
+cleaned, judged). Pure: the runtime reads the CLI; this only folds what it read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tui.model.runs import RunState, fold_run
+from tui.model.serverless import AppState, VolumeEntry
+
+MAX_RUNS = 16  # runs read per poll: the latest by their folder's time
+STATUS_LIMIT = 1 << 20  # status.json bytes read at most (LibreYOLO's is a few KiB)
+
+
+@dataclass(frozen=True)
+class VolumeRead:
+    """What one poll read of one run folder on the volume."""
+
+    path: str  # the run's folder on the volume, '/'-separated
+    status: bytes | None = None  # status.json's bytes; None: not there, or see `error`
+    status_error: str | None = None  # the CLI's failure reading it, in words
+    weights: tuple[VolumeEntry, ...] = ()
+    weights_error: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerlessState:
+    """One [[serverless]] entry as last polled: the app, its runs, and what went wrong."""
+
+    name: str
+    provider: str
+    app: AppState | None = None  # None: never read yet
+    runs: tuple[RunState, ...] = ()
+    error: str | None = None  # the last poll's failure (the CLI's words, cleaned)
+    error_kind: str | None = None  # one of CLI_ERRORS
+    checked_at: float | None = None  # when the last poll ended (answered or not)
+    ok_at: float | None = None  # when the CLI last answered
+    runs_error: str | None = None  # the runs root could not be listed
+
+
+def run_folders(entries: Sequence[VolumeEntry], limit: int = MAX_RUNS) -> list[VolumeEntry]:
+    """The runs root's folders, latest first (by the listing's time), at most `limit`."""
+    folders = [e for e in entries if e.is_dir]
+    folders.sort(key=lambda e: (e.mtime or 0.0, e.path), reverse=True)
+    return folders[:limit]
+
+
+def _raw(read: VolumeRead, root: str) -> dict[str, Any]:
+    """The probe's shape for one run (tui.model.runs.fold_run reads this)."""
+    name = read.path.rstrip("/").rsplit("/", 1)[-1]
+    raw: dict[str, Any] = {"path": read.path, "name": name, "root": root, "w_sig": "volume",
+                           "weights": [[e.path.rsplit("/", 1)[-1], e.size or 0, e.mtime or 0.0]
+                                       for e in read.weights if not e.is_dir]}
+    if read.weights_error:
+        raw["w_error"] = read.weights_error
+    if read.status_error is not None:
+        raw["status_error"] = read.status_error
+    elif read.status is None:
+        raw["status_missing"] = True
+    else:
+        try:
+            raw["status"] = json.loads(read.status[:STATUS_LIMIT].decode("utf-8", "replace"))
+        except (ValueError, RecursionError) as exc:
+            raw["status_error"] = f"not JSON ({type(exc).__name__})"
+    return raw
+
+
+def fold_runs(previous: Sequence[RunState], reads: Sequence[VolumeRead], root: str,
+              now: float) -> tuple[RunState, ...]:
+    """Each run read this poll, folded onto its last state (a status.json that stopped
+    parsing keeps the last good one on screen, marked unreadable, as on a box). `now`
+    stands for the box's clock: a status.json not updated for 3 epochs reads stalled."""
+    before = {r.path: r for r in previous}
+    return tuple(fold_run(before.get(read.path), _raw(read, root), now) for read in reads)

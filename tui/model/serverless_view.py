@@ -1,0 +1,115 @@
+"""A serverless run judged against its timeout and priced: the countdown ("killed by its
+6 h timeout in 2h10m"), an ETA past the timeout as a problem before it happens, and the
+cost as GPU-seconds x the per-second price. Pure: the clock is passed in.
+
+The function started at or before the run's own `started_at` (its image loaded, its data
+came first), so the real kill may come a little before the countdown says; without a
+run's `started_at`, the app's creation time stands in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tui.model.config import ServerlessConfig
+from tui.model.runs import Health, RunState, format_age, parse_time
+from tui.model.serverless import AppState
+from tui.model.serverless_prices import gpu_spec, usd_per_second
+
+LIVE = (Health.RUNNING, Health.STALLED)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """One run on a serverless app: its deadline, whether its ETA fits, what it cost."""
+
+    path: str
+    started_at: float | None
+    deadline: float | None  # started_at + timeout: when the provider kills it
+    seconds_left: float | None  # to the deadline (negative: past it)
+    countdown: str | None  # the words, for a live run
+    problem: str | None  # an ETA past the timeout, or a run past its deadline: red
+    gpu_seconds: float | None
+    cost_usd: float | None
+
+
+def timeout_words(timeout: float) -> str:
+    """`6 h`, `90 min`, `45s`: the timeout as the script's author thinks of it."""
+    if timeout >= 3600 and timeout % 3600 == 0:
+        return f"{timeout / 3600:.0f} h"
+    if timeout >= 60 and timeout % 60 == 0:
+        return f"{timeout / 60:.0f} min"
+    return format_age(timeout)
+
+
+def run_started(run: RunState, app: AppState | None) -> float | None:
+    started = parse_time(run.status.get("started_at")) if run.status else None
+    if started is None and app is not None:
+        started = app.started_at
+    return started
+
+
+def run_end(run: RunState, now: float) -> float:
+    """Until now for a live run; a finished one until its last update (else now)."""
+    if run.health in LIVE:
+        return now
+    updated = parse_time(run.updated_at)
+    return updated if updated is not None else now
+
+
+def judge_run(entry: ServerlessConfig, app: AppState | None, run: RunState,
+              now: float) -> RunVerdict:
+    started = run_started(run, app)
+    deadline = started + entry.timeout if started is not None and entry.timeout else None
+    left = deadline - now if deadline is not None else None
+    countdown = problem = None
+    live = run.health in LIVE
+    if live and entry.timeout and left is not None:
+        limit = timeout_words(entry.timeout)
+        if left > 0:
+            countdown = f"killed by its {limit} timeout in {format_age(left)}"
+        else:
+            countdown = f"past its {limit} timeout by {format_age(-left)}"
+            problem = (f"running {format_age(-left)} past its {limit} timeout: the provider "
+                       "kills it at the timeout; is this the run that was started then?")
+        eta = run.eta_seconds
+        if problem is None and eta is not None and eta > left:
+            problem = (f"ETA {format_age(eta)} is past its {limit} timeout (killed in "
+                       f"{format_age(left)}, {format_age(eta - left)} short): the last "
+                       "epochs are lost unless the volume is committed each epoch; raise "
+                       "timeout= or resume from last.pt")
+    elif live and not entry.timeout:
+        countdown = "no timeout in the config (set `timeout` as the script's timeout=)"
+    gpu_seconds = cost = None
+    spec = gpu_spec(entry.gpu)
+    if started is not None and spec is not None:
+        wall = max(0.0, run_end(run, now) - started)
+        gpu_seconds = wall * spec[1]
+        rate = usd_per_second(entry.provider, entry.gpu, entry.usd_per_gpu_second)
+        cost = wall * rate if rate is not None else None
+    return RunVerdict(run.path, started, deadline, left, countdown, problem, gpu_seconds,
+                      cost)
+
+
+def judge_runs(entry: ServerlessConfig, app: AppState | None, runs: tuple[RunState, ...],
+               now: float) -> list[RunVerdict]:
+    return [judge_run(entry, app, run, now) for run in runs]
+
+
+def app_words(app: AppState | None, error: str | None = None) -> str:
+    """`running (deployed), 1 task`, `stopped`, `missing`: the app's line."""
+    if app is None:
+        return f"not read yet{': ' + error if error else ''}"
+    words = app.state
+    if app.detail and app.detail != app.state:
+        words += f" ({app.detail})"
+    if app.tasks is not None:
+        words += f", {app.tasks} task{'s' if app.tasks != 1 else ''}"
+    return words
+
+
+def destroy_words(entry: ServerlessConfig) -> str:
+    """What D says on a serverless app: there is no box to destroy."""
+    return (f"destroy does not apply to a serverless app: s stops it; its volume "
+            f"{entry.volume} is yours to delete in {entry.provider.capitalize()}'s own "
+            "console or CLI")

@@ -1,0 +1,90 @@
+"""Serverless entries polled through their provider's CLI: one poll reads the app's state,
+lists the runs root on the volume and reads each recent run's status.json and weights.
+
+tui.providers.serverless.ADAPTERS is the one place a provider is wired in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import ModuleType
+from typing import Any
+
+from tui.model.config import FleetConfig, ServerlessConfig
+from tui.model.serverless import ServerlessError
+from tui.model.serverless_runs import (
+    STATUS_LIMIT,
+    ServerlessState,
+    VolumeRead,
+    fold_runs,
+    run_folders,
+)
+from tui.providers.serverless import adapter, cli_options, volume_join
+
+SERVERLESS_POLL_SECONDS = 30.0
+CALL_TIMEOUT = 30.0  # one CLI call
+READS_AT_ONCE = 4  # CLI processes one entry runs at a time
+async def _read_run(api: ModuleType, entry: ServerlessConfig, path: str,
+                    options: dict[str, Any], timeout: float) -> VolumeRead:
+    """One run folder: its status.json and its weights/ listing (either may be missing)."""
+    status: bytes | None = None
+    status_error = weights_error = None
+    weights = ()
+    try:
+        status = await api.read_volume_file(entry.volume, volume_join(path, "status.json"),
+                                            limit=STATUS_LIMIT, timeout=timeout, **options)
+    except ServerlessError as exc:
+        if exc.kind != "path_missing":
+            status_error = str(exc)
+    try:
+        weights = tuple(await api.list_volume(entry.volume, volume_join(path, "weights"),
+                                              timeout=timeout, **options))
+    except ServerlessError as exc:
+        if exc.kind != "path_missing":
+            weights_error = str(exc)
+    return VolumeRead(path, status, status_error, weights, weights_error)
+
+
+async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
+                     clock: Callable[[], float], *, env: Mapping[str, str] | None = None,
+                     timeout: float = CALL_TIMEOUT) -> ServerlessState:
+    """One look at an entry. A failure keeps what was read before (marked by `error`):
+    the row says why, and shows the last good picture beside it."""
+    state = previous or ServerlessState(name=entry.name, provider=entry.provider)
+    options = cli_options(entry, env)
+    try:
+        api = adapter(entry.provider)
+        app = await api.app_state(entry.app, timeout=timeout, **options)
+    except ServerlessError as exc:
+        return replace(state, error=str(exc), error_kind=exc.kind, checked_at=clock())
+    runs_error = None
+    try:
+        listing = await api.list_volume(entry.volume, entry.runs_path, timeout=timeout,
+                                        **options)
+    except ServerlessError as exc:
+        if exc.kind != "path_missing":
+            return replace(state, app=app, error=str(exc), error_kind=exc.kind,
+                           checked_at=clock(), ok_at=clock())
+        runs_error = f"no {entry.runs_path} on volume {entry.volume} yet ({exc})"
+        listing = []
+    gate = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def read(path: str) -> VolumeRead:
+        async with gate:
+            return await _read_run(api, entry, path, options, timeout)
+
+    reads = await asyncio.gather(*(read(f.path) for f in run_folders(listing)))
+    now = clock()
+    runs = fold_runs(state.runs, reads, entry.runs_path, now)
+    return ServerlessState(name=entry.name, provider=entry.provider, app=app, runs=runs,
+                           error=None, error_kind=None, checked_at=now, ok_at=now,
+                           runs_error=runs_error)
+
+
+async def poll_all(fleet: FleetConfig, clock: Callable[[], float], *,
+                   env: Mapping[str, str] | None = None) -> list[ServerlessState]:
+    """Every entry once, in parallel (`status`)."""
+    return list(await asyncio.gather(*(poll_entry(e, None, clock, env=env)
+                                       for e in fleet.serverless)))
