@@ -613,6 +613,28 @@ async def test_a_push_to_an_endpoint_that_refuses_commands_says_how_to_reach_the
     assert proxy.refused
 
 
+async def test_an_endpoint_that_closes_before_the_request_is_sent_ran_no_command(
+        tmp_path: Path, client_key: KeyPair) -> None:
+    """The session closed (exit 0, no output) before the push program's request was written:
+    under load a real sshd's ForceCommand true did this and the push read "connection lost
+    (Channel not open for sending)"; it is the same endpoint that ran no command."""
+    proxy = PtyOnlyBox(client_key.public_line, close_commands=True)
+    await proxy.start()
+    try:
+        fleet = make_fleet(tmp_path, [{
+            "name": "pod", "host": "127.0.0.1", "port": proxy.port, "user": "root",
+            "identity_file": str(client_key.private_path),
+            "push": {"local_dir": str(tmp_path / "ckpt")}}],
+            known_hosts=[proxy.known_hosts_line()])
+        (result,) = await push(fleet, tmp_path / "runs" / "r1", "r1")
+    finally:
+        await proxy.close()
+    assert proxy.closed
+    assert result.outcome == "failed" and not result.verified
+    assert "the SSH server ran no command" in result.message, result.message
+    assert PTY_ONLY_FIX in result.message
+
+
 @pytest.mark.parametrize("force", [
     "true",
     'echo "Error: Your SSH client doesn\'t support PTY"; exit 1',

@@ -26,6 +26,9 @@ class _ShellOnly(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         return True
 
     def exec_requested(self, command: str) -> bool:
+        if self.box.close_commands:
+            self.box.closed.append(command)
+            return True
         self.box.refused.append(command)
         return False
 
@@ -34,7 +37,9 @@ class _ShellOnly(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         return False
 
     def session_started(self) -> None:
-        if self._chan is not None:
+        if self._chan is not None and self.box.close_commands:
+            self._chan.exit(0)  # at once, in the same write as the exec's reply
+        elif self._chan is not None:
             self._chan.write("Welcome. This is an interactive shell only.\r\n")
             self._chan.exit(0)
 
@@ -48,9 +53,13 @@ class _Server(asyncssh.SSHServer):
 
 
 class PtyOnlyBox:
-    """`await start()`; `refused` lists every command it turned down."""
+    """`await start()`; `refused` lists every command it turned down. With
+    `close_commands`, a command is accepted and its session closed at once, exit 0,
+    before the client could send it a byte (`closed` lists them)."""
 
-    def __init__(self, client_public_line: str) -> None:
+    def __init__(self, client_public_line: str, *, close_commands: bool = False) -> None:
+        self.close_commands = close_commands
+        self.closed: list[str] = []
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
         self.authorized = asyncssh.import_authorized_keys(client_public_line + "\n")
         self.port = 0

@@ -124,8 +124,11 @@ async def run_box_program(conn: asyncssh.SSHClientConnection, params: dict[str, 
     stderr_task = asyncio.ensure_future(_stderr_tail(proc.stderr, err))
     final: dict[str, Any] | None = None
     try:
-        proc.stdin.write(box_payload(params))
-        proc.stdin.write_eof()
+        try:
+            proc.stdin.write(box_payload(params))
+            proc.stdin.write_eof()
+        except BrokenPipeError:
+            pass  # the session closed before its request went: how it ended says why, below
         while final is None and (data := await asyncio.wait_for(proc.stdout.read(READ_BYTES),
                                                                  wait())):
             out, out_bytes = (out + data)[-STDOUT_KEEP:], out_bytes + len(data)
