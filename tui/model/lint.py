@@ -1,0 +1,483 @@
+"""`lint`: a Modal or Beam training script checked against the guide, statically.
+
+The script is parsed (never imported, never run) and judged by the guide's serverless
+rules: every GPU function has an explicit timeout, runs go to a mounted volume and are
+committed every epoch, HF_HOME is on the volume, the image has OpenCV's system libraries,
+and a multi-GPU `device=` sits behind a `__main__` guard. Each finding names the line and
+column and says the fix. A script that cannot be read (too large, not UTF-8, binary, not
+Python, too deeply nested) is a LintError, never a crash.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+
+from tui.model.exit_codes import EXIT_FAILED, EXIT_OK
+from tui.model.lint_facts import (
+    Mount,
+    Script,
+    Serverless,
+    const_str,
+    dotted,
+    has_spread,
+    is_main_guard,
+    keyword,
+    lookup,
+    read_script,
+    resolve,
+    under,
+)
+
+MAX_BYTES = 2 * 1024 * 1024  # a training script is a few KB; a 2 MiB one is not a script
+MAX_DEPTH = 200  # syntax-tree nesting; real scripts stay under 40
+LIBREYOLO_DEFAULT_PROJECT = "runs/train"  # libreyolo 1.6.0 training/config.py `project`
+MODAL_MAX_TIMEOUT = 86_400  # Modal: 1 s to 24 h (modal.com/docs/guide/timeouts)
+OPENCV_LIBS = ("libgl1", "libglib2.0-0")
+
+ERROR, WARNING = "error", "warning"
+# code -> what it checks; docs/lint.md lists the same.
+CODES = {
+    "GR100": "no Modal or Beam GPU function found",
+    "GR101": "GPU function without an explicit, finite timeout=",
+    "GR102": "train() writes its run to the container's own disk",
+    "GR103": "train()'s project= cannot be read statically",
+    "GR104": "the volume is not committed every epoch",
+    "GR105": "HF_HOME is not on the volume",
+    "GR106": "the image lacks OpenCV's system libraries",
+    "GR107": "multi-GPU device= without an `if __name__ == \"__main__\":` guard",
+}
+
+
+class LintError(Exception):
+    """The script cannot be read as Python: the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    col: int  # 1-based, in characters
+    severity: str  # "error" | "warning"
+    code: str
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class LintResult:
+    findings: tuple[Finding, ...]
+    providers: tuple[str, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(f.severity == ERROR for f in self.findings)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.severity == WARNING for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """Errors fail; warnings alone do not."""
+        return EXIT_FAILED if self.errors else EXIT_OK
+
+
+def parse(data: bytes) -> tuple[ast.Module, list[str]]:
+    """The tree and the lines of a script's bytes, or LintError saying why not."""
+    if len(data) > MAX_BYTES:
+        raise LintError(f"too large: {len(data)} bytes (a script is at most "
+                        f"{MAX_BYTES // (1024 * 1024)} MiB)")
+    if b"\x00" in data:
+        raise LintError("binary: it holds NUL bytes, not Python source")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LintError(f"not UTF-8: byte {exc.start} is 0x{data[exc.start]:02x}") from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like
+            tree = ast.parse(text, type_comments=False)
+    except SyntaxError as exc:  # IndentationError too
+        where = f"line {exc.lineno}: " if exc.lineno else ""
+        raise LintError(f"not Python: {where}{exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise LintError("too deeply nested for Python's parser") from None
+    except ValueError as exc:
+        raise LintError(f"not Python: {exc}") from None
+    if depth(tree) > MAX_DEPTH:
+        raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels")
+    return tree, text.splitlines()
+
+
+def depth(tree: ast.AST) -> int:
+    """The tree's deepest nesting, counted without recursion (a hostile tree may be deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def lint(data: bytes) -> LintResult:
+    """Every finding in the script, sorted by position; LintError when it is unreadable."""
+    tree, lines = parse(data)
+    try:
+        script = read_script(tree)
+        found = [*_timeouts(script), *_projects(script), *_commits(script),
+                 *_hf_home(script), *_opencv(script), *_main_guard(script)]
+        if not script.gpu_functions():
+            found.append(_at(script.tree.body[0] if script.tree.body else None,
+                             WARNING, "GR100",
+                             "no Modal or Beam GPU function found (`@app.function(gpu=...)`, "
+                             "`@app.cls(gpu=...)`, Beam's `@function(gpu=...)`, "
+                             "`@endpoint`, `@task_queue`): nothing serverless to check",
+                             "lint the script that declares the GPU function"))
+    except RecursionError:
+        raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels") from None
+    fixed = [_in_chars(f, lines) for f in found]
+    fixed.sort(key=lambda f: (f.line, f.col, f.code))
+    return LintResult(tuple(fixed), tuple(sorted(script.providers)))
+
+
+def _at(node: ast.AST | None, severity: str, code: str, message: str, fix: str) -> Finding:
+    """A finding at a node (its column still the parser's 0-based UTF-8 byte offset)."""
+    line = getattr(node, "lineno", 1) if node is not None else 1
+    col = getattr(node, "col_offset", 0) if node is not None else 0
+    return Finding(line, col, severity, code, message, fix)
+
+
+def _in_chars(finding: Finding, lines: list[str]) -> Finding:
+    """The column as an editor counts it: 1-based, in characters, not UTF-8 bytes."""
+    text = lines[finding.line - 1] if 0 < finding.line <= len(lines) else ""
+    chars = len(text.encode("utf-8")[:finding.col].decode("utf-8", "replace"))
+    return Finding(finding.line, chars + 1, finding.severity, finding.code,
+                   finding.message, finding.fix)
+
+
+def _where(fn: Serverless) -> str:
+    return f"`@{fn.decorator}(gpu=...)` on `{fn.name}`"
+
+
+def _timeouts(script: Script) -> list[Finding]:
+    out = []
+    for fn in script.gpu_functions():
+        default = ("Modal's 300 s default applies: a longer run is cut at 5 minutes"
+                   if fn.provider == "modal" else
+                   "Beam's 3600 s default applies: a longer run is cut at 1 hour")
+        fix = ("add timeout=SECONDS: epochs x seconds per epoch plus a margin"
+               + (" (Modal allows 1 to 86400)" if fn.provider == "modal" else ""))
+        if not fn.has_timeout:
+            out.append(_at(fn.call, ERROR, "GR101",
+                           f"{_where(fn)} sets no timeout=: the guide's rule is to set it "
+                           f"explicitly, sized to the run ({default})",
+                           fix))
+            continue
+        value = fn.timeout
+        number = value.value if isinstance(value, ast.Constant) else None
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) \
+                and isinstance(value.operand, ast.Constant):
+            number = -value.operand.value if isinstance(value.operand.value, int | float) \
+                else None
+        if value is not None and isinstance(value, ast.Constant) and value.value is None:
+            out.append(_at(value, ERROR, "GR101",
+                           f"{_where(fn)} has timeout=None: no bound on the bill", fix))
+        elif isinstance(number, int | float) and not isinstance(number, bool) \
+                and number <= 0:
+            out.append(_at(value, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={number:g}, which turns the timeout "
+                           "off: a hung job bills forever", fix))
+        elif fn.provider == "modal" and isinstance(number, int | float) \
+                and number > MODAL_MAX_TIMEOUT:
+            out.append(_at(value, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={number:g}, above Modal's maximum of "
+                           f"{MODAL_MAX_TIMEOUT} s (24 h): Modal refuses it", fix))
+    return out
+
+
+def _mounts_for(script: Script, node: ast.AST) -> tuple[Serverless | None, list[Mount]]:
+    """The function a train call runs in and the volumes mounted there: its own, or,
+    in a helper, those of every GPU function (it may be called from any of them)."""
+    fn = script.serverless_around(node)
+    if fn is not None:
+        return fn, fn.mounts
+    return None, script.all_mounts()
+
+
+def _mount_hint(mounts: list[Mount], leaf: str) -> str:
+    if mounts:
+        return f'"{mounts[0].path.rstrip("/")}/{leaf}"'
+    return f'"/vol/{leaf}" with a volume mounted at /vol'
+
+
+def _projects(script: Script) -> list[Finding]:
+    if not script.gpu_functions():
+        return []  # an SSH box's script: its own disk is where runs belong
+    out = []
+    for call in script.trains:
+        _, mounts = _mounts_for(script, call)
+        project = keyword(call, "project")
+        paths = ", ".join(m.path for m in mounts) or "none"
+        fix = f"pass project={_mount_hint(mounts, 'runs')} (a path on a mounted volume)"
+        if project is None:
+            if has_spread(call):
+                out.append(_at(call, WARNING, "GR103",
+                               "train() takes its project from **options, which the linter "
+                               "cannot read: make sure it is on a mounted volume", fix))
+                continue
+            out.append(_at(call, ERROR, "GR102",
+                           "train() has no project=: LibreYOLO writes the run to "
+                           f"{LIBREYOLO_DEFAULT_PROJECT}/ in the container's working "
+                           "directory, its ephemeral disk, lost when the function returns "
+                           f"(volumes mounted: {paths})", fix))
+            continue
+        path = const_str(project.value, script.scopes(call))
+        if path is None:
+            out.append(_at(project.value, WARNING, "GR103",
+                           "project= is computed at run time: the linter cannot tell "
+                           "whether it is on a mounted volume",
+                           f"build it from the mount path, e.g. project="
+                           f"{_mount_hint(mounts, 'runs')}"))
+        elif not any(under(path, m) for m in mounts):
+            out.append(_at(project.value, ERROR, "GR102",
+                           f"project={path!r} is on the container's own disk, not under a "
+                           f"mounted volume ({paths}): every epoch is lost when the "
+                           "function returns", fix))
+    return out
+
+
+def _commits(script: Script) -> list[Finding]:
+    """Modal only: Beam's Volume has no commit (a mounted filesystem, docs/lint.md)."""
+    out = []
+    for call in script.trains:
+        fn, mounts = _mounts_for(script, call)
+        if fn is not None and fn.provider != "modal":
+            continue
+        if fn is None and not any(f.provider == "modal" for f in script.gpu_functions()):
+            continue
+        volumes = {m.volume for m in mounts if m.volume}
+        if not mounts:
+            continue  # GR102 already says: no volume at all
+        commits = [c for c in ast.walk(script.tree)
+                   if isinstance(c, ast.Call) and _is_commit(c, volumes)]
+        wired = _callback_names(script, call)
+        if any(_in_epoch_callback(script, c, wired) for c in commits):
+            continue
+        vol = sorted(volumes)[0] if volumes else "vol"
+        fix = (f"pass train(callbacks=[...]) an object whose on_train_epoch_end(event) "
+               f"calls {vol}.commit()")
+        unwired = [c for c in commits if _in_named(script, c, "on_train_epoch_end")]
+        after = [c for c in commits if c.lineno > call.lineno
+                 and script.enclosing_function(c) is script.enclosing_function(call)]
+        if unwired:
+            out.append(_at(unwired[0], WARNING, "GR104",
+                           f"{dotted(unwired[0].func)}() is in an on_train_epoch_end that is "
+                           "not passed to this train(callbacks=...): it never runs", fix))
+        elif after:
+            out.append(_at(after[0], WARNING, "GR104",
+                           f"{dotted(after[0].func)}() runs only after train() returns: a "
+                           "crash or the timeout loses every epoch", fix))
+        else:
+            out.append(_at(call, WARNING, "GR104",
+                           f"nothing calls {vol}.commit() during training: a crash or the "
+                           "timeout can lose epochs Modal has not committed yet", fix))
+    return out
+
+
+def _is_commit(node: ast.Call, volumes: set[str]) -> bool:
+    if node.args or node.keywords:
+        return False
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr != "commit":
+        return False
+    target = dotted(func.value)
+    return target is not None and (not volumes or target in volumes)
+
+
+def _callback_names(script: Script, call: ast.Call) -> set[str]:
+    """Names reachable from train(callbacks=...): the callables and classes it passes."""
+    callbacks = keyword(call, "callbacks")
+    if callbacks is None:
+        return set()
+    scopes = script.scopes(call)
+    names: set[str] = set()
+    stack: list[ast.AST] = [callbacks.value]
+    seen = 0
+    while stack and seen < 200:
+        seen += 1
+        node = stack.pop()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id not in names:
+                names.add(sub.id)
+                bound = lookup(sub.id, scopes)
+                if bound is not None:
+                    stack.append(bound)
+            elif isinstance(sub, ast.Lambda):
+                names.add(f"<lambda:{id(sub)}>")
+    return names
+
+
+def _in_named(script: Script, node: ast.AST, name: str) -> bool:
+    fn = script.enclosing_function(node)
+    return isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name == name
+
+
+def _in_epoch_callback(script: Script, node: ast.AST, wired: set[str]) -> bool:
+    """A commit that runs every epoch: in a function passed to train(callbacks=...), or
+    in on_train_epoch_end of a class passed there (LibreYOLO calls either per epoch)."""
+    fn = script.enclosing_function(node)
+    if isinstance(fn, ast.Lambda):
+        return f"<lambda:{id(fn)}>" in wired
+    if fn is None:
+        return False
+    if fn.name in wired:
+        return True
+    if fn.name == "on_train_epoch_end":
+        owner = script.parent(fn)
+        return isinstance(owner, ast.ClassDef) and owner.name in wired
+    return False
+
+
+def _env_settings(script: Script) -> list[tuple[ast.AST, ast.expr | None]]:
+    """Every place the script sets HF_HOME: (where, the value expression)."""
+    found: list[tuple[ast.AST, ast.expr | None]] = []
+    for node in ast.walk(script.tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "HF_HOME":
+                    found.append((key, value))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and dotted(target.value) in (
+                        "os.environ", "environ") and isinstance(target.slice, ast.Constant) \
+                        and target.slice.value == "HF_HOME":
+                    found.append((target, node.value))
+        elif isinstance(node, ast.Call):
+            func = dotted(node.func) or ""
+            if func.endswith(("environ.setdefault", "putenv")) and len(node.args) == 2 \
+                    and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "HF_HOME":
+                found.append((node, node.args[1]))
+            for kw in node.keywords:
+                if kw.arg == "HF_HOME":
+                    found.append((kw.value, kw.value))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.startswith("HF_HOME="):
+            literal = ast.Constant(node.value.split("=", 1)[1])
+            found.append((node, literal))
+    return found
+
+
+def _named_secrets(script: Script) -> bool:
+    for node in ast.walk(script.tree):
+        if isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("from_name") \
+                and "Secret" in (dotted(node.func) or ""):
+            return True
+        if isinstance(node, ast.Call) and any(k.arg == "secrets" for k in node.keywords) \
+                and _provider_is(script, "beam"):
+            return True
+    return False
+
+
+def _provider_is(script: Script, provider: str) -> bool:
+    return provider in script.providers
+
+
+def _hf_home(script: Script) -> list[Finding]:
+    gpu = script.gpu_functions()
+    if not gpu:
+        return []
+    mounts = script.all_mounts()
+    hint = _mount_hint(mounts, "hf")
+    fix = (f".env({{\"HF_HOME\": {hint}}}) on the image" if gpu[0].provider == "modal"
+           else f"Image(env_vars=[\"HF_HOME={hint.strip(chr(34))}\"])")
+    settings = _env_settings(script)
+    if not settings:
+        secret = " (unless a named secret sets it: the linter cannot see inside one)" \
+            if _named_secrets(script) else ""
+        return [_at(gpu[0].call, WARNING, "GR105",
+                    "HF_HOME is not set: Hugging Face downloads land in "
+                    "~/.cache/huggingface on the container's disk and are fetched again on "
+                    f"every cold start{secret}", fix)]
+    unknown = None
+    for where, value in settings:
+        path = const_str(value, script.scopes(where)) if value is not None else None
+        if path is not None and any(under(path, m) for m in mounts):
+            return []
+        if path is not None:
+            return [_at(where, WARNING, "GR105",
+                        f"HF_HOME={path!r} is not on a mounted volume "
+                        f"({', '.join(m.path for m in mounts) or 'none'}): downloads and "
+                        "the Hub cache are lost with the container", fix)]
+        unknown = unknown or where
+    return [_at(unknown, WARNING, "GR105",
+                "HF_HOME is computed at run time: the linter cannot tell whether it is on "
+                "a mounted volume", fix)]
+
+
+IMAGE_STEPS = ("apt_install", "run_commands", "add_commands", "dockerfile_commands",
+               "with_commands")
+
+
+def _opencv(script: Script) -> list[Finding]:
+    gpu = script.gpu_functions()
+    if not gpu:
+        return []
+    words: set[str] = set()
+    first_image: ast.AST | None = None
+    for node in ast.walk(script.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = dotted(node.func) or ""
+        name = func.rsplit(".", 1)[-1]
+        if isinstance(node.func, ast.Attribute) and node.func.attr in IMAGE_STEPS:
+            parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
+        elif name == "Image" or ".Image." in f".{func}.":
+            first_image = first_image or node
+            cmds = keyword(node, "commands")
+            parts = [cmds.value] if cmds else []
+        else:
+            continue
+        for part in parts:
+            for sub in ast.walk(part):
+                text = const_str(sub, script.scopes(node)) if isinstance(
+                    sub, ast.Constant | ast.Name | ast.JoinedStr) else None
+                if text:
+                    words.update(text.replace(";", " ").replace("&&", " ").split())
+    missing = [lib for lib in OPENCV_LIBS
+               if not any(w == lib or w.startswith(lib + "-") or w.startswith(lib + "t64")
+                          for w in words)]
+    if not missing:
+        return []
+    fix = ('.apt_install("libgl1", "libglib2.0-0") on the image' if gpu[0].provider == "modal"
+           else 'Image(commands=["apt-get update && apt-get install -y libgl1 '
+                'libglib2.0-0"])')
+    return [_at(first_image or gpu[0].call, WARNING, "GR106",
+                f"the image does not install {' and '.join(missing)}: OpenCV, which "
+                "LibreYOLO imports, fails on a bare image with libGL.so.1 or libgthread "
+                "missing", fix)]
+
+
+def _main_guard(script: Script) -> list[Finding]:
+    if any(is_main_guard(stmt) for stmt in script.tree.body):
+        return []
+    out = []
+    for call in script.trains:
+        device = keyword(call, "device")
+        if device is None:
+            continue
+        value = resolve(device.value, script.scopes(call)) or device.value
+        text = const_str(value, script.scopes(call))
+        many = (text is not None and len([p for p in text.split(",") if p.strip()]) > 1) \
+            or (isinstance(value, ast.List | ast.Tuple) and len(value.elts) > 1)
+        if many:
+            out.append(_at(device.value, WARNING, "GR107",
+                           "device= names several GPUs: LibreYOLO starts one worker per GPU "
+                           "that re-imports this script, and without an "
+                           "`if __name__ == \"__main__\":` guard each re-runs its top level",
+                           "put the script's entry point under "
+                           "`if __name__ == \"__main__\":`"))
+    return out
