@@ -341,33 +341,42 @@ def _in_epoch_callback(script: Script, node: ast.AST, wired: set[str]) -> bool:
     return False
 
 
-def _env_settings(script: Script) -> list[tuple[ast.AST, ast.expr | None]]:
-    """Every place the script sets HF_HOME: (where, the value expression)."""
-    found: list[tuple[ast.AST, ast.expr | None]] = []
+def _env_settings(script: Script) -> list[tuple[ast.AST, str | None]]:
+    """Every place the script sets HF_HOME: (where, the path, None when only known at run
+    time). A dict key, os.environ[...] =, setdefault/putenv, a keyword, "HF_HOME=..."."""
+    found: list[tuple[ast.AST, str | None]] = []
+
+    def value(node: ast.expr, at: ast.AST) -> None:
+        found.append((at, const_str(node, script.scopes(at))))
+
     for node in ast.walk(script.tree):
         if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values, strict=True):
+            for key, val in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "HF_HOME":
-                    found.append((key, value))
+                    value(val, key)
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Subscript) and dotted(target.value) in (
                         "os.environ", "environ") and isinstance(target.slice, ast.Constant) \
                         and target.slice.value == "HF_HOME":
-                    found.append((target, node.value))
+                    value(node.value, target)
         elif isinstance(node, ast.Call):
             func = dotted(node.func) or ""
             if func.endswith(("environ.setdefault", "putenv")) and len(node.args) == 2 \
                     and isinstance(node.args[0], ast.Constant) \
                     and node.args[0].value == "HF_HOME":
-                found.append((node, node.args[1]))
+                value(node.args[1], node)
             for kw in node.keywords:
                 if kw.arg == "HF_HOME":
-                    found.append((kw.value, kw.value))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and node.value.startswith("HF_HOME="):
-            literal = ast.Constant(node.value.split("=", 1)[1])
-            found.append((node, literal))
+                    value(kw.value, kw.value)
+        elif isinstance(node, ast.Constant | ast.JoinedStr) \
+                and not isinstance(script.parent(node), ast.JoinedStr):
+            first = node.values[0] if isinstance(node, ast.JoinedStr) and node.values \
+                else node
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) \
+                    and first.value.startswith("HF_HOME="):
+                text = const_str(node, script.scopes(node))
+                found.append((node, text.split("=", 1)[1] if text is not None else None))
     return found
 
 
@@ -402,18 +411,16 @@ def _hf_home(script: Script) -> list[Finding]:
                     "HF_HOME is not set: Hugging Face downloads land in "
                     "~/.cache/huggingface on the container's disk and are fetched again on "
                     f"every cold start{secret}", fix)]
-    unknown = None
-    for where, value in settings:
-        path = const_str(value, script.scopes(where)) if value is not None else None
-        if path is not None and any(under(path, m) for m in mounts):
-            return []
+    if any(path is not None and any(under(path, m) for m in mounts)
+           for _, path in settings):
+        return []
+    for where, path in settings:
         if path is not None:
             return [_at(where, WARNING, "GR105",
                         f"HF_HOME={path!r} is not on a mounted volume "
                         f"({', '.join(m.path for m in mounts) or 'none'}): downloads and "
                         "the Hub cache are lost with the container", fix)]
-        unknown = unknown or where
-    return [_at(unknown, WARNING, "GR105",
+    return [_at(settings[0][0], WARNING, "GR105",
                 "HF_HOME is computed at run time: the linter cannot tell whether it is on "
                 "a mounted volume", fix)]
 
