@@ -11,8 +11,9 @@ Python, too deeply nested) is a LintError, never a crash.
 from __future__ import annotations
 
 import ast
+import bisect
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK
 from tui.model.lint_facts import (
@@ -22,6 +23,7 @@ from tui.model.lint_facts import (
     const_str,
     dotted,
     has_spread,
+    index,
     is_main_guard,
     keyword,
     lookup,
@@ -30,7 +32,7 @@ from tui.model.lint_facts import (
     under,
 )
 
-MAX_BYTES = 2 * 1024 * 1024  # a training script is a few KB; a 2 MiB one is not a script
+MAX_BYTES = 1024 * 1024  # a training script is a few KB; Python parses 1 MiB of tiny lines in ~4 s
 MAX_DEPTH = 200  # syntax-tree nesting; real scripts stay under 40
 LIBREYOLO_DEFAULT_PROJECT = "runs/train"  # libreyolo 1.6.0 training/config.py `project`
 MODAL_MAX_TIMEOUT = 86_400  # Modal: 1 s to 24 h (modal.com/docs/guide/timeouts)
@@ -105,28 +107,17 @@ def parse(data: bytes) -> tuple[ast.Module, list[str]]:
         raise LintError("too deeply nested for Python's parser") from None
     except ValueError as exc:
         raise LintError(f"not Python: {exc}") from None
-    if depth(tree) > MAX_DEPTH:
-        raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels")
     return tree, text.splitlines()
-
-
-def depth(tree: ast.AST) -> int:
-    """The tree's deepest nesting, counted without recursion (a hostile tree may be deep)."""
-    deepest, stack = 0, [(tree, 1)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
-        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
-    return deepest
 
 
 def lint(data: bytes) -> LintResult:
     """Every finding in the script, sorted by position; LintError when it is unreadable."""
     tree, lines = parse(data)
+    indexed = index(tree, MAX_DEPTH)
+    if indexed is None:
+        raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels")
     try:
-        script = read_script(tree)
+        script = read_script(tree, *indexed)
         found = [*_timeouts(script), *_projects(script), *_commits(script),
                  *_hf_home(script), *_opencv(script), *_main_guard(script)]
         if not script.gpu_functions():
@@ -249,37 +240,87 @@ def _projects(script: Script) -> list[Finding]:
     return out
 
 
+@dataclass
+class _Commits:
+    """The `.commit()` calls on one volume (or on any, "*"), indexed once so that a script
+    with thousands of train() calls is still read in linear time."""
+
+    keys: dict[str, ast.Call] = field(default_factory=dict)  # callback name -> commit
+    unwired: ast.Call | None = None  # the first in an on_train_epoch_end
+    by_function: dict[int, list[ast.Call]] = field(default_factory=dict)  # in line order
+    positions: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # for bisect
+
+    def first_after(self, function: int, at: tuple[int, int]) -> ast.Call | None:
+        """The first commit in `function` after position `at` (line, column)."""
+        calls = self.by_function.get(function, [])
+        i = bisect.bisect_right(self.positions.get(function, []), at)
+        return calls[i] if i < len(calls) else None
+
+
+def _index_commits(script: Script) -> dict[str, _Commits]:
+    table: dict[str, _Commits] = {}
+    for node in script.nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        target = _commit_target(node)
+        if target is None:
+            continue
+        fn = script.enclosing_function(node)
+        keys: list[str] = []
+        if isinstance(fn, ast.Lambda):
+            keys.append(f"<lambda:{id(fn)}>")
+        elif fn is not None:
+            keys.append(fn.name)
+            owner = script.parent(fn)
+            if fn.name == "on_train_epoch_end" and isinstance(owner, ast.ClassDef):
+                keys.append(owner.name)
+        for name in (target, "*"):
+            entry = table.setdefault(name, _Commits())
+            for key in keys:
+                entry.keys.setdefault(key, node)
+            if entry.unwired is None and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) \
+                    and fn.name == "on_train_epoch_end":
+                entry.unwired = node
+            entry.by_function.setdefault(id(fn), []).append(node)
+    for entry in table.values():
+        for function, calls in entry.by_function.items():
+            calls.sort(key=lambda c: (c.lineno, c.col_offset))
+            entry.positions[function] = [(c.lineno, c.col_offset) for c in calls]
+    return table
+
+
 def _commits(script: Script) -> list[Finding]:
     """Modal only: Beam's Volume has no commit (a mounted filesystem, docs/lint.md)."""
     out = []
+    table = _index_commits(script)
     for call in script.trains:
         fn, mounts = _mounts_for(script, call)
         if fn is not None and fn.provider != "modal":
             continue
         if fn is None and not any(f.provider == "modal" for f in script.gpu_functions()):
             continue
-        volumes = {m.volume for m in mounts if m.volume}
         if not mounts:
             continue  # GR102 already says: no volume at all
-        commits = [c for c in ast.walk(script.tree)
-                   if isinstance(c, ast.Call) and _is_commit(c, volumes)]
+        volumes = sorted({m.volume for m in mounts if m.volume}) or ["*"]
+        entries = [table[v] for v in volumes if v in table]
         wired = _callback_names(script, call)
-        if any(_in_epoch_callback(script, c, wired) for c in commits):
+        if any(name in entry.keys for entry in entries for name in wired):
             continue
-        vol = sorted(volumes)[0] if volumes else "vol"
+        vol = volumes[0] if volumes != ["*"] else "vol"
         fix = (f"pass train(callbacks=[...]) an object whose on_train_epoch_end(event) "
                f"calls {vol}.commit()")
-        unwired = [c for c in commits if _in_named(script, c, "on_train_epoch_end")]
-        after = [c for c in commits if c.lineno > call.lineno
-                 and script.enclosing_function(c) is script.enclosing_function(call)]
-        if unwired:
-            out.append(_at(unwired[0], WARNING, "GR104",
-                           f"{dotted(unwired[0].func)}() is in an on_train_epoch_end that is "
-                           "not passed to this train(callbacks=...): it never runs", fix))
-        elif after:
-            out.append(_at(after[0], WARNING, "GR104",
-                           f"{dotted(after[0].func)}() runs only after train() returns: a "
-                           "crash or the timeout loses every epoch", fix))
+        unwired = next((e.unwired for e in entries if e.unwired is not None), None)
+        home = id(script.enclosing_function(call))
+        after = next((c for e in entries
+                      if (c := e.first_after(home, (call.lineno, call.col_offset)))), None)
+        if unwired is not None:
+            out.append(_at(unwired, WARNING, "GR104",
+                           f"{dotted(unwired.func)}() is in an on_train_epoch_end that is not "
+                           "passed to this train(callbacks=...): it never runs", fix))
+        elif after is not None:
+            out.append(_at(after, WARNING, "GR104",
+                           f"{dotted(after.func)}() runs only after train() returns: a crash "
+                           "or the timeout loses every epoch", fix))
         else:
             out.append(_at(call, WARNING, "GR104",
                            f"nothing calls {vol}.commit() during training: a crash or the "
@@ -287,14 +328,13 @@ def _commits(script: Script) -> list[Finding]:
     return out
 
 
-def _is_commit(node: ast.Call, volumes: set[str]) -> bool:
-    if node.args or node.keywords:
-        return False
+def _commit_target(node: ast.Call) -> str | None:
+    """`vol` in `vol.commit()` (Modal's Volume.commit takes no argument), else None."""
     func = node.func
-    if not isinstance(func, ast.Attribute) or func.attr != "commit":
-        return False
-    target = dotted(func.value)
-    return target is not None and (not volumes or target in volumes)
+    if node.args or node.keywords or not isinstance(func, ast.Attribute) \
+            or func.attr != "commit":
+        return None
+    return dotted(func.value)
 
 
 def _callback_names(script: Script, call: ast.Call) -> set[str]:
@@ -320,27 +360,6 @@ def _callback_names(script: Script, call: ast.Call) -> set[str]:
     return names
 
 
-def _in_named(script: Script, node: ast.AST, name: str) -> bool:
-    fn = script.enclosing_function(node)
-    return isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name == name
-
-
-def _in_epoch_callback(script: Script, node: ast.AST, wired: set[str]) -> bool:
-    """A commit that runs every epoch: in a function passed to train(callbacks=...), or
-    in on_train_epoch_end of a class passed there (LibreYOLO calls either per epoch)."""
-    fn = script.enclosing_function(node)
-    if isinstance(fn, ast.Lambda):
-        return f"<lambda:{id(fn)}>" in wired
-    if fn is None:
-        return False
-    if fn.name in wired:
-        return True
-    if fn.name == "on_train_epoch_end":
-        owner = script.parent(fn)
-        return isinstance(owner, ast.ClassDef) and owner.name in wired
-    return False
-
-
 def _env_settings(script: Script) -> list[tuple[ast.AST, str | None]]:
     """Every place the script sets HF_HOME: (where, the path, None when only known at run
     time). A dict key, os.environ[...] =, setdefault/putenv, a keyword, "HF_HOME=..."."""
@@ -349,7 +368,7 @@ def _env_settings(script: Script) -> list[tuple[ast.AST, str | None]]:
     def value(node: ast.expr, at: ast.AST) -> None:
         found.append((at, const_str(node, script.scopes(at))))
 
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         if isinstance(node, ast.Dict):
             for key, val in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "HF_HOME":
@@ -381,7 +400,7 @@ def _env_settings(script: Script) -> list[tuple[ast.AST, str | None]]:
 
 
 def _named_secrets(script: Script) -> bool:
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         if isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("from_name") \
                 and "Secret" in (dotted(node.func) or ""):
             return True
@@ -435,7 +454,7 @@ def _opencv(script: Script) -> list[Finding]:
         return []
     words: set[str] = set()
     first_image: ast.AST | None = None
-    for node in ast.walk(script.tree):
+    for node in script.nodes:
         if not isinstance(node, ast.Call):
             continue
         func = dotted(node.func) or ""

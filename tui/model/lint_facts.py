@@ -54,6 +54,7 @@ class Script:
     """Everything the checks need, gathered in one pass over the tree."""
 
     tree: ast.Module
+    nodes: list[ast.AST] = field(default_factory=list)  # every node, parents first
     modal: set[str] = field(default_factory=set)  # local names of the modal module
     beam: set[str] = field(default_factory=set)  # local names of the beam module
     beam_decorators: dict[str, str] = field(default_factory=dict)  # local -> beam name
@@ -62,6 +63,10 @@ class Script:
     parents: dict[int, ast.AST] = field(default_factory=dict)
     functions: list[Serverless] = field(default_factory=list)
     trains: list[ast.Call] = field(default_factory=list)
+    # Computed once: a hostile script may hold thousands of train() calls.
+    _scopes: dict[int, dict[str, ast.expr]] = field(default_factory=dict)
+    _by_node: dict[int, Serverless] | None = None
+    _all_mounts: list[Mount] | None = None
 
     @property
     def providers(self) -> set[str]:
@@ -89,10 +94,11 @@ class Script:
 
     def serverless_around(self, node: ast.AST) -> Serverless | None:
         """The serverless function (or Modal class) whose body holds `node`."""
-        by_node = {id(f.node): f for f in self.functions}
+        if self._by_node is None:
+            self._by_node = {id(f.node): f for f in self.functions}
         for up in self.ancestors(node):
-            if id(up) in by_node:
-                return by_node[id(up)]
+            if id(up) in self._by_node:
+                return self._by_node[id(up)]
         return None
 
     def scopes(self, node: ast.AST) -> list[dict[str, ast.expr]]:
@@ -100,7 +106,9 @@ class Script:
         scopes: list[dict[str, ast.expr]] = []
         for up in self.ancestors(node):
             if isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
-                scopes.append(assignments(up.body))
+                if id(up) not in self._scopes:
+                    self._scopes[id(up)] = assignments(up.body)
+                scopes.append(self._scopes[id(up)])
         scopes.append(self.module_env)
         return scopes
 
@@ -108,7 +116,9 @@ class Script:
         return [f for f in self.functions if f.gpu]
 
     def all_mounts(self) -> list[Mount]:
-        return [m for f in self.gpu_functions() for m in f.mounts]
+        if self._all_mounts is None:
+            self._all_mounts = [m for f in self.gpu_functions() for m in f.mounts]
+        return self._all_mounts
 
 
 def assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
@@ -242,12 +252,28 @@ def is_main_guard(stmt: ast.stmt) -> bool:
     return bool(names and consts)
 
 
-def read_script(tree: ast.Module) -> Script:
-    """Gather the facts; `tree`'s depth is already bounded by the caller."""
-    script = Script(tree=tree, module_env=assignments(tree.body))
-    for node in ast.walk(tree):
+def index(tree: ast.Module, max_depth: int) -> tuple[list[ast.AST], dict[int, ast.AST]] | None:
+    """Every node and its parent in one pass without recursion, or None when the tree
+    nests deeper than `max_depth` (a hostile script may; real ones stay under 40)."""
+    nodes: list[ast.AST] = []
+    parents: dict[int, ast.AST] = {}
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > max_depth:
+            return None
+        nodes.append(node)
         for child in ast.iter_child_nodes(node):
-            script.parents[id(child)] = node
+            parents[id(child)] = node
+            stack.append((child, level + 1))
+    return nodes, parents
+
+
+def read_script(tree: ast.Module, nodes: list[ast.AST], parents: dict[int, ast.AST]) -> Script:
+    """Gather the facts from the tree and its index (`index`)."""
+    script = Script(tree=tree, nodes=nodes, parents=parents,
+                    module_env=assignments(tree.body))
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]
@@ -264,7 +290,7 @@ def read_script(tree: ast.Module) -> Script:
                     script.from_modal[local] = alias.name
                 elif base in BEAM_MODULES and alias.name in BEAM_DECORATORS:
                     script.beam_decorators[local] = alias.name
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             for decorator in node.decorator_list:
                 found = _serverless(script, node, decorator)
