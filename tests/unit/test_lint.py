@@ -328,3 +328,25 @@ def test_the_json_document() -> None:
     bad = lint_document("x.py", None, "binary")
     assert bad["unreadable"] == "binary" and bad["exit_code"] == EXIT_USAGE
     assert bad["findings"] == []
+
+
+def test_names_are_followed_to_a_timeout_and_to_image_commands() -> None:
+    named = GOOD.replace("timeout=3600", "timeout=NO_LIMIT").replace(
+        'VOL = "/vol"', 'VOL = "/vol"\nNO_LIMIT = None')
+    [finding] = run(named).findings
+    assert finding.code == "GR101" and "timeout=None" in finding.message
+    beam = (DATA / "beam_train.py").read_text().replace(
+        'commands=["apt-get update && apt-get install -y libgl1 libglib2.0-0"]',
+        "commands=SETUP").replace('MOUNT = "./libreyolo-runs"',
+                                  'MOUNT = "./libreyolo-runs"\nSETUP = ["apt-get install -y '
+                                  'libgl1 libglib2.0-0"]')
+    assert run(beam).findings == ()
+
+
+def test_lines_are_counted_as_the_parser_counts_them() -> None:
+    """A form feed (legal at a line's start) is no line break to the parser: columns
+    are taken from the right line."""
+    source = "\f" + GOOD.replace('project=f"{VOL}/runs"', 'project="/root/runs"')
+    [finding] = lint(source.replace("\n", "\r\n").encode()).findings
+    line = source.split("\n")[finding.line - 1]
+    assert line[finding.col - 1:].startswith('"/root/runs"')

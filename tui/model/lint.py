@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ MODAL_MAX_TIMEOUT = 86_400  # Modal: 1 s to 24 h (modal.com/docs/guide/timeouts)
 OPENCV_LIBS = ("libgl1", "libglib2.0-0")
 
 ERROR, WARNING = "error", "warning"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # code -> what it checks; docs/lint.md lists the same.
 CODES = {
     "GR100": "no Modal or Beam GPU function found",
@@ -107,7 +109,8 @@ def parse(data: bytes) -> tuple[ast.Module, list[str]]:
         raise LintError("too deeply nested for Python's parser") from None
     except ValueError as exc:
         raise LintError(f"not Python: {exc}") from None
-    return tree, text.splitlines()
+    # Lines as the parser counts them: str.splitlines would also split at \f and \x1c.
+    return tree, _LINE_BREAK.split(text)
 
 
 def lint(data: bytes) -> LintResult:
@@ -167,7 +170,7 @@ def _timeouts(script: Script) -> list[Finding]:
                            f"explicitly, sized to the run ({default})",
                            fix))
             continue
-        value = fn.timeout
+        value = resolve(fn.timeout, script.scopes(fn.call)) or fn.timeout
         number = value.value if isinstance(value, ast.Constant) else None
         if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) \
                 and isinstance(value.operand, ast.Constant):
@@ -467,9 +470,11 @@ def _opencv(script: Script) -> list[Finding]:
             parts = [cmds.value] if cmds else []
         else:
             continue
+        scopes = script.scopes(node)
         for part in parts:
-            for sub in ast.walk(part):
-                text = const_str(sub, script.scopes(node)) if isinstance(
+            bound = resolve(part, scopes) if isinstance(part, ast.expr) else None
+            for sub in ast.walk(bound or part):
+                text = const_str(sub, scopes) if isinstance(
                     sub, ast.Constant | ast.Name | ast.JoinedStr) else None
                 if text:
                     words.update(text.replace(";", " ").replace("&&", " ").split())
