@@ -350,3 +350,14 @@ def test_lines_are_counted_as_the_parser_counts_them() -> None:
     [finding] = lint(source.replace("\n", "\r\n").encode()).findings
     line = source.split("\n")[finding.line - 1]
     assert line[finding.col - 1:].startswith('"/root/runs"')
+
+
+def test_a_beam_secret_may_hold_hf_home_and_the_warning_says_so() -> None:
+    base = (DATA / "beam_train.py").read_text().replace(
+        '    env_vars=[f"HF_HOME={MOUNT}/hf"],\n', "")
+    [finding] = run(base).findings
+    assert finding.code == "GR105" and "named secret" not in finding.message
+    assert 'Image(env_vars=["HF_HOME=./libreyolo-runs/hf"])' in finding.fix
+    secret = base.replace("timeout=6 * 3600,", 'timeout=6 * 3600, secrets=["HF"],')
+    [finding] = run(secret).findings
+    assert "unless a named secret sets it" in finding.message

@@ -403,18 +403,17 @@ def _env_settings(script: Script) -> list[tuple[ast.AST, str | None]]:
 
 
 def _named_secrets(script: Script) -> bool:
+    """A secret the linter cannot see inside: Modal `Secret.from_name`, Beam `secrets=`."""
+    beam = "beam" in script.providers
     for node in script.nodes:
-        if isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("from_name") \
-                and "Secret" in (dotted(node.func) or ""):
+        if not isinstance(node, ast.Call):
+            continue
+        func = dotted(node.func) or ""
+        if func.endswith("from_name") and "Secret" in func:
             return True
-        if isinstance(node, ast.Call) and any(k.arg == "secrets" for k in node.keywords) \
-                and _provider_is(script, "beam"):
+        if beam and any(k.arg == "secrets" for k in node.keywords):
             return True
     return False
-
-
-def _provider_is(script: Script, provider: str) -> bool:
-    return provider in script.providers
 
 
 def _hf_home(script: Script) -> list[Finding]:
