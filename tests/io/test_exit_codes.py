@@ -66,6 +66,9 @@ CASES = [
     ("doctor", ["doctor", "nosuchbox", "data.yaml"], 2),
     ("fetch", ["fetch", "nosuchbox", "org/name"], 2),
     ("size", ["size", "--data", "not-a-size-or-a-path"], 2),
+    ("lint", ["lint", "/nonexistent/train.py"], 2),
+    ("lint", ["lint", str(ROOT / "tests/data/serverless/modal_no_timeout.py")], 1),
+    ("lint", ["lint", str(ROOT / "tests/data/serverless/modal_commit_at_end.py")], 0),
     ("costs", ["costs", "--since", "not-a-date"], 2),
     ("check-config", ["check-config"], 0),
     ("init", ["init"], 2),  # the config exists

@@ -1,8 +1,8 @@
 """Command line: gpurent-tui [--config PATH] [COMMAND]; with no command it opens the panel.
 
 The parser and the dispatch; each command group lives in its own module of tui.cli
-(watching, actions, monitor, preflight, size, config_cmds). `gpurent-tui` and
-`python -m tui` both start `main`.
+(watching, actions, monitor, preflight, size, config_cmds, profile, lint). `gpurent-tui`
+and `python -m tui` both start `main`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import sys
 
 from tui import __version__
-from tui.cli import actions, config_cmds, monitor, preflight, profile, size, watching
+from tui.cli import actions, config_cmds, lint, monitor, preflight, profile, size, watching
 from tui.model.config import ConfigError
 from tui.model.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_preflight(sub, common)  # check, doctor, stage, fetch
     size.add_size(sub, common)
     profile.add_profile(sub, common)
+    lint.add_lint(sub, common)
     return parser
 
 

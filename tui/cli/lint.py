@@ -1,0 +1,66 @@
+"""`lint SCRIPT.py`: a Modal or Beam training script checked against the guide, read as
+text and parsed, never imported or run (tui/model/lint.py holds the checks)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tui.cli.output import print_json
+from tui.model.exit_codes import EXIT_USAGE
+from tui.model.lint import MAX_BYTES, LintError, LintResult, lint
+from tui.model.lint_doc import lint_document
+from tui.model.text import clean
+
+
+def read_bounded(path: Path) -> bytes:
+    """At most MAX_BYTES + 1 bytes: enough to say "too large" without reading a huge file."""
+    try:
+        if not path.is_file():
+            raise LintError("no such file" if not path.exists() else "not a regular file")
+        with path.open("rb") as handle:
+            return handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise LintError(exc.strerror or str(exc)) from None
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    name = str(args.script)
+    shown = clean(name)
+    try:
+        result = lint(read_bounded(Path(args.script)))
+    except LintError as exc:
+        print(f"lint: {shown}: cannot read it: {exc}", file=sys.stderr)
+        if args.json:
+            print_json(lint_document(name, None, str(exc)))
+        return EXIT_USAGE
+    if args.json:
+        print_json(lint_document(name, result))
+    else:
+        print("\n".join(lines(shown, result)))
+    return result.exit_code
+
+
+def lines(shown: str, result: LintResult) -> list[str]:
+    """One line per finding, as compilers print them, then the count."""
+    out = [clean(f"{shown}:{f.line}:{f.col}: {f.severity} {f.code} {f.message}  "
+                 f"fix: {f.fix}")
+           for f in result.findings]
+    if not result.findings:
+        out.append(f"{shown}: clean")
+    else:
+        out.append(f"{shown}: {result.errors} error(s), {result.warnings} warning(s)")
+    return out
+
+
+def add_lint(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """`lint`."""
+    lint_cmd = sub.add_parser(
+        "lint", parents=[common],
+        help="check a Modal or Beam training script against the guide (timeout=, runs on "
+             "a volume committed every epoch, HF_HOME, OpenCV libraries, __main__ guard), "
+             "without running it")
+    lint_cmd.add_argument("script", metavar="SCRIPT.py")
+    lint_cmd.add_argument("--json", action="store_true")
+    lint_cmd.set_defaults(func=cmd_lint)
