@@ -609,7 +609,7 @@ async def test_a_finished_runs_unpushed_money_does_not_follow_the_runs_training_
     async with demo as fleet:
         for var, value in demo.env.items():
             monkeypatch.setenv(var, value)
-        boxes, cost = await _status(fleet, [])
+        boxes, cost, _ = await _status(fleet, [])
     box = next(b for b in boxes if b.name == "vast-4090x2")
     assert sum(r.health is Health.RUNNING for r in box.runs) >= 2
     done = next(r for r in box.runs if r.name == "baseline-yolox-n")
