@@ -346,3 +346,17 @@ def test_serverless_problems_name_the_file_the_entry_and_the_key() -> None:
     assert "serverless 'a': key 'name'" not in msg and "box 'a': key 'name'" in msg
     (msg,) = problems(SERVERLESS.replace('"/runs"', '"/runs/../etc"'))
     assert "key 'runs_path'" in msg and "'..'" in msg
+
+
+def test_a_top_level_key_below_a_table_says_where_it_belongs_and_booleans_read_as_toml() -> None:
+    """A new user put [connect] first: each top-level key below it read as an unknown
+    'connect.known_hosts' with no hint why, and `true` was shown as Python's True."""
+    text = ('[connect]\nper_endpoint = true\nknown_hosts = "/x"\n\n'
+            '[[box]]\nname = "a"\nhost = "127.0.0.1"\nssh_config = "/y"\n')
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "fleet.toml")
+    words = str(err.value)
+    assert "got a boolean (true)" in words and "True" not in words
+    assert ("'known_hosts' is a top-level key: in TOML every key after a [connect] header "
+            "belongs to that table") in words
+    assert "after a [[box]] header" in words  # ssh_config is top-level, written in a [[box]]

@@ -225,9 +225,16 @@ def _type_name(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def _toml(value: object) -> str:
+    """A value as the config file spells it (true, not Python's True)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def _string(value: object) -> str:
     if not isinstance(value, str):
-        raise _Bad(f"expected a string, got {_type_name(value)} ({value!r})")
+        raise _Bad(f"expected a string, got {_type_name(value)} ({_toml(value)})")
     if not value.strip():
         raise _Bad("must not be empty")
     return value
@@ -251,7 +258,7 @@ def _percent(value: object) -> float:
 def _number(minimum: float = 0.0, *, exclusive: bool = False) -> Callable[[object], float]:
     def check(value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _Bad(f"expected a number, got {_type_name(value)} ({value!r})")
+            raise _Bad(f"expected a number, got {_type_name(value)} ({_toml(value)})")
         number = float(value)
         if number != number or number in (float("inf"), float("-inf")):
             raise _Bad("must be a finite number")
@@ -265,7 +272,7 @@ def _number(minimum: float = 0.0, *, exclusive: bool = False) -> Callable[[objec
 
 def _port(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Bad(f"expected an integer, got {_type_name(value)} ({value!r})")
+        raise _Bad(f"expected an integer, got {_type_name(value)} ({_toml(value)})")
     if not 1 <= value <= 65535:
         raise _Bad(f"must be a TCP port (1-65535), got {value}")
     return value
@@ -310,7 +317,7 @@ def _instance_id(value: object) -> str:
 
 def _runs_roots(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise _Bad(f"expected an array of paths, got {_type_name(value)} ({value!r})")
+        raise _Bad(f"expected an array of paths, got {_type_name(value)} ({_toml(value)})")
     if not value:
         raise _Bad("must list at least one directory")
     roots = []
@@ -372,14 +379,14 @@ def plain_http_allowed(url: str) -> bool:
 
 def _bool(value: object) -> bool:
     if not isinstance(value, bool):
-        raise _Bad(f"expected true or false, got {_type_name(value)} ({value!r})")
+        raise _Bad(f"expected true or false, got {_type_name(value)} ({_toml(value)})")
     return value
 
 
 def _whole(minimum: int) -> Callable[[object], int]:
     def check(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _Bad(f"expected a whole number, got {_type_name(value)} ({value!r})")
+            raise _Bad(f"expected a whole number, got {_type_name(value)} ({_toml(value)})")
         if value < minimum:
             raise _Bad(f"must be >= {minimum}, got {value}")
         return value
@@ -554,6 +561,14 @@ def _toml_line(exc: tomllib.TOMLDecodeError) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _header(path: TablePath) -> str:
+    """The TOML header that opened a table: [connect], [[box]], [box.push]."""
+    names = [str(p) for p in path if not isinstance(p, int)]
+    if any(isinstance(p, int) for p in path) and len(names) == 1:
+        return f"[[{names[0]}]]"
+    return f"[{'.'.join(names)}]"
+
+
 def _unknown(key: str, known: Iterable[str]) -> str:
     names = list(known)
     close = difflib.get_close_matches(key, names, n=1)
@@ -587,8 +602,12 @@ def parse_config(text: str, source: str) -> FleetConfig:
             full = f"{prefix}{key}"
             line = locate.line_of(path, key)
             if key not in schema:
-                problems.append(ConfigProblem(source, _unknown(key, [*schema, *subtables]),
-                                              box_label, full, line))
+                words = _unknown(key, [*schema, *subtables])
+                if path and key in _TOP_KEYS:
+                    words += (f"; {key!r} is a top-level key: in TOML every key after a "
+                              f"{_header(path)} header belongs to that table, so put it "
+                              "above the first table")
+                problems.append(ConfigProblem(source, words, box_label, full, line))
                 continue
             try:
                 values[key] = schema[key](raw)
