@@ -11,7 +11,7 @@ from tui.model.config import ServerlessConfig
 from tui.model.modal_output import app_from_list, classify, parse_size, version_problem
 from tui.model.runs import Health
 from tui.model.serverless import AppState, VolumeEntry
-from tui.model.serverless_prices import gpu_spec, price_problem, usd_per_second
+from tui.model.serverless_prices import gpu_spec, price_problem, prices_dated, usd_per_second
 from tui.model.serverless_runs import VolumeRead, fold_runs, run_folders
 from tui.model.serverless_view import app_words, judge_run, timeout_words
 
@@ -127,7 +127,15 @@ def test_gpu_specs_and_prices() -> None:
     assert usd_per_second("modal", "H100:2", None) == pytest.approx(2 * 0.001097)
     assert price_problem("modal", "B200", None) is not None
     assert price_problem("modal", "B200", 0.002) is None
-    assert price_problem("beam", "H100", None) is not None  # no published Beam price here
+    # Beam's published per-second prices, read 2026-12-05 (docs/serverless-beam.md)
+    assert usd_per_second("beam", "H100", None) == pytest.approx(0.000972)
+    assert usd_per_second("beam", "rtx4090:2", None) == pytest.approx(2 * 0.000192)
+    assert usd_per_second("beam", "A10G", None) == pytest.approx(0.000292)
+    assert usd_per_second("beam", "A10G", 0.001) == pytest.approx(0.001)  # config wins
+    problem = price_problem("beam", "T4", None)  # not in the dated table
+    assert problem is not None and "known: RTX4090, A10G, H100" in problem
+    assert prices_dated("modal") == "2026-05-07" and prices_dated("beam") == "2026-12-05"
+    assert prices_dated("nobody") is None
 
 
 def test_modal_output_reading() -> None:
