@@ -7,6 +7,9 @@ from dataclasses import dataclass
 APP_STATES = ("running", "stopped", "missing", "unknown")
 CLI_ERRORS = ("cli_missing", "cli_too_old", "not_logged_in", "app_not_found", "path_missing",
               "failed")
+# Seconds one CLI call of a stop may take, in every adapter: a stop asks the provider's
+# API to end containers, slower than a listing, and a stop cut short may have landed.
+STOP_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from tui.model import beam_output
 from tui.model.redact import redact, secrets_in_env
-from tui.model.serverless import AppState, ServerlessError, VolumeEntry
+from tui.model.serverless import STOP_TIMEOUT, AppState, ServerlessError, VolumeEntry
 from tui.model.text import clean
 
 STDOUT_CAP = 4 << 20
@@ -252,7 +252,7 @@ async def app_state(app: str, *, cli: str = "beam", env: Mapping[str, str] | Non
 
 
 async def stop_app(app: str, *, cli: str = "beam", env: Mapping[str, str] | None = None,
-                   timeout: float = 20.0) -> None:
+                   timeout: float = STOP_TIMEOUT) -> None:
     """Stop every active version of the app (`beam deployment stop ID...`).
 
     An app already stopped is left alone. The CLI exits 0 even when a stop is refused

@@ -8,12 +8,15 @@ an older client prints other JSON keys, and is said as too old, never misread.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from tui.model.modal_output import app_from_list, classify, version_problem, volume_entries
-from tui.model.serverless import AppState, ServerlessError, VolumeEntry
+from tui.model.serverless import STOP_TIMEOUT, AppState, ServerlessError, VolumeEntry
 from tui.providers.cli_run import Ran, find_cli, run_cli
 
 PROVIDER = "modal"
@@ -86,20 +89,55 @@ async def read_volume_file(volume: str, path: str, *, limit: int = 1 << 20,
 async def fetch_volume_file(volume: str, path: str, dest: Path, *, cli: str = "modal",
                             env: Mapping[str, str] | None = None,
                             timeout: float = 600.0) -> None:
-    """Copy one file to `dest` (`modal volume get --force VOLUME PATH DEST`); path_missing
-    when nothing arrived (the CLI may exit 0 for a path with no entries)."""
-    dest.unlink(missing_ok=True)
-    ran = await _modal(["volume", "get", "--force", "--", volume, path, str(dest)], cli=cli,
-                       env=env, timeout=timeout, stdout_limit=1 << 20)
-    if ran.code != 0:
-        raise classify(ran.stderr, what="volume")
-    if not dest.is_file():
-        raise ServerlessError("path_missing", f"modal volume get {volume} {path}: nothing "
-                              "arrived (no such file on the volume?)")
+    """Copy one file to `dest` (`modal volume get --force VOLUME PATH TEMP`), whole or not
+    at all: the CLI writes a temporary name beside `dest`, renamed over it only once the
+    CLI says it is done, so a failure never leaves a partial file at `dest` nor harms a
+    good one already there. path_missing when nothing arrived (the CLI may exit 0 for a
+    path with no entries)."""
+    temp = _temp_beside(dest)
+    try:
+        ran = await _modal(["volume", "get", "--force", "--", volume, path, str(temp)],
+                           cli=cli, env=env, timeout=timeout, stdout_limit=1 << 20)
+        if ran.code != 0:
+            raise classify(ran.stderr, what="volume")
+        if temp.is_dir() or not temp.is_file():
+            raise ServerlessError("path_missing", f"modal volume get {volume} {path}: "
+                                  "no file arrived (no such file on the volume?)")
+        try:
+            os.replace(temp, dest)
+        except OSError as exc:
+            raise ServerlessError("failed", f"could not put the copy at {dest}: "
+                                  f"{exc.strerror or type(exc).__name__}") from None
+    finally:
+        _discard(temp)
+
+
+def _temp_beside(dest: Path) -> Path:
+    """A fresh name in dest's folder (same file system: the rename is atomic); the name is
+    reserved by an empty file and freed for the CLI, which writes it with --force."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{dest.name[:64]}.", suffix=".gpurent-get",
+                                    dir=dest.parent)
+    except OSError as exc:
+        raise ServerlessError("failed", f"no room for a download beside {dest}: "
+                              f"{exc.strerror or type(exc).__name__}") from None
+    os.close(fd)
+    os.unlink(name)
+    return Path(name)
+
+
+def _discard(temp: Path) -> None:
+    """Whatever the CLI left at the temporary name (a part, or a folder) goes."""
+    if temp.is_dir() and not temp.is_symlink():
+        shutil.rmtree(temp, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
 
 
 async def stop_app(app: str, *, cli: str = "modal", env: Mapping[str, str] | None = None,
-                   timeout: float = 60.0) -> None:
+                   timeout: float = STOP_TIMEOUT) -> None:
     """`modal app stop --yes APP`; an app already stopped is no failure."""
     ran = await _modal(["app", "stop", "--yes", "--", app], cli=cli, env=env,
                        timeout=timeout)
