@@ -311,9 +311,22 @@ async def test_a_folder_lists_its_files_and_folders_with_their_paths(world: Worl
     assert ["ls", "cache/runs/exp1"] in world.calls()
 
 
+async def test_an_age_in_words_carries_how_far_its_time_may_be_off(world: World) -> None:
+    """`5 minutes ago` is read against our clock: its time is good to its unit (60 s)."""
+    best = world.volume / "runs" / "exp1" / "weights" / "best.pt"
+    true = time.time() - 330
+    os.utime(best, (true, true))
+    (entry,) = await beam_cli.list_volume("cache", "runs/exp1/weights", env=world.env)
+    assert entry.mtime_slack == 60 and entry.mtime is not None
+    assert true - 1 <= entry.mtime <= true + entry.mtime_slack
+    (status,) = [e for e in await beam_cli.list_volume("cache", "runs/exp1", env=world.env)
+                 if e.path.endswith("status.json")]
+    assert status.mtime_slack <= 2  # `just now` / `N seconds ago`
+
+
 async def test_the_root_and_leading_slashes_list_alike(world: World) -> None:
     root = await beam_cli.list_volume("cache", "/", env=world.env)
-    assert root == [VolumeEntry("runs", True, None, root[0].mtime)]
+    assert root == [VolumeEntry("runs", True, None, root[0].mtime, root[0].mtime_slack)]
     runs = await beam_cli.list_volume("cache", "/runs/", env=world.env)
     assert {e.path for e in runs} == {"runs/exp1", "runs/exp2"}
 

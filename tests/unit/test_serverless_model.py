@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from tui.model.beam_output import age_slack
 from tui.model.config import ServerlessConfig
 from tui.model.modal_output import app_from_list, classify, parse_size, version_problem
 from tui.model.runs import Health
-from tui.model.serverless import AppState, VolumeEntry
+from tui.model.serverless import AppState, VolumeEntry, same_listing
 from tui.model.serverless_prices import gpu_spec, price_problem, prices_dated, usd_per_second
 from tui.model.serverless_runs import VolumeRead, fold_runs, run_folders
 from tui.model.serverless_view import app_words, judge_run, timeout_words
@@ -185,3 +186,18 @@ def test_watch_logs_an_app_when_its_state_or_trouble_changes() -> None:
                                            error="modal is not logged in here")))
     assert said == ["serverless m: running, 1 task",
                     "serverless m: modal is not logged in here"]
+
+
+def test_two_listings_agree_within_the_coarser_ones_slack() -> None:
+    """A Beam age in words re-read a moment later moves a little; a rewrite moves more."""
+    first = VolumeEntry("w/best.pt", False, 4096, 1000.0, 2.0)
+    assert same_listing(first, VolumeEntry("w/best.pt", False, 4096, 1001.5, 1.0))
+    assert not same_listing(first, VolumeEntry("w/best.pt", False, 4096, 1003.0, 1.0))
+    assert not same_listing(first, VolumeEntry("w/best.pt", False, 4097, 1000.0, 2.0))
+    assert not same_listing(first, None) and same_listing(None, None)
+    minute = VolumeEntry("w/last.pt", False, 10, 600.0)  # Modal's: to the minute, exact
+    assert same_listing(minute, VolumeEntry("w/last.pt", False, 10, 600.0))
+    assert not same_listing(minute, VolumeEntry("w/last.pt", False, 10, 660.0))
+    assert age_slack("just now") == 2 and age_slack("5 seconds ago") == 1
+    assert age_slack("1 minute ago") == 60 and age_slack("3 hours ago") == 3600
+    assert age_slack("Dec 01 2026") == 86400
