@@ -203,6 +203,14 @@ async def test_the_panel_shows_both_and_s_stops_the_beam_app_once_the_cli_says_s
         assert entry["outcome"] == "done" and entry["app"] == "yolo-train"
         assert entry["provider"] == "beam"
 
+        # the login lapses: the row says so in words, the last picture kept beside it
+        beam.update(logged_in=False)
+        await pilot.press("r")
+        await until(pilot, lambda: "not logged in" in box_text(app, "beam-yolo"))
+        text = box_text(app, "beam-yolo")
+        assert "log in with `beam config create` or set BEAM_TOKEN" in text
+        assert "yolo-train: stopped" in text and "data below is" in text
+
 
 def test_the_stop_command_stops_the_beam_app_and_start_and_destroy_do_not_apply(
         tmp_path: Path, beam: BeamStandIn, capsys: pytest.CaptureFixture[str]) -> None:
