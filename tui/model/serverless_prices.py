@@ -34,11 +34,12 @@ PUBLISHED: dict[str, dict[str, float]] = {
     },
 }
 
+_SPEC = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,30})(!|\+)?(?::([0-9]{1,2}))?")
+
 
 def prices_dated(provider: str) -> str | None:
     """The day `provider`'s published prices here were read, else None."""
     return PRICES_DATED.get(provider)
-_SPEC = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,30})(!|\+)?(?::([0-9]{1,2}))?")
 
 
 def gpu_spec(spec: str) -> tuple[str, int] | None:

@@ -8,7 +8,6 @@ an older client prints other JSON keys, and is said as too old, never misread.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -90,50 +89,41 @@ async def fetch_volume_file(volume: str, path: str, dest: Path, *, cli: str = "m
                             env: Mapping[str, str] | None = None,
                             timeout: float = 600.0) -> None:
     """Copy one file to `dest` (`modal volume get --force VOLUME PATH TEMP`), whole or not
-    at all: the CLI writes a temporary name beside `dest`, renamed over it only once the
-    CLI says it is done, so a failure never leaves a partial file at `dest` nor harms a
-    good one already there. path_missing when nothing arrived (the CLI may exit 0 for a
-    path with no entries)."""
-    temp = _temp_beside(dest)
+    at all: the CLI writes into a fresh private folder beside `dest`, and its file is
+    renamed over `dest` only once the CLI says it is done, so a failure never leaves a
+    partial file at `dest` nor harms a good one already there. path_missing when nothing
+    arrived (the CLI may exit 0 for a path with no entries)."""
+    into = _private_folder(dest.parent)
+    got = into / "file"
     try:
-        ran = await _modal(["volume", "get", "--force", "--", volume, path, str(temp)],
+        ran = await _modal(["volume", "get", "--force", "--", volume, path, str(got)],
                            cli=cli, env=env, timeout=timeout, stdout_limit=1 << 20)
         if ran.code != 0:
             raise classify(ran.stderr, what="volume")
-        if temp.is_dir() or not temp.is_file():
+        if got.is_dir():
+            raise ServerlessError("failed", f"modal volume get {volume} {path}: that is a "
+                                  "folder, not a file")
+        if not got.is_file():
             raise ServerlessError("path_missing", f"modal volume get {volume} {path}: "
                                   "no file arrived (no such file on the volume?)")
         try:
-            os.replace(temp, dest)
+            os.replace(got, dest)
         except OSError as exc:
             raise ServerlessError("failed", f"could not put the copy at {dest}: "
                                   f"{exc.strerror or type(exc).__name__}") from None
     finally:
-        _discard(temp)
+        shutil.rmtree(into, ignore_errors=True)
 
 
-def _temp_beside(dest: Path) -> Path:
-    """A fresh name in dest's folder (same file system: the rename is atomic); the name is
-    reserved by an empty file and freed for the CLI, which writes it with --force."""
+def _private_folder(beside: Path) -> Path:
+    """A fresh folder only we can read, beside the destination (same file system: the
+    finished copy is renamed into place, not copied)."""
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{dest.name[:64]}.", suffix=".gpurent-get",
-                                    dir=dest.parent)
+        beside.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".gpurent-modal-", dir=beside))
     except OSError as exc:
-        raise ServerlessError("failed", f"no room for a download beside {dest}: "
+        raise ServerlessError("failed", f"no room for a download in {beside}: "
                               f"{exc.strerror or type(exc).__name__}") from None
-    os.close(fd)
-    os.unlink(name)
-    return Path(name)
-
-
-def _discard(temp: Path) -> None:
-    """Whatever the CLI left at the temporary name (a part, or a folder) goes."""
-    if temp.is_dir() and not temp.is_symlink():
-        shutil.rmtree(temp, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
 
 
 async def stop_app(app: str, *, cli: str = "modal", env: Mapping[str, str] | None = None,
