@@ -6,6 +6,7 @@ verified; `D` says destroy does not apply; Beam's failures read as clear words."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -23,8 +24,10 @@ from support.sshd import KeyPair, Sshd
 from textual.pilot import Pilot
 
 from tui.__main__ import main
+from tui.actions.serverless_push import push_run
 from tui.app import GpurentApp
-from tui.model.config import FleetConfig, parse_config
+from tui.model.config import FleetConfig, ServerlessConfig, parse_config
+from tui.model.serverless_runs import VolumeRead, fold_runs
 from tui.runtime.serverless import poll_entry
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
@@ -252,8 +255,6 @@ def failing_config(tmp_path: Path) -> Path:
 
 def row_text(config: Path, beam: BeamStandIn) -> str:
     """The Beam row as the panel's fleet list draws it, from one poll of the stand-in."""
-    import asyncio
-
     (entry,) = parse_config(config.read_text(), str(config)).serverless
     state = asyncio.run(poll_entry(entry, None, time.time))
     return "\n".join(line.text.plain for line in
@@ -314,3 +315,22 @@ def test_a_missing_runs_path_or_volume_reads_as_such_on_the_row_and_in_status(
         main(["status", "--config", str(config)])
         table = capsys.readouterr().out
         assert "· no /runs on volume runs-vol yet" in table and said in table
+
+
+async def test_a_beam_file_changing_while_copied_is_not_kept(tmp_path: Path,
+                                                             beam: BeamStandIn) -> None:
+    """The push's own check, through Beam: two fetches that differ keep nothing."""
+    beam.update(grow=["runs/exp1/weights/last.pt"])
+    entry = ServerlessConfig(**{**ENTRY, "local_dir": str(tmp_path / "pushed")})
+    (run,) = fold_runs((), [VolumeRead("runs/exp1", status_json().encode())], "/runs", 0.0)
+    journal = Journal(tmp_path / "journal.jsonl")
+    report = await push_run(entry, run, journal, time.time)
+    assert report.code != 0
+    assert any("last.pt: changed on the volume while it was copied" in x
+               for x in report.lines), report.lines
+    folder = tmp_path / "pushed" / "beam-yolo" / "exp1"
+    assert (folder / "best.pt").read_bytes() == \
+        (beam.volume_dir / "runs/exp1/weights/best.pt").read_bytes()
+    assert not (folder / "last.pt").exists()
+    (line,) = journal.entries
+    assert line["outcome"] == "failed" and line["verified"] is False
