@@ -10,6 +10,7 @@ CLI that hangs) must come back bounded, cleaned, and as a clear error.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import io
 import json
 import os
@@ -24,7 +25,7 @@ import pytest
 from rich.console import Console
 from rich.table import Column, Table, box
 
-from tui.model.serverless import APP_STATES, ServerlessError, VolumeEntry
+from tui.model.serverless import APP_STATES, STOP_TIMEOUT, ServerlessError, VolumeEntry
 from tui.providers import beam_cli
 
 BIN = Path(__file__).resolve().parents[1] / "support" / "bin"
@@ -310,9 +311,22 @@ async def test_a_folder_lists_its_files_and_folders_with_their_paths(world: Worl
     assert ["ls", "cache/runs/exp1"] in world.calls()
 
 
+async def test_an_age_in_words_carries_how_far_its_time_may_be_off(world: World) -> None:
+    """`5 minutes ago` is read against our clock: its time is good to its unit (60 s)."""
+    best = world.volume / "runs" / "exp1" / "weights" / "best.pt"
+    true = time.time() - 330
+    os.utime(best, (true, true))
+    (entry,) = await beam_cli.list_volume("cache", "runs/exp1/weights", env=world.env)
+    assert entry.mtime_slack == 60 and entry.mtime is not None
+    assert true - 1 <= entry.mtime <= true + entry.mtime_slack
+    (status,) = [e for e in await beam_cli.list_volume("cache", "runs/exp1", env=world.env)
+                 if e.path.endswith("status.json")]
+    assert status.mtime_slack <= 2  # `just now` / `N seconds ago`
+
+
 async def test_the_root_and_leading_slashes_list_alike(world: World) -> None:
     root = await beam_cli.list_volume("cache", "/", env=world.env)
-    assert root == [VolumeEntry("runs", True, None, root[0].mtime)]
+    assert root == [VolumeEntry("runs", True, None, root[0].mtime, root[0].mtime_slack)]
     runs = await beam_cli.list_volume("cache", "/runs/", env=world.env)
     assert {e.path for e in runs} == {"runs/exp1", "runs/exp2"}
 
@@ -453,3 +467,46 @@ async def test_a_failed_fetch_leaves_dest_as_it_was(world: World, tmp_path: Path
     assert caught.value.kind == "path_missing"
     assert dest.read_bytes() == b"old"
     assert sorted(p.name for p in dest.parent.iterdir()) == ["best.pt"]
+
+
+async def test_a_torn_download_never_lands_at_dest(world: World, tmp_path: Path) -> None:
+    """The CLI writes half the file and dies: no part at dest, a good dest untouched, no
+    temporary folder left beside it."""
+    world.set(torn=["runs/exp1/weights/best.pt"])
+    dest = tmp_path / "out" / "best.pt"
+    with pytest.raises(ServerlessError) as caught:
+        await beam_cli.fetch_volume_file("cache", "runs/exp1/weights/best.pt", dest,
+                                         env=world.env)
+    assert caught.value.kind == "failed" and "connection reset" in str(caught.value)
+    assert list(dest.parent.iterdir()) == []
+    dest.write_bytes(b"good")
+    with pytest.raises(ServerlessError):
+        await beam_cli.fetch_volume_file("cache", "runs/exp1/weights/best.pt", dest,
+                                         env=world.env)
+    assert dest.read_bytes() == b"good"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["best.pt"]
+
+
+async def test_a_fetch_cut_at_its_timeout_keeps_a_good_dest(world: World,
+                                                            tmp_path: Path) -> None:
+    dest = tmp_path / "out" / "best.pt"
+    dest.parent.mkdir()
+    dest.write_bytes(b"good")
+    world.set(mode="hang")
+    with pytest.raises(ServerlessError) as caught:
+        await beam_cli.fetch_volume_file("cache", "runs/exp1/weights/best.pt", dest,
+                                         env=world.env, timeout=1.5, cli=world.own_copy())
+    assert caught.value.kind == "failed" and "1.5 s" in str(caught.value)
+    assert dest.read_bytes() == b"good"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["best.pt"]
+
+
+async def test_stop_shares_the_adapters_timeout_and_is_cut_at_it(world: World) -> None:
+    assert inspect.signature(beam_cli.stop_app).parameters["timeout"].default == STOP_TIMEOUT
+    await beam_cli.app_state("trainer", env=world.env)  # its version known: the stop hangs
+    world.set(mode="hang")
+    started = time.monotonic()
+    with pytest.raises(ServerlessError) as caught:
+        await beam_cli.stop_app("trainer", env=world.env, timeout=1.5)
+    assert caught.value.kind == "failed" and "within 1.5 s" in str(caught.value)
+    assert time.monotonic() - started < 10

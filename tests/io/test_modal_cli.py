@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from pathlib import Path
 
 import pytest
 from support.modal_standin import BIN, ModalStandIn
 
-from tui.model.serverless import ServerlessError
-from tui.providers import modal_cli
+from tui.model.serverless import STOP_TIMEOUT, ServerlessError
+from tui.providers import beam_cli, modal_cli
 
 
 @pytest.fixture
@@ -129,6 +130,10 @@ def test_a_file_over_the_limit_is_not_read(modal: ModalStandIn) -> None:
     assert kind == "failed" and "larger than 4096" in words
 
 
+def beside(dest: Path) -> list[str]:
+    return sorted(p.name for p in dest.parent.iterdir())
+
+
 def test_fetch_copies_the_file(modal: ModalStandIn, tmp_path: Path) -> None:
     data = bytes(range(256)) * 100
     modal.put("runs/exp1/weights/best.pt", data)
@@ -138,9 +143,56 @@ def test_fetch_copies_the_file(modal: ModalStandIn, tmp_path: Path) -> None:
     run(modal_cli.fetch_volume_file("runs-vol", "runs/exp1/weights/best.pt", dest,
                                     env=modal.env))
     assert hashlib.sha256(dest.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert beside(dest) == ["best.pt.part"]  # no temporary name left beside it
+    get = next(c for c in modal.calls() if c[:2] == ["volume", "get"])
+    assert Path(get[-1]).parent.parent == dest.parent  # in a fresh folder beside dest
+
+
+def test_a_failed_fetch_keeps_a_good_dest_and_leaves_nothing_beside(
+        modal: ModalStandIn, tmp_path: Path) -> None:
+    dest = tmp_path / "out" / "best.pt"
+    dest.parent.mkdir()
+    dest.write_bytes(b"good")
     kind, _ = kind_of(modal_cli.fetch_volume_file("runs-vol", "runs/none.pt", dest,
                                                   env=modal.env))
-    assert kind == "path_missing" and not dest.exists()
+    assert kind == "path_missing" and dest.read_bytes() == b"good"
+    assert beside(dest) == ["best.pt"]
+
+
+def test_a_torn_download_never_lands_at_dest(modal: ModalStandIn, tmp_path: Path) -> None:
+    """The CLI writes half the file and dies: no part at dest, a good dest untouched."""
+    modal.put("runs/exp1/weights/last.pt", b"x" * 100_000)
+    modal.update(torn=["runs/exp1/weights/last.pt"])
+    dest = tmp_path / "out" / "last.pt"
+    kind, words = kind_of(modal_cli.fetch_volume_file("runs-vol", "runs/exp1/weights/last.pt",
+                                                      dest, env=modal.env))
+    assert kind == "failed" and "Connection lost" in words
+    assert beside(dest) == []  # no half file at dest, no temporary one beside it
+    dest.write_bytes(b"good")
+    kind_of(modal_cli.fetch_volume_file("runs-vol", "runs/exp1/weights/last.pt", dest,
+                                        env=modal.env))
+    assert dest.read_bytes() == b"good" and beside(dest) == ["last.pt"]
+
+
+def test_a_fetch_cut_at_its_timeout_keeps_a_good_dest(modal: ModalStandIn,
+                                                      tmp_path: Path) -> None:
+    modal.put("runs/exp1/weights/best.pt", b"new")
+    modal.update(hang={"volume get": 30})
+    dest = tmp_path / "out" / "best.pt"
+    dest.parent.mkdir()
+    dest.write_bytes(b"good")
+    kind, words = kind_of(modal_cli.fetch_volume_file(
+        "runs-vol", "runs/exp1/weights/best.pt", dest, env=modal.env, timeout=1.5))
+    assert kind == "failed" and "1.5 s" in words
+    assert dest.read_bytes() == b"good" and beside(dest) == ["best.pt"]
+
+
+def test_stop_shares_the_adapters_timeout_and_is_cut_at_it(modal: ModalStandIn) -> None:
+    assert inspect.signature(modal_cli.stop_app).parameters["timeout"].default == \
+        STOP_TIMEOUT == inspect.signature(beam_cli.stop_app).parameters["timeout"].default
+    modal.update(hang={"app stop": 30})
+    kind, words = kind_of(modal_cli.stop_app("yolo-train", env=modal.env, timeout=1.5))
+    assert kind == "failed" and "did not finish within 1.5 s" in words
 
 
 def test_a_hanging_cli_is_cut_at_its_timeout(modal: ModalStandIn) -> None:

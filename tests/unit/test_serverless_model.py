@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from tui.model.beam_output import age_slack
 from tui.model.config import ServerlessConfig
 from tui.model.modal_output import app_from_list, classify, parse_size, version_problem
 from tui.model.runs import Health
-from tui.model.serverless import AppState, VolumeEntry
-from tui.model.serverless_prices import gpu_spec, price_problem, usd_per_second
+from tui.model.serverless import AppState, VolumeEntry, same_listing
+from tui.model.serverless_prices import gpu_spec, price_problem, prices_dated, usd_per_second
 from tui.model.serverless_runs import VolumeRead, fold_runs, run_folders
 from tui.model.serverless_view import app_words, judge_run, timeout_words
 
@@ -127,7 +128,15 @@ def test_gpu_specs_and_prices() -> None:
     assert usd_per_second("modal", "H100:2", None) == pytest.approx(2 * 0.001097)
     assert price_problem("modal", "B200", None) is not None
     assert price_problem("modal", "B200", 0.002) is None
-    assert price_problem("beam", "H100", None) is not None  # no published Beam price here
+    # Beam's published per-second prices, read 2026-12-05 (docs/serverless-beam.md)
+    assert usd_per_second("beam", "H100", None) == pytest.approx(0.000972)
+    assert usd_per_second("beam", "rtx4090:2", None) == pytest.approx(2 * 0.000192)
+    assert usd_per_second("beam", "A10G", None) == pytest.approx(0.000292)
+    assert usd_per_second("beam", "A10G", 0.001) == pytest.approx(0.001)  # config wins
+    problem = price_problem("beam", "T4", None)  # not in the dated table
+    assert problem is not None and "known: RTX4090, A10G, H100" in problem
+    assert prices_dated("modal") == "2026-05-07" and prices_dated("beam") == "2026-12-05"
+    assert prices_dated("nobody") is None
 
 
 def test_modal_output_reading() -> None:
@@ -177,3 +186,18 @@ def test_watch_logs_an_app_when_its_state_or_trouble_changes() -> None:
                                            error="modal is not logged in here")))
     assert said == ["serverless m: running, 1 task",
                     "serverless m: modal is not logged in here"]
+
+
+def test_two_listings_agree_within_the_coarser_ones_slack() -> None:
+    """A Beam age in words re-read a moment later moves a little; a rewrite moves more."""
+    first = VolumeEntry("w/best.pt", False, 4096, 1000.0, 2.0)
+    assert same_listing(first, VolumeEntry("w/best.pt", False, 4096, 1001.5, 1.0))
+    assert not same_listing(first, VolumeEntry("w/best.pt", False, 4096, 1003.0, 1.0))
+    assert not same_listing(first, VolumeEntry("w/best.pt", False, 4097, 1000.0, 2.0))
+    assert not same_listing(first, None) and same_listing(None, None)
+    minute = VolumeEntry("w/last.pt", False, 10, 600.0)  # Modal's: to the minute, exact
+    assert same_listing(minute, VolumeEntry("w/last.pt", False, 10, 600.0))
+    assert not same_listing(minute, VolumeEntry("w/last.pt", False, 10, 660.0))
+    assert age_slack("just now") == 2 and age_slack("5 seconds ago") == 1
+    assert age_slack("1 minute ago") == 60 and age_slack("3 hours ago") == 3600
+    assert age_slack("Dec 01 2026") == 86400

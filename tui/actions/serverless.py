@@ -12,6 +12,7 @@ from tui.model.config import ServerlessConfig
 from tui.model.instance import PowerResult
 from tui.model.serverless import ServerlessError
 from tui.model.serverless_runs import ServerlessState
+from tui.model.serverless_view import stop_command
 from tui.providers.serverless import adapter, cli_options
 from tui.store.journal import Journal
 
@@ -22,7 +23,8 @@ async def stop_app(entry: ServerlessConfig, journal: Journal,
                    poll: Callable[[], Awaitable[ServerlessState]], clock: Callable[[], float],
                    *, readback: float = STOP_READBACK_SECONDS,
                    every: float = STOP_POLL_SECONDS) -> Report:
-    """`modal app stop` (or Beam's), then the app polled until its CLI says stopped:
+    """The provider's stop (`modal app stop`, `beam deployment stop`), then the app polled
+    until its CLI says stopped:
     done; not within `readback`: unknown (it may still be billing); the CLI refused: failed."""
     report = Report()
     api = adapter(entry.provider)
@@ -33,7 +35,7 @@ async def stop_app(entry: ServerlessConfig, journal: Journal,
                        at=clock(), details={"app": entry.app, "provider": entry.provider})
         report.outcome = "failed"
         return report.fail(f"stop {entry.provider} app {entry.app}: {exc}")
-    report.say(f"{entry.provider} app stop {entry.app}: accepted; reading it back")
+    report.say(f"{stop_command(entry)}: accepted; reading it back")
     deadline = clock() + readback
     outcome: PowerResult
     while True:

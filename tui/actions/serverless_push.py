@@ -3,11 +3,12 @@ box's local push is (tui.actions.localdir: never through a link, 0600, renamed i
 one run per folder), and journaled as a push.
 
 What "verified" means here, since the volume's listing gives no hash: each file is
-fetched twice, both copies hash the same (sha256), the volume's listing of it (size to
-0.1 of its unit, time to the minute) is the same before and after, and the file written
-here hashes the same again. That vouches the bytes did not change while they were
-copied; it cannot vouch they are the bytes training wrote (the provider keeps no hash
-we can read).
+fetched twice, both copies hash the same (sha256), the volume's listing of it is the same
+before and after (its rounded size exactly; its time within what the listing can say:
+Modal's to the minute exactly, Beam's "N seconds ago" read against our clock within its
+unit), and the file written here hashes the same again. That vouches the bytes did not
+change while they were copied; it cannot vouch they are the bytes training wrote (the
+provider keeps no hash we can read).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tui.actions.localdir import RunFolder, UnsafeDestination
 from tui.actions.push import run_folder, safe_component
 from tui.model.config import ServerlessConfig
 from tui.model.runs import RunState
-from tui.model.serverless import ServerlessError, VolumeEntry
+from tui.model.serverless import ServerlessError, VolumeEntry, same_listing
 from tui.providers.serverless import adapter, cli_options, volume_join
 from tui.store.journal import Journal
 
@@ -40,8 +41,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _listed(entries: list[VolumeEntry]) -> dict[str, tuple[int | None, float | None]]:
-    return {e.path.rsplit("/", 1)[-1]: (e.size, e.mtime) for e in entries if not e.is_dir}
+def _listed(entries: list[VolumeEntry]) -> dict[str, VolumeEntry]:
+    return {e.path.rsplit("/", 1)[-1]: e for e in entries if not e.is_dir}
 
 
 def _write(folder: RunFolder, name: str, source: Path, mtime: float | None) -> str:
@@ -95,12 +96,12 @@ async def push_run(entry: ServerlessConfig, run: RunState, journal: Journal,
                     sha, again = _sha256(first), _sha256(second)
                     after = _listed(await api.list_volume(entry.volume, weights_dir,
                                                           **options))
-                    if sha != again or after.get(name) != before.get(name):
+                    if sha != again or not same_listing(before.get(name), after.get(name)):
                         report.fail(f"{name}: changed on the volume while it was copied "
                                     "(two fetches or the listing differ): not kept; push "
                                     "again once the epoch's save is done")
                         continue
-                    written = _write(folder, name, first, before[name][1])
+                    written = _write(folder, name, first, before[name].mtime)
                     if written != sha:
                         report.fail(f"{name}: the copy written here does not hash as fetched")
                         continue

@@ -73,8 +73,9 @@ def cmd_power(args: argparse.Namespace) -> int:
     entry = next((e for e in fleet.serverless if e.name == args.box), None)
     if entry is not None:
         if args.command != "stop":
-            print(f"{entry.name} is a serverless app: it starts when its script runs "
-                  "(`modal run` / `modal deploy`), not from here", file=sys.stderr)
+            from tui.model.serverless_view import start_words
+
+            print(start_words(entry), file=sys.stderr)
             return EXIT_USAGE
         return _serverless_stop(entry)
     box = box_named(fleet, args.box)

@@ -167,7 +167,9 @@ def app_state(app: str, deployments: Sequence[Mapping[str, Any]],
     no active version and no running task. Missing: no deployment by that name."""
     mine = named(deployments, app)
     if not mine:
-        return AppState("beam", app, "missing", detail=f"no deployment named {clean(app)}")
+        return AppState("beam", app, "missing",
+                        detail=plain(f"no deployment named {clean(app)}; only deployed Beam "
+                                     "apps are seen (`beam deploy`)", cap=DETAIL_CHARS))
     stubs = {d.get("stub_id") for d in mine if isinstance(d.get("stub_id"), str)}
     running = [t for t in tasks
                if _text(t.get("status")).upper() == "RUNNING" and t.get("stub_id") in stubs]
@@ -177,10 +179,9 @@ def app_state(app: str, deployments: Sequence[Mapping[str, Any]],
     words = f"v{_version(newest)} {'active' if newest.get('active') is True else 'inactive'}"
     if len(active) > 1:
         words += f", {len(active)} versions active"
-    words += f", {len(running)} task{'' if len(running) == 1 else 's'} running"
     stub_type = _text(newest.get("stub_type"), 60)
-    if stub_type:
-        words += f" ({stub_type})"
+    if stub_type:  # the running tasks are said beside the detail (AppState.tasks)
+        words += f", {stub_type}"
     state = "running" if active or running else "stopped"
     return AppState("beam", app, state, tasks=len(running),
                     started_at=min(starts) if starts else None,
@@ -213,6 +214,16 @@ def age_epoch(text: str, now: float) -> float | None:
         return datetime.strptime(words, "%b %d %Y").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
+
+
+def age_slack(text: str) -> float:
+    """How far age_epoch's reading of these words may sit from the true time: the words'
+    own unit (`just now` covers up to 2 s; a date, its whole day)."""
+    words = text.strip()
+    if words == "just now":
+        return 2.0
+    match = _AGE.match(words)
+    return float(_AGE_SECONDS[match.group(2)]) if match is not None else 86400.0
 
 
 def _name(raw: str) -> str:
@@ -286,5 +297,6 @@ def ls_entries(text: str, folder: str, now: float) -> list[VolumeEntry]:
         path = f"{prefix}/{name}" if prefix else name
         entries.append(VolumeEntry(path=path, is_dir=is_dir == "Yes",
                                    size=None if is_dir == "Yes" else size,
-                                   mtime=age_epoch(mtime, now)))
+                                   mtime=age_epoch(mtime, now),
+                                   mtime_slack=age_slack(mtime)))
     return entries

@@ -10,7 +10,7 @@ from typing import Any
 from tui.model.config import ServerlessConfig
 from tui.model.cost import usd
 from tui.model.runs import RunState, format_age
-from tui.model.serverless_prices import PRICES_DATED, published_price, usd_per_second
+from tui.model.serverless_prices import prices_dated, published_price, usd_per_second
 from tui.model.serverless_runs import ServerlessState
 from tui.model.serverless_view import RunVerdict, app_words, judge_runs
 
@@ -25,7 +25,7 @@ def _iso(stamp: float | None) -> str | None:
 def price_source(entry: ServerlessConfig) -> str:
     if entry.usd_per_gpu_second is not None:
         return "config"
-    return f"{entry.provider} published {PRICES_DATED}"
+    return f"{entry.provider} published {prices_dated(entry.provider) or '(undated)'}"
 
 
 def _total(verdicts: Sequence[RunVerdict]) -> tuple[float | None, float | None]:

@@ -1,15 +1,17 @@
 """What a serverless GPU costs per second: the providers' published prices, as defaults a
 config may override, and the GPU count read from the script's own spec ("H100:2"). Pure.
 
-Dated in the README and docs/serverless.md: a price here is what the provider published
-then, not what it bills today. Every cost made from one is an estimate.
+Dated per provider (PRICES_DATED) in the README and docs/serverless.md: a price here is
+what the provider published then, not what it bills today. Every cost made from one is an
+estimate, and of the GPU alone: Beam also bills CPU and RAM per second, Modal CPU and memory.
 """
 
 from __future__ import annotations
 
 import re
 
-PRICES_DATED = "2026-05-07"
+# When each provider's prices below were read: a cost is only as current as its date.
+PRICES_DATED: dict[str, str] = {"modal": "2026-05-07", "beam": "2026-12-05"}
 # USD per GPU-second, by provider and GPU type (upper case, without Modal's "!" suffix).
 PUBLISHED: dict[str, dict[str, float]] = {
     # Modal's published prices on 2026-05-07 (modal.com/pricing, as quoted by
@@ -21,9 +23,23 @@ PUBLISHED: dict[str, dict[str, float]] = {
         "L4": 0.000222,
         "T4": 0.000164,
     },
-    "beam": {},
+    # Beam's pricing page (docs.beam.cloud/v2/resources/pricing-and-billing) read on
+    # 2026-12-05, per second as it states them (docs/serverless-beam.md, "Prices"). Beam
+    # names the GPUs in its SDK's GpuType as gpu="RTX4090" / "A10G" / "H100". CPU
+    # ($0.0000528/core/s) and RAM ($0.0000056/GB/s) are billed on top, not counted here.
+    "beam": {
+        "RTX4090": 0.000192,
+        "A10G": 0.000292,
+        "H100": 0.000972,
+    },
 }
+
 _SPEC = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,30})(!|\+)?(?::([0-9]{1,2}))?")
+
+
+def prices_dated(provider: str) -> str | None:
+    """The day `provider`'s published prices here were read, else None."""
+    return PRICES_DATED.get(provider)
 
 
 def gpu_spec(spec: str) -> tuple[str, int] | None:

@@ -17,6 +17,16 @@ from tui.model.serverless import AppState
 from tui.model.serverless_prices import gpu_spec, usd_per_second
 
 LIVE = (Health.RUNNING, Health.STALLED)
+# What `s` runs, and what starts an app, in each provider's own commands (its adapter in
+# tui/providers/ runs the stop): the confirmation, the report and `start` say these.
+STOP_COMMANDS = {
+    "modal": "modal app stop {app}",
+    "beam": "beam deployment stop <each active version of {app}>",
+}
+START_COMMANDS = {
+    "modal": "`modal run` / `modal deploy`",
+    "beam": "`beam deploy` and invoking the deployment",
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,19 @@ def app_words(app: AppState | None, error: str | None = None) -> str:
     if app.tasks is not None:
         words += f", {app.tasks} task{'s' if app.tasks != 1 else ''}"
     return words
+
+
+def stop_command(entry: ServerlessConfig) -> str:
+    """The provider's stop as its users would type it (`modal app stop yolo-train`)."""
+    form = STOP_COMMANDS.get(entry.provider, f"{entry.provider} stop {{app}}")
+    return form.format(app=entry.app)
+
+
+def start_words(entry: ServerlessConfig) -> str:
+    """Why `start` does not apply, with what does start the app."""
+    how = START_COMMANDS.get(entry.provider, f"{entry.provider}'s own CLI")
+    return (f"{entry.name} is a serverless app: it starts when its script runs ({how}), "
+            "not from here")
 
 
 def destroy_words(entry: ServerlessConfig) -> str:

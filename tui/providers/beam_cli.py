@@ -27,7 +27,7 @@ from typing import Any
 
 from tui.model import beam_output
 from tui.model.redact import redact, secrets_in_env
-from tui.model.serverless import AppState, ServerlessError, VolumeEntry
+from tui.model.serverless import STOP_TIMEOUT, AppState, ServerlessError, VolumeEntry
 from tui.model.text import clean
 
 STDOUT_CAP = 4 << 20
@@ -151,7 +151,16 @@ def _failure(answer: _Answer, what: str, *, volume: bool = False,
     hints = {"not_logged_in": "log in with `beam config create` or set BEAM_TOKEN",
              "cli_too_old": "upgrade with `pip install --upgrade beam-client`"}
     hint = f"; {hints[kind]}" if kind in hints else ""
-    return ServerlessError(kind, f"beam {what}: {said or f'exit {answer.code}'}{hint}")
+    said = said or f"exit {answer.code}"
+    # The CLI's last line alone may be a prompt (`Token:`) or half a notice (`Minimum:
+    # 0.3.0`): the kind goes first, in words, and the line follows as the CLI's own.
+    label = _LABELS.get(kind)
+    if label and label.lower() not in said.lower():
+        said = f"{label} (the CLI said: {said})"
+    return ServerlessError(kind, f"beam {what}: {said}{hint}")
+
+
+_LABELS = {"not_logged_in": "not logged in", "cli_too_old": "CLI too old"}
 
 
 async def _checked(cli: str, env: Mapping[str, str] | None,
@@ -252,7 +261,7 @@ async def app_state(app: str, *, cli: str = "beam", env: Mapping[str, str] | Non
 
 
 async def stop_app(app: str, *, cli: str = "beam", env: Mapping[str, str] | None = None,
-                   timeout: float = 20.0) -> None:
+                   timeout: float = STOP_TIMEOUT) -> None:
     """Stop every active version of the app (`beam deployment stop ID...`).
 
     An app already stopped is left alone. The CLI exits 0 even when a stop is refused

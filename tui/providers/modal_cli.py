@@ -9,11 +9,13 @@ an older client prints other JSON keys, and is said as too old, never misread.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from tui.model.modal_output import app_from_list, classify, version_problem, volume_entries
-from tui.model.serverless import AppState, ServerlessError, VolumeEntry
+from tui.model.serverless import STOP_TIMEOUT, AppState, ServerlessError, VolumeEntry
 from tui.providers.cli_run import Ran, find_cli, run_cli
 
 PROVIDER = "modal"
@@ -86,20 +88,46 @@ async def read_volume_file(volume: str, path: str, *, limit: int = 1 << 20,
 async def fetch_volume_file(volume: str, path: str, dest: Path, *, cli: str = "modal",
                             env: Mapping[str, str] | None = None,
                             timeout: float = 600.0) -> None:
-    """Copy one file to `dest` (`modal volume get --force VOLUME PATH DEST`); path_missing
-    when nothing arrived (the CLI may exit 0 for a path with no entries)."""
-    dest.unlink(missing_ok=True)
-    ran = await _modal(["volume", "get", "--force", "--", volume, path, str(dest)], cli=cli,
-                       env=env, timeout=timeout, stdout_limit=1 << 20)
-    if ran.code != 0:
-        raise classify(ran.stderr, what="volume")
-    if not dest.is_file():
-        raise ServerlessError("path_missing", f"modal volume get {volume} {path}: nothing "
-                              "arrived (no such file on the volume?)")
+    """Copy one file to `dest` (`modal volume get --force VOLUME PATH TEMP`), whole or not
+    at all: the CLI writes into a fresh private folder beside `dest`, and its file is
+    renamed over `dest` only once the CLI says it is done, so a failure never leaves a
+    partial file at `dest` nor harms a good one already there. path_missing when nothing
+    arrived (the CLI may exit 0 for a path with no entries)."""
+    into = _private_folder(dest.parent)
+    got = into / "file"
+    try:
+        ran = await _modal(["volume", "get", "--force", "--", volume, path, str(got)],
+                           cli=cli, env=env, timeout=timeout, stdout_limit=1 << 20)
+        if ran.code != 0:
+            raise classify(ran.stderr, what="volume")
+        if got.is_dir():
+            raise ServerlessError("failed", f"modal volume get {volume} {path}: that is a "
+                                  "folder, not a file")
+        if not got.is_file():
+            raise ServerlessError("path_missing", f"modal volume get {volume} {path}: "
+                                  "no file arrived (no such file on the volume?)")
+        try:
+            os.replace(got, dest)
+        except OSError as exc:
+            raise ServerlessError("failed", f"could not put the copy at {dest}: "
+                                  f"{exc.strerror or type(exc).__name__}") from None
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+def _private_folder(beside: Path) -> Path:
+    """A fresh folder only we can read, beside the destination (same file system: the
+    finished copy is renamed into place, not copied)."""
+    try:
+        beside.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".gpurent-modal-", dir=beside))
+    except OSError as exc:
+        raise ServerlessError("failed", f"no room for a download in {beside}: "
+                              f"{exc.strerror or type(exc).__name__}") from None
 
 
 async def stop_app(app: str, *, cli: str = "modal", env: Mapping[str, str] | None = None,
-                   timeout: float = 60.0) -> None:
+                   timeout: float = STOP_TIMEOUT) -> None:
     """`modal app stop --yes APP`; an app already stopped is no failure."""
     ran = await _modal(["app", "stop", "--yes", "--", app], cli=cli, env=env,
                        timeout=timeout)

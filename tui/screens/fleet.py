@@ -54,7 +54,7 @@ from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import Health, format_age
-from tui.model.serverless_view import destroy_words
+from tui.model.serverless_view import destroy_words, stop_command
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
@@ -492,7 +492,7 @@ class FleetScreen(Screen[None]):
         app, box = self.gpurent, key[0]
         entry = self._serverless_entry(box)
         if entry is not None:
-            body = (f"`{entry.provider} app stop {entry.app}`: its running containers end "
+            body = (f"`{stop_command(entry)}`: its running containers end "
                     "now, a run not committed to the volume loses what it did since its "
                     f"last commit. The volume {entry.volume} stays. The row reads stopped "
                     "once the CLI says so.")
