@@ -220,7 +220,7 @@ def gpu_timeouts(data: bytes) -> list[GpuTimeout]:
     try:
         script = read_script(tree, *indexed)
         out = []
-        for fn in script.gpu_functions():
+        for fn in sorted(script.gpu_functions(), key=lambda f: f.node.lineno):
             if not fn.has_timeout:
                 out.append(GpuTimeout(fn.name, None, True))
                 continue
