@@ -116,4 +116,4 @@ async def test_the_panel_shows_the_problem_on_the_app_row(
         await until(pilot, lambda: "running (deployed), 1 task" in box_text(app, "modal-yolo"))
         text = box_text(app, "modal-yolo")
         assert f"! {NO_TIMEOUT}" in text
-        assert "no timeout in the config" in text  # the run's countdown: none to count
+        assert "no timeout to count down: the script sets none" in text  # the run's line
