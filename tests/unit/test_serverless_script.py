@@ -5,11 +5,13 @@ is said, never a crash, and the config stays valid."""
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from itertools import pairwise
+from pathlib import Path, PurePath
 
 import pytest
 
 from tui.model.config import ConfigError, parse_config
+from tui.model.lint import lint
 from tui.model.serverless_doc import serverless_document, serverless_lines
 from tui.model.serverless_runs import ServerlessState
 from tui.model.serverless_script import (
@@ -22,6 +24,7 @@ from tui.model.serverless_script import (
 )
 from tui.model.status_doc import _run_line, run_document
 
+DATA = Path(__file__).resolve().parents[1] / "data" / "serverless"
 ENTRY = '''[[serverless]]
 name = "m"
 provider = "modal"
@@ -55,11 +58,32 @@ def test_the_scripts_literal_timeout_stands_in_for_a_missing_one() -> None:
     read = with_script(bare, script())
     assert (read.timeout, read.timeout_from, read.script_timeout) == (21600, "script", 21600)
     assert script_warnings(read) == [] and entry_problems(read) == []
-    named = with_script(bare, script(", timeout=SIX_HOURS", pre="SIX_HOURS = 6 * 3600\n"))
-    assert named.timeout is None and named.script_note is not None  # computed: not guessed
-    assert "computed at run time" in named.script_note
+    computed = with_script(bare, script(", timeout=LIMIT",
+                                        pre="import os\nLIMIT = int(os.environ['T'])\n"))
+    assert computed.timeout is None and computed.script_note is not None  # not guessed
+    assert "not a number without running the script" in computed.script_note
     aliased = with_script(bare, script(", timeout=LIMIT", pre="LIMIT = 7200\n"))
     assert aliased.timeout == 7200  # a name bound to a literal, as lint follows it
+    folded = with_script(bare, script(", timeout=HOURS * 60 * 60 // 2",
+                                      pre="HOURS = 6\n"))
+    assert folded.timeout == 10800  # literals' arithmetic, as the guide writes 6 * 60 * 60
+    huge = with_script(bare, script(", timeout=" + " * ".join(["99999"] * 40)))
+    assert huge.timeout is None  # an absurd product is not folded into a number
+    names = [f"n{i}" for i in range(40)]  # each name twice the next: 2^40 steps unbounded
+    chain = "".join(f"{a} = {b} * {b}\n" for a, b in pairwise(names))
+    doubled = with_script(bare, script(", timeout=n0", pre=chain + "n39 = 1\n"))
+    assert doubled.timeout is None and "not a number" in (doubled.script_note or "")
+
+
+@pytest.mark.parametrize(("example", "timeout", "unbounded"), [
+    ("modal_train.py", 21600, False), ("beam_train.py", 21600, False),
+    ("modal_commit_at_end.py", 21600, False), ("modal_no_timeout.py", None, True)])
+def test_the_guides_examples(example: str, timeout: float | None, unbounded: bool) -> None:
+    data = (DATA / example).read_bytes()
+    found = with_script(entry(), data)
+    assert (found.timeout, found.script_unbounded) == (timeout, unbounded)
+    # lint's own verdict on the same script agrees: GR101 exactly when there is none
+    assert any(f.code == "GR101" for f in lint(data).findings) is unbounded
 
 
 def test_a_config_timeout_that_disagrees_with_the_script_is_a_warning() -> None:

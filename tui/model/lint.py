@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from tui.model.lint_facts import (
     Mount,
     Script,
     Serverless,
+    const_number,
     const_str,
     dotted,
     has_spread,
@@ -187,16 +189,14 @@ def _timeouts(script: Script) -> list[Finding]:
     return out
 
 
-def timeout_value(script: Script, fn: Serverless) -> tuple[ast.expr | None, object]:
-    """The function's `timeout=` expression (a name followed to its value) and the literal
-    it holds (a number, None for `timeout=None`), or (expr, None) when computed."""
-    value = resolve(fn.timeout, script.scopes(fn.call)) or fn.timeout
-    number = value.value if isinstance(value, ast.Constant) else None
-    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) \
-            and isinstance(value.operand, ast.Constant):
-        number = -value.operand.value if isinstance(value.operand.value, int | float) \
-            else None
-    return value, number
+def timeout_value(script: Script,
+                  fn: Serverless) -> tuple[ast.expr | None, int | float | None]:
+    """The function's `timeout=` expression (a name followed to its value) and the number
+    it holds (a literal, or literals' arithmetic: `6 * 60 * 60`), else None: computed at
+    run time, or `timeout=None` (the expression says which)."""
+    scopes = script.scopes(fn.call)
+    value = resolve(fn.timeout, scopes) or fn.timeout
+    return value, const_number(value, scopes)
 
 
 @dataclass(frozen=True)
@@ -227,9 +227,10 @@ def gpu_timeouts(data: bytes) -> list[GpuTimeout]:
             value, number = timeout_value(script, fn)
             if isinstance(value, ast.Constant) and value.value is None:
                 out.append(GpuTimeout(fn.name, None, True))
-            elif isinstance(number, int | float) and not isinstance(number, bool):
-                out.append(GpuTimeout(fn.name, float(number) if number > 0 else None,
-                                      number <= 0))
+            elif number is not None:
+                bounded = 0 < number < math.inf  # a NaN or an infinite literal bounds nothing
+                out.append(GpuTimeout(fn.name, float(number) if bounded else None,
+                                      not bounded))
             else:
                 out.append(GpuTimeout(fn.name, None, False))
         return out

@@ -49,7 +49,8 @@ def with_script(entry: ServerlessConfig, read: ScriptRead) -> ServerlessConfig:
     literals = {f.seconds for f in found}
     if None in literals:
         return replace(entry, script_note=f"script {entry.script}: the GPU function's "
-                       "timeout= is computed at run time: set `timeout` in the config")
+                       "timeout= is not a number without running the script: set `timeout` in "
+                       "the config")
     if len(literals) > 1:
         words = ", ".join(f"{f.function}: {f.seconds:g}" for f in found)
         return replace(entry, script_note=f"script {entry.script}: its GPU functions' "
