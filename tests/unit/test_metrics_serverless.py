@@ -103,7 +103,7 @@ def test_the_app_and_its_runs_read_as_status_json_says() -> None:
             by_path[name]["eta_seconds"]
         assert _one(samples, "gpurent_run_health", **run, run=name, health="running") == 1
     assert "gpurent_serverless_no_timeout" not in samples  # no script named: not known
-    assert "gpurent_box_up" not in samples  # an app is no box
+    assert "gpurent_box_up" not in samples and "gpurent_truncated" not in samples  # no box
 
 
 def test_a_box_run_has_no_eta_past_timeout_and_a_finished_serverless_run_none() -> None:
