@@ -14,6 +14,7 @@ from tui.model.cost import usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
 from tui.model.serverless_runs import ServerlessState
+from tui.model.serverless_script import entry_problems
 from tui.model.serverless_view import app_words, judge_runs
 from tui.model.text import clean
 from widgets.fleet_text import (
@@ -75,6 +76,8 @@ def app_lines(view: ServerlessView, filter_text: str, now: float) -> BoxLines:
         if state.ok_at is not None:
             words += f" (data below is {due.age(now - state.ok_at)} old)"
         lines.append(Line(Text(words, style="bold red"), 2, run=APP_ROW))
+    lines += [Line(Text(f"! {problem}", style="bold red"), 2, run=APP_ROW)
+              for problem in entry_problems(entry)]
     if state.runs_error:
         lines.append(Line(Text(state.runs_error), 2, run=APP_ROW, style="muted"))
     elif state.app is not None and not state.runs:

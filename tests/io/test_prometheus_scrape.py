@@ -10,87 +10,20 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.fleets import box_entry, make_fleet, runs_root_with
-from support.prometheus import RULES, as_promql, dashboard, panels
+from support.prometheus import Prometheus, as_promql, dashboard, free_port, panels
 from support.prometheus import need as need_tool
 from support.sshd import KeyPair, Sshd
 from support.watch_output import WatchOutput
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTLE_SECONDS = 15.0  # scrapes every second: what the test waits on comes in one or two
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Prometheus:
-    """One Prometheus server on 127.0.0.1 scraping `target` every second, rules loaded."""
-
-    def __init__(self, binary: str, workdir: Path, target: str) -> None:
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"rule_files:\n  - {json.dumps(str(RULES))}\n"
-            "scrape_configs:\n  - job_name: gpurent\n"
-            f"    static_configs:\n      - targets: [{json.dumps(target)}]\n")
-        self.port = _free_port()
-        self.log = (workdir / "prometheus.log").open("w+")
-        self.proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def api(self, path: str, **query: str) -> Any:
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?{urllib.parse.urlencode(query)}"
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            body = json.loads(answer.read())
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> dict[tuple[str, ...], float]:
-        """An instant query's vector: (box, run, ...) label values -> value."""
-        found = {}
-        for item in self.api("query", query=expr)["result"]:
-            labels = item["metric"]
-            key = tuple(labels.get(k, "") for k in ("box", "run", "kind", "by"))
-            found[key] = float(item["value"][1])
-        return found
-
-    def until(self, what: str, ready: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while True:
-            try:
-                if ready():
-                    return
-            except OSError:  # still starting
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.log.seek(0)
-                raise AssertionError(f"Prometheus never saw {what}:\n{self.log.read()[-4000:]}")
-            time.sleep(0.2)
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture(scope="session")  # session: set up before the sshd key pair, not after
@@ -112,7 +45,7 @@ def watched(tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPa
     now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     status.update(pid=os.getpid(), started_at=now, updated_at=now)  # alive: running
     running.write_text(json.dumps(status))
-    closed = _free_port()  # nothing listens there
+    closed = free_port()  # nothing listens there
     fleet = make_fleet(
         tmp_path, [box_entry(server, client_key, "b", runs_roots=[str(root)], budget_usd=50,
                              pricing={"running_usd_per_hr": 3.6}),

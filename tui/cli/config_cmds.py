@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tui.cli.fleet import load_fleet
 from tui.model.exit_codes import EXIT_OK, EXIT_USAGE
+from tui.model.serverless_script import script_warnings
 from tui.store import paths
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "fleet.example.toml"
@@ -22,6 +23,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         parts.append(f"{len(fleet.serverless)} serverless app(s): " + ", ".join(
             f"{e.name} ({e.provider} app {e.app})" for e in fleet.serverless))
     print(f"{fleet.source}: ok, " + "; ".join(parts))
+    for entry in fleet.serverless:  # warnings: the config is still valid
+        for words in script_warnings(entry):
+            print(f"{fleet.source}: serverless {entry.name!r}: warning: {words}")
     return EXIT_OK
 
 

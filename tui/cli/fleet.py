@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tui.model.config import BoxConfig, ConfigError, ConfigProblem, FleetConfig, parse_config
+from tui.model.config import BoxConfig, ConfigError, ConfigProblem, FleetConfig
+from tui.runtime.config_file import load_config
 from tui.store import paths
 
 
@@ -16,7 +17,7 @@ def load_fleet(explicit: str | None) -> FleetConfig:
         raise ConfigError([ConfigProblem(str(path), f"no such file{hint}")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(str(path), f"cannot read: {exc}")]) from None
-    return parse_config(text, str(path))
+    return load_config(text, str(path))
 
 
 def box_named(fleet: FleetConfig, name: str) -> BoxConfig:

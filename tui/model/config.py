@@ -143,6 +143,13 @@ class ServerlessConfig:
     usd_per_gpu_second: float | None = None  # overrides the provider's published price
     cli: str | None = None  # the provider's CLI, when not on PATH
     local_dir: str | None = None  # where `p` copies a run's weights (as [box.push] local_dir)
+    # The Modal/Beam script, relative to the config file; its GPU function's literal
+    # timeout= stands in for `timeout` when not given (tui.model.serverless_script).
+    script: str | None = None
+    timeout_from: str | None = None  # "config" | "script"; None: no timeout known
+    script_timeout: float | None = None  # the script's literal timeout=, as lint reads it
+    script_unbounded: bool = False  # lint: the script sets no timeout (bills forever)
+    script_note: str | None = None  # why the script's timeout is not known (unreadable ...)
 
 
 @dataclass(frozen=True)
@@ -483,6 +490,7 @@ _SERVERLESS_KEYS: dict[str, Callable[[object], Any]] = {
     "usd_per_gpu_second": _number(0.0, exclusive=True),
     "cli": _string,
     "local_dir": _string,
+    "script": _string,
 }
 SERVERLESS_REQUIRED = ("name", "provider", "app", "volume", "runs_path", "gpu")
 
@@ -740,7 +748,8 @@ def _serverless_entries(raw_entries: object, source: str, locate: _Locator,
                                           serverless=label))
             continue
         seen.add(values["name"])
-        entry = ServerlessConfig(**values)
+        entry = ServerlessConfig(**values, timeout_from="config" if "timeout" in values
+                                 else None)
         problem = price_problem(entry.provider, entry.gpu, entry.usd_per_gpu_second)
         if problem is not None:
             problems.append(ConfigProblem(source, problem, key="gpu",

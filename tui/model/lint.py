@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from tui.model.lint_facts import (
     Mount,
     Script,
     Serverless,
+    const_number,
     const_str,
     dotted,
     has_spread,
@@ -170,12 +172,7 @@ def _timeouts(script: Script) -> list[Finding]:
                            f"explicitly, sized to the run ({default})",
                            fix))
             continue
-        value = resolve(fn.timeout, script.scopes(fn.call)) or fn.timeout
-        number = value.value if isinstance(value, ast.Constant) else None
-        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) \
-                and isinstance(value.operand, ast.Constant):
-            number = -value.operand.value if isinstance(value.operand.value, int | float) \
-                else None
+        value, number = timeout_value(script, fn)
         if value is not None and isinstance(value, ast.Constant) and value.value is None:
             out.append(_at(value, ERROR, "GR101",
                            f"{_where(fn)} has timeout=None: no bound on the bill", fix))
@@ -190,6 +187,55 @@ def _timeouts(script: Script) -> list[Finding]:
                            f"{_where(fn)} has timeout={number:g}, above Modal's maximum of "
                            f"{MODAL_MAX_TIMEOUT} s (24 h): Modal refuses it", fix))
     return out
+
+
+def timeout_value(script: Script,
+                  fn: Serverless) -> tuple[ast.expr | None, int | float | None]:
+    """The function's `timeout=` expression (a name followed to its value) and the number
+    it holds (a literal, or literals' arithmetic: `6 * 60 * 60`), else None: computed at
+    run time, or `timeout=None` (the expression says which)."""
+    scopes = script.scopes(fn.call)
+    value = resolve(fn.timeout, scopes) or fn.timeout
+    return value, const_number(value, scopes)
+
+
+@dataclass(frozen=True)
+class GpuTimeout:
+    """One GPU function's timeout as `lint` reads it: `seconds` its literal (None when
+    computed at run time or absent); `unbounded` when lint says it sets none (no
+    timeout=, timeout=None, or one <= 0: a hung run bills forever)."""
+
+    function: str
+    seconds: float | None
+    unbounded: bool
+
+
+def gpu_timeouts(data: bytes) -> list[GpuTimeout]:
+    """Each GPU function's timeout, read by lint's own facts; LintError when the script
+    cannot be read."""
+    tree, _ = parse(data)
+    indexed = index(tree, MAX_DEPTH)
+    if indexed is None:
+        raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels")
+    try:
+        script = read_script(tree, *indexed)
+        out = []
+        for fn in sorted(script.gpu_functions(), key=lambda f: f.node.lineno):
+            if not fn.has_timeout:
+                out.append(GpuTimeout(fn.name, None, True))
+                continue
+            value, number = timeout_value(script, fn)
+            if isinstance(value, ast.Constant) and value.value is None:
+                out.append(GpuTimeout(fn.name, None, True))
+            elif number is not None:
+                bounded = 0 < number < math.inf  # a NaN or an infinite literal bounds nothing
+                out.append(GpuTimeout(fn.name, float(number) if bounded else None,
+                                      not bounded))
+            else:
+                out.append(GpuTimeout(fn.name, None, False))
+        return out
+    except RecursionError:
+        raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels") from None
 
 
 def _mounts_for(script: Script, node: ast.AST) -> tuple[Serverless | None, list[Mount]]:

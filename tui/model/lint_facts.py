@@ -224,6 +224,48 @@ def const_str(node: ast.expr | None, scopes: list[dict[str, ast.expr]],
     return None
 
 
+MAX_NUMBER = 1e12  # a constant past this is no timeout anyone wrote: not folded
+MAX_NUMBER_STEPS = 1000  # nodes one const_number looks at, at most
+
+
+def const_number(node: ast.expr | None, scopes: list[dict[str, ast.expr]],
+                 budget: int = MAX_NUMBER_STEPS) -> int | float | None:
+    """The number an expression builds from numeric literals and names bound to them with
+    + - * / // and unary minus (`6 * 60 * 60`), or None when any part is only known at run
+    time, the number grows past MAX_NUMBER, or it takes over `budget` steps (names bound to
+    each other twice over, `a = b * b; b = c * c; ...`, would double at each name)."""
+    steps = [budget]
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+           ast.FloorDiv: lambda a, b: a // b}
+
+    def fold(at: ast.expr | None, depth: int) -> int | float | None:
+        steps[0] -= 1
+        if at is None or depth > MAX_RESOLVE or steps[0] < 0:
+            return None
+        if isinstance(at, ast.Constant):  # as written, however large
+            value = at.value
+            return value if isinstance(value, int | float) and not isinstance(value, bool) \
+                else None
+        if isinstance(at, ast.Name):
+            return fold(lookup(at.id, scopes), depth + 1)
+        if isinstance(at, ast.UnaryOp) and isinstance(at.op, ast.USub | ast.UAdd):
+            inner = fold(at.operand, depth + 1)
+            return None if inner is None else (-inner if isinstance(at.op, ast.USub) else inner)
+        if isinstance(at, ast.BinOp) and type(at.op) in ops:
+            left, right = fold(at.left, depth + 1), fold(at.right, depth + 1)
+            if left is None or right is None or abs(left) > MAX_NUMBER \
+                    or abs(right) > MAX_NUMBER:
+                return None
+            if isinstance(at.op, ast.Div | ast.FloorDiv) and right == 0:
+                return None
+            result = ops[type(at.op)](left, right)
+            return result if abs(result) <= MAX_NUMBER else None
+        return None
+
+    return fold(node, 0)
+
+
 def under(path: str, mount: Mount) -> bool:
     """Whether `path` lies on the volume: at or below its mount path (or Beam's
     /volumes/<name>). Relative paths match relative mounts only: the container's

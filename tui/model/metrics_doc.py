@@ -6,12 +6,17 @@ and other words a box sends become label values: each is cleaned of control sequ
 kept to printable characters and cut to LABEL_CHARS; a box's runs are cut to
 MAX_RUNS_PER_BOX (the rest counted in `gpurent_truncated`), so a hostile box can neither
 break the text format nor blow up the series count.
+
+A [[serverless]] entry (Modal, Beam) is read from its own `status --json` part
+(serverless_document): its app in the `gpurent_serverless_*` families, its runs in the
+`gpurent_run_*` families with `box` = the entry's name (names are unique across boxes and
+entries, so `on (instance, box)` joins a run to its app) and `provider` = modal or beam.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +24,8 @@ from tui.model.box import BoxState, Connection
 from tui.model.guard import PushRecord
 from tui.model.meter import FleetCost
 from tui.model.runs import Health
-from tui.model.status_doc import box_document, fleet_document
+from tui.model.serverless_doc import Entry, serverless_document
+from tui.model.status_doc import box_document, fleet_document, run_document
 from tui.model.text import plain
 
 LABEL_CHARS = 64  # a label value's length at most (run names, metric names, action kinds)
@@ -120,13 +126,31 @@ def _run_labels(runs: Iterable[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def _eta_past_timeout(run: Mapping[str, Any]) -> bool | None:
+    """Whether a live serverless run's ETA lies past its timeout (it is killed before it
+    ends); None when either is unknown or the run is not live."""
+    left, eta = run.get("timeout_seconds_left"), run["eta_seconds"]
+    if left is None or eta is None or run["health"] not in (Health.RUNNING, Health.STALLED):
+        return None
+    return bool(eta > left)
+
+
+def _timeout_left(doc: Mapping[str, Any]) -> float | None:
+    """Seconds until the entry's timeout kills its live run (the soonest of them)."""
+    lefts = [r["timeout_seconds_left"] for r in doc["runs"]
+             if r["timeout_seconds_left"] is not None
+             and r["health"] in (Health.RUNNING, Health.STALLED)]
+    return min(lefts) if lefts else None
+
+
 def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
                     pushes: Mapping[str, Mapping[str, PushRecord]],
                     providers: Mapping[str, str],
                     actions: Mapping[tuple[str, str, str], int],
-                    now: float) -> list[Family]:
+                    now: float, serverless: Sequence[Entry] = ()) -> list[Family]:
     """Every family for one scrape. `providers`: box -> its provider (the config);
-    `actions`: (box, kind, outcome) -> actions ended since watch started."""
+    `actions`: (box, kind, outcome) -> actions ended since watch started; `serverless`:
+    each [[serverless]] entry with its last poll."""
     box_l, run_l = ("box", "provider"), ("box", "provider", "run")
     up = Family("gpurent_box_up", "gauge", "1 while the box answers its probes", box_l)
     rate = Family("gpurent_box_usd_per_hour", "gauge",
@@ -168,9 +192,46 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
                           "the fleet's budget (status --json fleet.budget_usd)", ())
     fleet_spent = Family("gpurent_fleet_spent_usd_total", "counter",
                          "dollars the fleet has accrued (status --json fleet.accrued_usd)", ())
+    past_timeout = Family("gpurent_run_eta_past_timeout", "gauge",
+                          "1 when a serverless run's ETA is past its app's timeout (the "
+                          "provider kills it before it ends), else 0", run_l)
+    app_l = ("box", "provider", "app")
+    svl_up = Family("gpurent_serverless_up", "gauge",
+                    "1 while the serverless app runs (state: its provider CLI's word; box: "
+                    "the [[serverless]] entry's name)", (*app_l, "state"))
+    svl_tasks = Family("gpurent_serverless_tasks", "gauge",
+                       "the serverless app's running containers, as its CLI says", app_l)
+    svl_left = Family("gpurent_serverless_timeout_seconds_left", "gauge",
+                      "seconds until the app's timeout kills its current run", app_l)
+    svl_timeout = Family("gpurent_serverless_timeout_seconds", "gauge",
+                         "the app's timeout (the config's, or the script's timeout=)", app_l)
+    svl_usd = Family("gpurent_serverless_estimated_usd", "gauge",
+                     "an ESTIMATE of the app's runs' cost: GPU-seconds x the per-second "
+                     "price; the provider's bill also has CPU, memory and start-up", app_l)
+    svl_gpu_s = Family("gpurent_serverless_gpu_seconds", "gauge",
+                       "GPU-seconds of the app's runs read (an estimate, from their times)",
+                       app_l)
+    svl_problem = Family("gpurent_serverless_no_timeout", "gauge",
+                         "1 when the app's script sets no timeout= (a hung run bills "
+                         "forever), else 0", app_l)
     done = Family("gpurent_action_total", "counter",
                   "actions ended since watch started, by kind and outcome",
                   ("box", "kind", "outcome"))
+
+    def run_series(where: tuple[str, str], runs: list[Mapping[str, Any]]) -> None:
+        for run, label in zip(runs, _run_labels(runs), strict=True):
+            at = (*where, label)
+            epoch.add(at, run["current_epoch"])
+            epochs.add(at, run["total_epochs"])
+            eta.add(at, run["eta_seconds"])
+            loss.add(at, run["train_loss"])
+            best.add((*at, label_value(run["best_metric_name"] or "best")), run["best_metric"])
+            for h in Health:
+                health.add((*at, str(h)), run["health"] == h)
+            unpushed.add(at, run["unpushed_usd"])
+            finish.add(at, run["cost_to_finish_usd"])
+            past_timeout.add(at, _eta_past_timeout(run))
+
     for box in boxes:
         doc = box_document(box, cost.boxes.get(box.name) if cost else None,
                            pushes.get(box.name), now)
@@ -194,25 +255,28 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
         armed.add(where, bool(doc["guard"] and doc["guard"]["armed"]))
         runs, left_out = _kept_runs(doc)
         truncated.add(where, left_out)
-        for run, label in zip(runs, _run_labels(runs), strict=True):
-            at = (*where, label)
-            epoch.add(at, run["current_epoch"])
-            epochs.add(at, run["total_epochs"])
-            eta.add(at, run["eta_seconds"])
-            loss.add(at, run["train_loss"])
-            best.add((*at, label_value(run["best_metric_name"] or "best")), run["best_metric"])
-            for h in Health:
-                health.add((*at, str(h)), run["health"] == h)
-            unpushed.add(at, run["unpushed_usd"])
-            finish.add(at, run["cost_to_finish_usd"])
+        run_series(where, runs)
+    for entry, state in serverless:
+        doc = serverless_document(entry, state, now, run_document)
+        where = (label_value(entry.name), label_value(entry.provider))
+        app_at = (*where, label_value(entry.app))
+        svl_up.add((*app_at, label_value(doc["state"] or "")), doc["state"] == "running")
+        svl_tasks.add(app_at, doc["tasks"])
+        svl_left.add(app_at, _timeout_left(doc))
+        svl_timeout.add(app_at, doc["timeout_seconds"])
+        svl_usd.add(app_at, doc["estimated_cost_usd"])
+        svl_gpu_s.add(app_at, doc["gpu_seconds"])
+        svl_problem.add(app_at, doc["no_timeout"])
+        run_series(where, _kept_runs(doc)[0])  # a poll reads 16 runs: none are cut here
     fleet = fleet_document(cost) or {}
     fleet_budget.add((), fleet.get("budget_usd"))
     fleet_spent.add((), fleet.get("accrued_usd"))
     for (box_name, kind, outcome), count in sorted(actions.items()):
         done.add((label_value(box_name), label_value(kind), label_value(outcome)), count)
     families = [up, at_rest, rate, spent, box_budget, busy, disk, armed, fired, truncated,
-                epoch, epochs, eta, loss, best, health, unpushed, finish, done, fleet_budget,
-                fleet_spent]
+                epoch, epochs, eta, loss, best, health, unpushed, finish, past_timeout,
+                svl_up, svl_tasks, svl_left, svl_timeout, svl_usd, svl_gpu_s, svl_problem,
+                done, fleet_budget, fleet_spent]
     for family in families:  # a box's nonsense number is no sample, not a NaN in a graph
         family.series[:] = [(v, x) for v, x in family.series if math.isfinite(x)]
     return families

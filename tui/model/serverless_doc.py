@@ -12,6 +12,7 @@ from tui.model.cost import usd
 from tui.model.runs import RunState, format_age
 from tui.model.serverless_prices import prices_dated, published_price, usd_per_second
 from tui.model.serverless_runs import ServerlessState
+from tui.model.serverless_script import entry_problems
 from tui.model.serverless_view import RunVerdict, app_words, judge_runs
 
 Entry = tuple[ServerlessConfig, ServerlessState]
@@ -51,6 +52,12 @@ def serverless_document(entry: ServerlessConfig, state: ServerlessState, now: fl
         "runs_path": entry.runs_path,
         "gpu": entry.gpu,
         "timeout_seconds": entry.timeout,
+        # "config", "script" (the script's literal timeout=), null: none known
+        "timeout_source": entry.timeout_from,
+        "script": entry.script,
+        # the script (lint's reading) sets no timeout=; null: no script named
+        "no_timeout": entry.script_unbounded if entry.script else None,
+        "problems": entry_problems(entry),
         # `state`: running, stopped, missing, unknown (the CLI's app list); null: not read
         "state": app.state if app else None,
         "tasks": app.tasks if app else None,
@@ -92,6 +99,7 @@ def serverless_lines(entry: ServerlessConfig, state: ServerlessState, now: float
             out.append(f"  (data below is {format_age(now - state.ok_at)} old)")
     if state.runs_error:
         out.append(f"  · {state.runs_error}")
+    out.extend(f"  ! {problem}" for problem in entry_problems(entry))
     verdicts = judge_runs(entry, app, state.runs, now)
     _, cost = _total(verdicts)
     rate = usd_per_second(entry.provider, entry.gpu, entry.usd_per_gpu_second)

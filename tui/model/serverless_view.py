@@ -88,6 +88,8 @@ def judge_run(entry: ServerlessConfig, app: AppState | None, run: RunState,
                        f"{format_age(left)}, {format_age(eta - left)} short): the last "
                        "epochs are lost unless the volume is committed each epoch; raise "
                        "timeout= or resume from last.pt")
+    elif live and not entry.timeout and entry.script_unbounded:
+        countdown = "no timeout to count down: the script sets none"
     elif live and not entry.timeout:
         countdown = "no timeout in the config (set `timeout` as the script's timeout=)"
     gpu_seconds = cost = None

@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tui.model.config import ConfigError, ConfigProblem, FleetConfig, parse_config
+from tui.model.lint import MAX_BYTES
+from tui.model.serverless_script import ScriptRead, with_scripts
 
 CONFIG_POLL_SECONDS = 3.0
 
@@ -31,6 +33,23 @@ class Refused:
     """A new content that is not a valid config: why, one problem a line."""
 
     error: ConfigError
+
+
+def read_script(path: PurePath) -> ScriptRead:
+    """A [[serverless]] entry's script: its bytes (one past lint's limit at most, so a
+    huge file is said too large, not read whole), or why it could not be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return f"no such file ({path})"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+
+
+def load_config(text: str, source: str) -> FleetConfig:
+    """parse_config, then each [[serverless]] entry's script read (its timeout=)."""
+    return with_scripts(parse_config(text, source), read_script)
 
 
 class ConfigFile:
@@ -76,7 +95,7 @@ class ConfigFile:
             return self._judged(data, Refused(ConfigError([ConfigProblem(
                 str(self.path), f"not UTF-8 ({exc.reason}); the config in force is kept")])))
         try:
-            fleet = parse_config(text, str(self.path))
+            fleet = load_config(text, str(self.path))
         except ConfigError as exc:
             return self._judged(data, Refused(exc))
         return self._judged(data, Reloaded(fleet))

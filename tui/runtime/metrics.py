@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tui.model.meter import FleetCost
 from tui.model.metrics_doc import Family, action_kind, metric_families
+from tui.model.serverless_doc import pairs
 from tui.runtime.events import ActionEnded, CostChanged, Event
 from tui.runtime.fleet import Runtime
 
@@ -45,7 +46,8 @@ def families_now(runtime: Runtime, tally: FleetTally) -> list[Family]:
     """One scrape's families, from the runtime's states and the tally (on the loop)."""
     return metric_families(list(runtime.states.values()), tally.cost, runtime.pushes,
                            {b.name: b.provider for b in runtime.fleet.boxes},
-                           dict(tally.actions), runtime.clock())
+                           dict(tally.actions), runtime.clock(),
+                           pairs(runtime.fleet.serverless, list(runtime.serverless.values())))
 
 
 def _metric(family: Family) -> Metric:
