@@ -360,3 +360,21 @@ def test_a_top_level_key_below_a_table_says_where_it_belongs_and_booleans_read_a
     assert ("'known_hosts' is a top-level key: in TOML every key after a [connect] header "
             "belongs to that table") in words
     assert "after a [[box]] header" in words  # ssh_config is top-level, written in a [[box]]
+
+
+def test_serverless_values_the_provider_refuses_are_config_errors() -> None:
+    """A new user's check-config passed a Modal timeout of 100000 s (lint calls it an error,
+    Modal refuses it) and a Beam runs_path with a pattern character (failing at the first
+    poll): both are said at check-config, naming the entry and the key."""
+    text = ('[[serverless]]\nname = "m"\nprovider = "modal"\napp = "a"\nvolume = "v"\n'
+            'runs_path = "/runs"\ngpu = "H100"\ntimeout = 100000\n\n'
+            '[[serverless]]\nname = "b"\nprovider = "beam"\napp = "a"\nvolume = "v"\n'
+            'runs_path = "/ru*"\ngpu = "H100"\n')
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "fleet.toml")
+    words = str(err.value)
+    assert "fleet.toml:8: serverless 'm': key 'timeout': Modal allows a timeout of 1 to 86400" \
+        in words, words
+    assert "serverless 'b': key 'runs_path': `beam ls` reads * ? [ as patterns" in words, words
+    fine = text.replace("timeout = 100000", "timeout = 86400").replace("/ru*", "/runs")
+    assert len(parse_config(fine, "fleet.toml").serverless) == 2

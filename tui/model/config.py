@@ -709,6 +709,21 @@ def parse_config(text: str, source: str) -> FleetConfig:
     return FleetConfig(source=source, boxes=tuple(boxes), serverless=tuple(serverless), **top)
 
 
+def _provider_refuses(entry: ServerlessConfig) -> tuple[str, str] | None:
+    """(key, words) for a value the provider itself would refuse, caught at check-config
+    rather than at the first poll: Modal's timeout range, Beam's patterns in `beam ls`."""
+    from tui.model.lint import MODAL_MAX_TIMEOUT
+
+    if entry.provider == "modal" and entry.timeout is not None \
+            and entry.timeout > MODAL_MAX_TIMEOUT:
+        return "timeout", (f"Modal allows a timeout of 1 to {MODAL_MAX_TIMEOUT} s (24 h), got "
+                           f"{entry.timeout:g}: Modal refuses the function")
+    if entry.provider == "beam" and any(c in entry.runs_path for c in "*?["):
+        return "runs_path", ("`beam ls` reads * ? [ as patterns: a runs path holding them "
+                             "cannot be listed")
+    return None
+
+
 def _serverless_entries(raw_entries: object, source: str, locate: _Locator,
                         problems: list[ConfigProblem]) -> list[ServerlessConfig]:
     """The [[serverless]] tables, each checked; problems name the entry and the key."""
@@ -754,6 +769,12 @@ def _serverless_entries(raw_entries: object, source: str, locate: _Locator,
         if problem is not None:
             problems.append(ConfigProblem(source, problem, key="gpu",
                                           line=locate.line_of(where, "gpu"), serverless=label))
+            continue
+        refused = _provider_refuses(entry)
+        if refused is not None:
+            key, words = refused
+            problems.append(ConfigProblem(source, words, key=key,
+                                          line=locate.line_of(where, key), serverless=label))
             continue
         entries.append(entry)
     return entries
