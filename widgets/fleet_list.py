@@ -13,8 +13,8 @@ reactives the screen sets; `order` says which runs are shown, top to bottom.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -30,7 +30,15 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 
-from widgets.fleet_text import SPARK_BLOCKS, SPARK_CELLS, BoxLines, BoxView, Line, box_lines
+from widgets.fleet_text import (
+    SPARK_BLOCKS,
+    SPARK_CELLS,
+    BoxLines,
+    BoxView,
+    Line,
+    box_lines,
+    shown_runs,
+)
 
 RunKey = tuple[str, str]  # (box name, run path)
 
@@ -73,10 +81,12 @@ class FleetList(ScrollView, can_focus=False):
     filter: var[str] = var("", init=False)
     selected: var[RunKey | None] = var(None, init=False)
 
-    def __init__(self, views: Iterable[BoxView], now: float, *, id: str | None = "fleet"
-                 ) -> None:
+    def __init__(self, views: Iterable[BoxView], now: float, *, id: str | None = "fleet",
+                 clock: Callable[[], float] | None = None) -> None:
         super().__init__(id=id)
         self._now = now
+        self._clock = clock  # what "now" is when a box scrolls into view
+        self._ticking = False
         self._blocks: dict[str, _Block] = {
             v.state.name: _Block(v, box_lines(v, "", now)) for v in views}
         self._names = list(self._blocks)
@@ -134,11 +144,34 @@ class FleetList(ScrollView, can_focus=False):
         return [b.view for b in self._blocks.values()]
 
     def tick(self, now: float) -> None:
-        """Redraw the boxes whose ages or countdowns read differently by now (and only
-        those; a line whose words did not change is not repainted)."""
-        for name, block in self._blocks.items():
-            if min(block.lines.due, block.due) <= now:
-                self._rebuild(name, now)
+        """Redraw the boxes in the window whose ages or countdowns read differently by now
+        (and only those; a line whose words did not change is not repainted). A box out
+        of the window stays due and is redrawn as it scrolls in (or when read): at 1,000
+        boxes whose ages turn every second, a tick redraws a screenful, not the fleet."""
+        if self._ticking:
+            return
+        self._ticking = True
+        try:
+            for name in self._in_window():
+                block = self._blocks[name]
+                if min(block.lines.due, block.due) <= now:
+                    self._rebuild(name, now)
+        finally:
+            self._ticking = False
+
+    def _in_window(self) -> list[str]:
+        """The boxes with a row in the scrolled window (every box before the layout)."""
+        if not self._tops:
+            return list(self._names)
+        top = self.scroll_offset.y
+        bottom = top + max(self.scrollable_content_region.height, self.size.height, 1)
+        first = max(bisect_right(self._tops, top) - 1, 0)
+        return self._names[first:bisect_left(self._tops, bottom)]
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self._clock is not None and round(old_value) != round(new_value):
+            self.tick(self._clock())  # the boxes scrolled in read as of now
 
     @property
     def order(self) -> list[RunKey]:
@@ -164,14 +197,47 @@ class FleetList(ScrollView, can_focus=False):
 
     def text(self, name: str | None = None) -> str:
         """The plain words of one box's lines (or the whole list): what a reader sees."""
+        if self._clock is not None:  # what a reader sees is as of now, scrolled there
+            now = self._clock()
+            for each in [name] if name is not None else list(self._blocks):
+                block = self._blocks[each]
+                if min(block.lines.due, block.due) <= now:
+                    self._rebuild(each, now)
         blocks = [self._blocks[name]] if name is not None else self._blocks.values()
         return "\n".join(line.text.plain for b in blocks for line in b.lines.lines)
 
     # --- reactives ---------------------------------------------------------------------
 
     def watch_filter(self) -> None:
-        for name in self._blocks:
-            self._rebuild(name, self._now, force=True)
+        """Only the boxes whose shown runs change are rebuilt, then the list is laid out
+        once: a keystroke at 1,000 boxes looks at every run's name, and redraws (and lays
+        out) only what the new words show or hide."""
+        changed = False
+        for name, block in self._blocks.items():
+            if shown_runs(block.view.state, self.filter) != (block.lines.runs,
+                                                              bool(block.lines.lines)):
+                changed = self._rebuild(name, self._now, force=True, layout=False) or changed
+        if changed and self._tops:
+            self._layout()
+            self.refresh()
+            self._show_cursor()
+
+    def top_of(self, name: str) -> int | None:
+        """The row the box's head line is on (None before the list is laid out)."""
+        if name not in self._index or not self._tops:
+            return None
+        return self._tops[self._index[name]]
+
+    def scroll_to_box(self, name: str) -> None:
+        """The box's head line at the top of the window (a jump to a box with no run)."""
+        top = self.top_of(name)
+        if top is not None:
+            self.scroll_to(y=top, animate=False, immediate=True)
+
+    def show_cursor(self) -> None:
+        """Scroll the selected run (and its box's head) into view, as a cursor move does."""
+        if self._tops:
+            self._show_cursor()
 
     def watch_selected(self, old: RunKey | None, new: RunKey | None) -> None:
         self._cursor = None
@@ -197,14 +263,17 @@ class FleetList(ScrollView, can_focus=False):
 
     # --- lines -------------------------------------------------------------------------
 
-    def _rebuild(self, name: str, now: float, *, force: bool = False) -> None:
+    def _rebuild(self, name: str, now: float, *, force: bool = False,
+                 layout: bool = True) -> bool:
+        """A box's lines made again; whether they changed. `layout=False`: the caller lays
+        the list out once after rebuilding many boxes."""
         self._now = now
         block = self._blocks[name]
         block.due = float("inf")
         lines = box_lines(block.view, self.filter, now)
         if not force and lines.lines == block.lines.lines:
             block.lines = lines  # the same words; only the due time moved
-            return
+            return False
         old_height = len(block.strips) if block.strips is not None else None
         if lines.runs != block.lines.runs:
             self._order = None
@@ -212,8 +281,8 @@ class FleetList(ScrollView, can_focus=False):
         block.strips = None
         if self._cursor is not None and self._cursor[0][0][0] == name:
             self._cursor = None
-        if not self._tops:
-            return  # not laid out yet: on_mount does it
+        if not self._tops or not layout:
+            return True  # not laid out yet (on_mount does it), or the caller lays it out
         top = self._tops[self._index[name]]
         if old_height != len(self._strips(name)[0]):
             self._layout()
@@ -221,6 +290,7 @@ class FleetList(ScrollView, can_focus=False):
             self._show_cursor()  # runs came or went (a destroy): the cursor stays in view
         else:
             self.refresh_lines(top, old_height)
+        return True
 
     def on_mount(self) -> None:
         self._layout()
@@ -267,6 +337,9 @@ class FleetList(ScrollView, can_focus=False):
         self._tops = tops
         self._base = None
         self.virtual_size = Size(0, y)  # lines wrap at the width: nothing to scroll across
+        # The scrollbar follows the new height now, not at the next layout: until then the
+        # list may not scroll (a filter cleared, then the cursor shown far down).
+        self._refresh_scrollbars()
 
     def _style(self, part: str) -> VisualStyle:
         """The list's style with one of its components (cached until the CSS changes)."""
