@@ -303,10 +303,19 @@ async def measure_size(tmp: Path, n: int, args: argparse.Namespace, identity: Pa
             out["scrape"] = spread(times)
             out["scrape_bytes"] = len(body)
             out["scrape_series"] = sum(1 for line in lines if line and line[0] != "#")
+            states = list(runtime.states.values())
         finally:
             await runtime.aclose()
+        print(f"  round p50 {out['round']['p50_ms']:.0f} ms, p95 {out['round']['p95_ms']:.0f} "
+              f"ms; RSS +{out['rss_growth_mib']} MiB; scrape p50 {out['scrape']['p50_ms']:.1f} "
+              f"ms", flush=True)
         if n == args.panel_boxes:
-            panel = await measure_panel(where, server, identity, roots, runs, args)
+            panel = {"boxes": n, "fixed": await measure_fixed(fleet, states, args)}
+            try:
+                panel["live"] = await measure_panel(where, server, identity, roots, runs, args)
+            except SystemExit as failed:  # a panel that cannot keep up is a figure too
+                print(f"  the live panel: {failed}", flush=True)
+                panel["live"] = {"failed": str(failed)}
     finally:
         server.close()
     return out, panel
@@ -395,6 +404,47 @@ async def jump_latencies(app: Any, names: Sequence[str]) -> list[float] | None:
     return values
 
 
+async def panel_keys(app: Any, n: int, args: argparse.Namespace, rng: random.Random
+                     ) -> dict[str, Any]:
+    """j/k, a filter keystroke and a jump, each timed key -> frame."""
+    import floor
+
+    out: dict[str, Any] = {}
+    keys = await floor.key_latencies(app, args.presses, 30.0, rng)
+    out["keys"] = {k: keys[k] for k in ("n", "misses", "median_ms", "p95_ms", "max_ms")
+                   if k in keys}
+    out["filter"] = spread(await typing_latencies(app, "box05", rng))
+    names = [box_name(i) for i in rng.sample(range(n), min(5, n))]
+    jumps = await jump_latencies(app, names)
+    out["jump"] = spread(jumps) if jumps else {"n": 0}
+    return out
+
+
+async def measure_fixed(fleet: FleetConfig, states: list[BoxState], args: argparse.Namespace
+                        ) -> dict[str, Any]:
+    """The panel over the runtime's last states, with no watchers (`live=False`): its own
+    drawing alone, start-up to every row, and the keys."""
+    import floor
+
+    n = len(states)
+    print(f"  the panel over {n} fixed snapshots ...", flush=True)
+    app = floor.panel_class()(fleet, states=states, live=False)
+    start = time.perf_counter()
+    async with app.run_test(size=SIZE):
+        while len(floor.Driven(app).order()) != n * args.runs:
+            if time.perf_counter() - start > 120:
+                raise SystemExit(f"the panel did not show {n} boxes' runs in 120 s")
+            await asyncio.sleep(0.05)
+        out: dict[str, Any] = {"first_rows_s": round(time.perf_counter() - start, 2)}
+        await asyncio.sleep(args.settle)
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        await asyncio.sleep(min(args.idle, 10.0))
+        out["idle_cpu_per_s"] = round((time.process_time() - cpu0)
+                                      / (time.perf_counter() - wall0), 4)
+        out.update(await panel_keys(app, n, args, random.Random(26)))
+    return out
+
+
 async def measure_panel(where: Path, server: BoxProcess, identity: Path,
                         roots: Sequence[Path], runs: dict[str, list[Run]],
                         args: argparse.Namespace) -> dict[str, Any]:
@@ -409,12 +459,14 @@ async def measure_panel(where: Path, server: BoxProcess, identity: Path,
     start = time.perf_counter()
     rss0 = vm_kib("VmRSS")
     async with app.run_test(size=SIZE):
-        deadline = time.perf_counter() + 300
+        deadline = time.perf_counter() + args.load_timeout
         while not all(holds(s, runs[s.name]) for s in app.states.values()) \
                 or len(floor.Driven(app).order()) != n * args.runs:
             if time.perf_counter() > deadline:
-                raise SystemExit(f"the panel did not load {n} boxes in 300 s")
-            await asyncio.sleep(0.1)
+                loaded = sum(holds(s, runs[s.name]) for s in app.states.values())
+                raise SystemExit(f"the panel did not load {n} boxes in "
+                                 f"{args.load_timeout:.0f} s ({loaded} loaded)")
+            await asyncio.sleep(0.5)
         out["all_loaded_s"] = round(time.perf_counter() - start, 1)
         await asyncio.sleep(args.settle)
         out["rss_growth_mib"] = round((vm_kib("VmRSS") - rss0) / 1024, 1)
@@ -427,13 +479,10 @@ async def measure_panel(where: Path, server: BoxProcess, identity: Path,
                        "boxes_cpu_per_s": round(boxes / wall, 4),
                        "others_cpu_per_s": round(max(0.0, machine_busy_seconds() - busy0
                                                      - cpu - boxes) / wall, 3)}
-        keys = await floor.key_latencies(app, args.presses, 30.0, rng)
-        out["keys"] = {k: keys[k] for k in ("n", "misses", "median_ms", "p95_ms", "max_ms")
-                       if k in keys}
-        out["filter"] = spread(await typing_latencies(app, "box05", rng))
-        names = [box_name(i) for i in rng.sample(range(n), min(5, n))]
-        jumps = await jump_latencies(app, names)
-        out["jump"] = spread(jumps) if jumps else {"n": 0}
+        with floor.LoopLag() as lag:
+            out.update(await panel_keys(app, n, args, rng))
+        out["loop"] = {k: v for k, v in lag.summary().items() if k != "longest_steps"}
+        out["loop"]["longest"] = lag.summary().get("longest_steps", [])[:2]
         await asyncio.sleep(0.5)
     return out
 
@@ -482,22 +531,38 @@ def print_report(sizes: list[dict[str, Any]], panel: dict[str, Any] | None) -> N
     print(f"{'':40}" + "".join(f"{h:>{width}}" for h in heads) + f"{ratio:>12}")
     for label, cells, grown in rows:
         print(f"{label:40}" + "".join(f"{c:>{width}}" for c in cells) + f"{grown:>12}")
-    if panel is not None:
-        print()
-        print(f"the panel at {panel['boxes']} boxes (headless {SIZE[0]}x{SIZE[1]}, every box "
-              f"refreshed every {panel['refresh_s']:g} s, loaded in {panel['all_loaded_s']} s, "
-              f"RSS +{panel['rss_growth_mib']} MiB):")
-        idle = panel["idle"]
-        print(f"  idle CPU: {idle['cpu_per_s']:.3f} CPU s per wall s over {idle['wall_s']} s "
-              f"(the boxes' server {idle['boxes_cpu_per_s']:.3f}, others "
-              f"{idle['others_cpu_per_s']:.3f})")
-        for label, key in (("key -> frame, j/k", "keys"),
-                           ("key -> frame, a filter keystroke", "filter"),
-                           ("enter -> frame, /NAME enter (jump)", "jump")):
-            d = panel[key]
-            p50 = d.get("p50_ms", d.get("median_ms"))
-            print(f"  {label:36} p50 {p50} ms, p95 {d.get('p95_ms')} ms, max "
-                  f"{d.get('max_ms')} ms (n={d.get('n')})")
+    if panel is None:
+        return
+    print()
+    fixed, live = panel["fixed"], panel.get("live", {})
+    print(f"the panel at {panel['boxes']} boxes, headless {SIZE[0]}x{SIZE[1]}:")
+    print(f"  fixed snapshots (no watchers): every row on screen {fixed['first_rows_s']} s "
+          f"after start, idle {fixed['idle_cpu_per_s']:.3f} CPU s per wall s")
+    if "failed" in live:
+        print(f"  live: {live['failed']}")
+    elif live:
+        idle = live["idle"]
+        print(f"  live (every box refreshed every {live['refresh_s']:g} s): loaded in "
+              f"{live['all_loaded_s']} s, RSS +{live['rss_growth_mib']} MiB; idle "
+              f"{idle['cpu_per_s']:.3f} CPU s per wall s over {idle['wall_s']} s (the boxes' "
+              f"server {idle['boxes_cpu_per_s']:.3f}, others {idle['others_cpu_per_s']:.3f})")
+    for label, key in (("key -> frame, j/k", "keys"),
+                       ("key -> frame, a filter keystroke", "filter"),
+                       ("enter -> frame, /NAME enter (jump)", "jump")):
+        cells = []
+        for name, d in (("fixed", fixed.get(key, {})), ("live", live.get(key, {}))):
+            if d.get("n"):
+                p50 = d.get("p50_ms", d.get("median_ms"))
+                cells.append(f"{name} p50 {p50} / p95 {d.get('p95_ms')} / max "
+                             f"{d.get('max_ms')} ms (n={d['n']})")
+            else:
+                cells.append(f"{name} -")
+        print(f"  {label:36} " + "; ".join(cells))
+    if live.get("loop"):
+        loop = live["loop"]
+        print(f"  live, the loop's longest step while keys were timed: "
+              f"{loop.get('longest_step_cpu_ms')} ms CPU "
+              + "; ".join(f"{s['cpu_ms']} ms {s['ran']}" for s in loop.get("longest", [])))
 
 
 async def benchmark(args: argparse.Namespace, tmp: Path
@@ -514,8 +579,6 @@ async def benchmark(args: argparse.Namespace, tmp: Path
         figures, shown = await measure_size(tmp, n, args, identity, public)
         sizes.append(figures)
         panel = shown or panel
-        print(f"  round p50 {figures['round']['p50_ms']:.0f} ms, scrape p50 "
-              f"{figures['scrape']['p50_ms']:.1f} ms", flush=True)
     return sizes, panel
 
 
@@ -534,6 +597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the panel's refresh_seconds while its idle CPU is measured")
     parser.add_argument("--idle", type=float, default=20.0, help="idle CPU window, seconds")
     parser.add_argument("--settle", type=float, default=3.0)
+    parser.add_argument("--load-timeout", type=float, default=400.0,
+                        help="seconds the live panel may take to load every box")
     parser.add_argument("--presses", type=int, default=60, help="j/k presses timed")
     parser.add_argument("--serve", nargs=2, metavar=("N", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -104,10 +104,29 @@ class FleetList(ScrollView, can_focus=False):
     # --- what the screen calls -------------------------------------------------------
 
     def show(self, view: BoxView, now: float) -> None:
-        """A box's new picture: its lines are rebuilt, repainted only if they changed."""
-        if view.state.name in self._blocks:
-            self._blocks[view.state.name].view = view
-            self._rebuild(view.state.name, now)
+        """A box's new picture: its lines are rebuilt, repainted only if they changed. A
+        box out of the window that shows the same runs is only marked due: it is drawn as
+        it scrolls in (or is read), so 1,000 boxes answering every few seconds cost the
+        redraw of a screenful, and the runs' order (the cursor's path) stays exact."""
+        name = view.state.name
+        block = self._blocks.get(name)
+        if block is None:
+            return
+        block.view = view
+        if self._tops and not self._on_screen(name) and shown_runs(
+                view.state, self.filter) == (block.lines.runs, bool(block.lines.lines)):
+            block.due = min(block.due, now)
+            return
+        self._rebuild(name, now)
+
+    def _on_screen(self, name: str) -> bool:
+        """Whether any row of the box lies in the scrolled window."""
+        at = self._index[name]
+        start = self._tops[at]
+        end = self._tops[at + 1] if at + 1 < len(self._tops) else self.virtual_size.height
+        top = self.scroll_offset.y
+        return start < top + max(self.scrollable_content_region.height, self.size.height, 1) \
+            and end > top
 
     def set_boxes(self, views: Iterable[BoxView], now: float) -> None:
         """The boxes the config now lists, in its order (a reloaded config added or
