@@ -54,6 +54,11 @@ class _Block:
     owners: list[str | None] | None = None  # the run path each strip belongs to
     width: int = 0
     drawn: dict[tuple[object, ...], list[Strip]] = field(default_factory=dict)  # by line
+    unfiltered: bool = True  # its lines were made with no filter on
+    # Its lines and strips with no filter, kept while a filter is on: clearing the filter
+    # (or a jump to a box) at 1,000 boxes puts them back instead of drawing 1,000 boxes.
+    stash: tuple[BoxLines, list[Strip] | None, list[str | None] | None, int,
+                 dict[tuple[object, ...], list[Strip]]] | None = None
 
 
 def line_key(line: Line) -> tuple[object, ...]:
@@ -136,7 +141,8 @@ class FleetList(ScrollView, can_focus=False):
         for view in views:
             block = self._blocks.get(view.state.name)
             if block is None:
-                block = _Block(view, box_lines(view, self.filter, now))
+                block = _Block(view, box_lines(view, self.filter, now),
+                               unfiltered=not self.filter)
             blocks[view.state.name] = block
         if list(blocks) == self._names:
             return
@@ -232,14 +238,32 @@ class FleetList(ScrollView, can_focus=False):
         once: a keystroke at 1,000 boxes looks at every run's name, and redraws (and lays
         out) only what the new words show or hide."""
         changed = False
+        now = self._clock() if self._clock is not None else self._now
         for name, block in self._blocks.items():
-            if shown_runs(block.view.state, self.filter) != (block.lines.runs,
-                                                              bool(block.lines.lines)):
-                changed = self._rebuild(name, self._now, force=True, layout=False) or changed
+            want = shown_runs(block.view.state, self.filter)
+            if want == (block.lines.runs, bool(block.lines.lines)):
+                continue
+            if self.filter and block.unfiltered:
+                block.stash = (block.lines, block.strips, block.owners, block.width,
+                               block.drawn)
+            elif not self.filter and block.stash is not None \
+                    and block.stash[0].runs == want[0]:
+                # Back as they were; a box that answered since is drawn as it is seen.
+                block.lines, block.strips, block.owners, block.width, block.drawn = \
+                    block.stash
+                block.stash, block.unfiltered = None, True
+                block.due = min(block.due, now)
+                self._order = None
+                if self._cursor is not None and self._cursor[0][0][0] == name:
+                    self._cursor = None
+                changed = True
+                continue
+            changed = self._rebuild(name, self._now, force=True, layout=False) or changed
         if changed and self._tops:
             self._layout()
             self.refresh()
             self._show_cursor()
+            self.tick(now)  # what the window shows, as of now
 
     def top_of(self, name: str) -> int | None:
         """The row the box's head line is on (None before the list is laid out)."""
@@ -289,6 +313,9 @@ class FleetList(ScrollView, can_focus=False):
         self._now = now
         block = self._blocks[name]
         block.due = float("inf")
+        block.unfiltered = not self.filter
+        if block.unfiltered:
+            block.stash = None
         lines = box_lines(block.view, self.filter, now)
         if not force and lines.lines == block.lines.lines:
             block.lines = lines  # the same words; only the due time moved
@@ -328,6 +355,8 @@ class FleetList(ScrollView, can_focus=False):
         for block in self._blocks.values():
             block.strips = None
             block.drawn = {}
+            if block.stash is not None:  # its strips were drawn in the old colours
+                block.stash = (block.stash[0], None, None, 0, {})
         super().notify_style_update()
         if self._tops:
             self._layout()

@@ -9,7 +9,7 @@ from textual._xterm_parser import XTermParser
 from textual.widgets import Input
 
 from tui.app import GpurentApp
-from tui.model.box import BoxState
+from tui.model.box import BoxState, Connection, fold_failure
 from tui.screens.fleet import FleetScreen
 
 BOXES = 200
@@ -117,3 +117,29 @@ async def test_a_box_with_no_run_is_scrolled_to() -> None:
         assert screen.selected == before  # no run there to put the cursor on
         top = screen.fleet_list.top_of("box120")
         assert top is not None and top > 0 and screen.fleet_list.scroll_offset.y == top
+
+
+async def test_clearing_a_filter_shows_what_boxes_said_while_it_was_on() -> None:
+    """Boxes the filter left out are put back as they were when it clears; one that
+    answered meanwhile reads as it answered (here: it went down, its runs kept)."""
+    app = app_of()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = screen_of(app)
+        before = screen.fleet_list.text("box003")
+        await pilot.press("slash", *"dead", "enter")
+        await pilot.pause()
+        assert screen.fleet_list.text("box003") == ""
+        down = fold_failure(app.states["box003"], Connection.TIMEOUT,
+                            "box box003: no SSH login within 15 s", NOW, retry_at=NOW + 30)
+        app.runtime.box_updated(down)
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        after = screen.fleet_list.text("box003")
+        assert "no SSH login within 15 s" in after and after != before
+        assert screen.fleet_list.text("box006") == before.replace("box003", "box006")
+        await pilot.press("slash", *"box003", "enter")
+        await pilot.pause()
+        key = screen.selected
+        assert key is not None and key[0] == "box003" and screen.fleet_list.is_visible(key)
