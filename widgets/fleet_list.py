@@ -373,6 +373,11 @@ class FleetList(ScrollView, can_focus=False):
         # Try the width of the last layout first: its strips are cached, and the scrollbar
         # comes or goes rarely (only then are the lines wrapped again at the other width).
         first = self._wrap_width if self._wrap_width in (full, narrow) else full
+        # More lines than rows overflow at any width (wrapping only adds rows): start at the
+        # narrow width then, or a filter cleared at 1,000 boxes would first wrap every box
+        # at the full width it had while the few shown boxes fitted.
+        if sum(len(self._blocks[name].lines.lines) for name in self._names) > self.size.height:
+            first = narrow
         for width in (first, narrow if first == full else full):
             self._wrap_width = width
             y = 0
