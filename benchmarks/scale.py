@@ -495,6 +495,8 @@ def growth(sizes: list[dict[str, Any]], *path: str) -> str:
         for key in path:
             d = d[key]
         return float(d)  # type: ignore[arg-type]
+    if len(sizes) < 2:
+        return ""
     first, last = get(sizes[0]), get(sizes[-1])
     return f"x{last / first:.1f}" if first else "-"
 
@@ -527,7 +529,7 @@ def print_report(sizes: list[dict[str, Any]], panel: dict[str, Any] | None) -> N
                                      f"{s['scrape_series']}" for s in sizes],
          growth(sizes, "scrape_bytes")),
     ]
-    width = 16
+    width = 19
     print(f"{'':40}" + "".join(f"{h:>{width}}" for h in heads) + f"{ratio:>12}")
     for label, cells, grown in rows:
         print(f"{label:40}" + "".join(f"{c:>{width}}" for c in cells) + f"{grown:>12}")
