@@ -13,8 +13,8 @@ reactives the screen sets; `order` says which runs are shown, top to bottom.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -30,11 +30,29 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 
-from widgets.fleet_text import SPARK_BLOCKS, SPARK_CELLS, BoxLines, BoxView, Line, box_lines
-from widgets.serverless_text import ServerlessView, app_lines
+from widgets.fleet_text import (
+    SPARK_BLOCKS,
+    SPARK_CELLS,
+    BoxLines,
+    BoxView,
+    Line,
+    box_lines,
+    matches,
+    shown_runs,
+)
+from widgets.serverless_text import APP_ROW, ServerlessView, app_lines
 
 RunKey = tuple[str, str]  # (box or serverless entry name, run path; "" an app's own row)
 View = BoxView | ServerlessView  # a box, or a serverless app (Modal, Beam) beside the boxes
+
+
+def shown_of(view: View, filter_text: str) -> tuple[tuple[str, ...], bool]:
+    """What the filter shows of a box (shown_runs), or of an app: its head row always, and
+    the runs the words match (an app is never left out: there are few, and its head is
+    where its keys act)."""
+    if isinstance(view, ServerlessView):
+        return (APP_ROW, *(r.path for r in view.state.runs if matches(r, filter_text))), True
+    return shown_runs(view.state, filter_text)
 
 
 def lines_of(view: View, filter_text: str, now: float) -> BoxLines:
@@ -55,6 +73,11 @@ class _Block:
     owners: list[str | None] | None = None  # the run path each strip belongs to
     width: int = 0
     drawn: dict[tuple[object, ...], list[Strip]] = field(default_factory=dict)  # by line
+    unfiltered: bool = True  # its lines were made with no filter on
+    # Its lines and strips with no filter, kept while a filter is on: clearing the filter
+    # (or a jump to a box) at 1,000 boxes puts them back instead of drawing 1,000 boxes.
+    stash: tuple[BoxLines, list[Strip] | None, list[str | None] | None, int,
+                 dict[tuple[object, ...], list[Strip]]] | None = None
 
 
 def line_key(line: Line) -> tuple[object, ...]:
@@ -82,10 +105,12 @@ class FleetList(ScrollView, can_focus=False):
     filter: var[str] = var("", init=False)
     selected: var[RunKey | None] = var(None, init=False)
 
-    def __init__(self, views: Iterable[View], now: float, *, id: str | None = "fleet"
-                 ) -> None:
+    def __init__(self, views: Iterable[View], now: float, *, id: str | None = "fleet",
+                 clock: Callable[[], float] | None = None) -> None:
         super().__init__(id=id)
         self._now = now
+        self._clock = clock  # what "now" is when a box scrolls into view
+        self._ticking = False
         self._blocks: dict[str, _Block] = {
             v.state.name: _Block(v, lines_of(v, "", now)) for v in views}
         self._names = list(self._blocks)
@@ -103,10 +128,30 @@ class FleetList(ScrollView, can_focus=False):
     # --- what the screen calls -------------------------------------------------------
 
     def show(self, view: View, now: float) -> None:
-        """A box's new picture: its lines are rebuilt, repainted only if they changed."""
-        if view.state.name in self._blocks:
-            self._blocks[view.state.name].view = view
-            self._rebuild(view.state.name, now)
+        """A box's new picture: its lines are rebuilt, repainted only if they changed. A
+        box out of the window that shows the same runs is only marked due: it is drawn as
+        it scrolls in (or is read), so 1,000 boxes answering every few seconds cost the
+        redraw of a screenful, and the runs' order (the cursor's path) stays exact."""
+        name = view.state.name
+        block = self._blocks.get(name)
+        if block is None:
+            return
+        block.view = view
+        if self._tops and isinstance(view, BoxView) and not self._on_screen(name) \
+                and shown_runs(view.state, self.filter) == (block.lines.runs,
+                                                            bool(block.lines.lines)):
+            block.due = min(block.due, now)
+            return
+        self._rebuild(name, now)
+
+    def _on_screen(self, name: str) -> bool:
+        """Whether any row of the box lies in the scrolled window."""
+        at = self._index[name]
+        start = self._tops[at]
+        end = self._tops[at + 1] if at + 1 < len(self._tops) else self.virtual_size.height
+        top = self.scroll_offset.y
+        return start < top + max(self.scrollable_content_region.height, self.size.height, 1) \
+            and end > top
 
     def set_boxes(self, views: Iterable[View], now: float) -> None:
         """The boxes the config now lists, in its order (a reloaded config added or
@@ -116,7 +161,8 @@ class FleetList(ScrollView, can_focus=False):
         for view in views:
             block = self._blocks.get(view.state.name)
             if block is None:
-                block = _Block(view, lines_of(view, self.filter, now))
+                block = _Block(view, lines_of(view, self.filter, now),
+                               unfiltered=not self.filter)
             blocks[view.state.name] = block
         if list(blocks) == self._names:
             return
@@ -143,11 +189,34 @@ class FleetList(ScrollView, can_focus=False):
         return [b.view for b in self._blocks.values()]
 
     def tick(self, now: float) -> None:
-        """Redraw the boxes whose ages or countdowns read differently by now (and only
-        those; a line whose words did not change is not repainted)."""
-        for name, block in self._blocks.items():
-            if min(block.lines.due, block.due) <= now:
-                self._rebuild(name, now)
+        """Redraw the boxes in the window whose ages or countdowns read differently by now
+        (and only those; a line whose words did not change is not repainted). A box out
+        of the window stays due and is redrawn as it scrolls in (or when read): at 1,000
+        boxes whose ages turn every second, a tick redraws a screenful, not the fleet."""
+        if self._ticking:
+            return
+        self._ticking = True
+        try:
+            for name in self._in_window():
+                block = self._blocks[name]
+                if min(block.lines.due, block.due) <= now:
+                    self._rebuild(name, now)
+        finally:
+            self._ticking = False
+
+    def _in_window(self) -> list[str]:
+        """The boxes with a row in the scrolled window (every box before the layout)."""
+        if not self._tops:
+            return list(self._names)
+        top = self.scroll_offset.y
+        bottom = top + max(self.scrollable_content_region.height, self.size.height, 1)
+        first = max(bisect_right(self._tops, top) - 1, 0)
+        return self._names[first:bisect_left(self._tops, bottom)]
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self._clock is not None and round(old_value) != round(new_value):
+            self.tick(self._clock())  # the boxes scrolled in read as of now
 
     @property
     def order(self) -> list[RunKey]:
@@ -173,14 +242,65 @@ class FleetList(ScrollView, can_focus=False):
 
     def text(self, name: str | None = None) -> str:
         """The plain words of one box's lines (or the whole list): what a reader sees."""
+        if self._clock is not None:  # what a reader sees is as of now, scrolled there
+            now = self._clock()
+            for each in [name] if name is not None else list(self._blocks):
+                block = self._blocks[each]
+                if min(block.lines.due, block.due) <= now:
+                    self._rebuild(each, now)
         blocks = [self._blocks[name]] if name is not None else self._blocks.values()
         return "\n".join(line.text.plain for b in blocks for line in b.lines.lines)
 
     # --- reactives ---------------------------------------------------------------------
 
     def watch_filter(self) -> None:
-        for name in self._blocks:
-            self._rebuild(name, self._now, force=True)
+        """Only the boxes whose shown runs change are rebuilt, then the list is laid out
+        once: a keystroke at 1,000 boxes looks at every run's name, and redraws (and lays
+        out) only what the new words show or hide."""
+        changed = False
+        now = self._clock() if self._clock is not None else self._now
+        for name, block in self._blocks.items():
+            want = shown_of(block.view, self.filter)
+            if want == (block.lines.runs, bool(block.lines.lines)):
+                continue
+            if self.filter and block.unfiltered:
+                block.stash = (block.lines, block.strips, block.owners, block.width,
+                               block.drawn)
+            elif not self.filter and block.stash is not None \
+                    and block.stash[0].runs == want[0]:
+                # Back as they were; a box that answered since is drawn as it is seen.
+                block.lines, block.strips, block.owners, block.width, block.drawn = \
+                    block.stash
+                block.stash, block.unfiltered = None, True
+                block.due = min(block.due, now)
+                self._order = None
+                if self._cursor is not None and self._cursor[0][0][0] == name:
+                    self._cursor = None
+                changed = True
+                continue
+            changed = self._rebuild(name, self._now, force=True, layout=False) or changed
+        if changed and self._tops:
+            self._layout()
+            self.refresh()
+            self._show_cursor()
+            self.tick(now)  # what the window shows, as of now
+
+    def top_of(self, name: str) -> int | None:
+        """The row the box's head line is on (None before the list is laid out)."""
+        if name not in self._index or not self._tops:
+            return None
+        return self._tops[self._index[name]]
+
+    def scroll_to_box(self, name: str) -> None:
+        """The box's head line at the top of the window (a jump to a box with no run)."""
+        top = self.top_of(name)
+        if top is not None:
+            self.scroll_to(y=top, animate=False, immediate=True)
+
+    def show_cursor(self) -> None:
+        """Scroll the selected run (and its box's head) into view, as a cursor move does."""
+        if self._tops:
+            self._show_cursor()
 
     def watch_selected(self, old: RunKey | None, new: RunKey | None) -> None:
         self._cursor = None
@@ -206,14 +326,20 @@ class FleetList(ScrollView, can_focus=False):
 
     # --- lines -------------------------------------------------------------------------
 
-    def _rebuild(self, name: str, now: float, *, force: bool = False) -> None:
+    def _rebuild(self, name: str, now: float, *, force: bool = False,
+                 layout: bool = True) -> bool:
+        """A box's lines made again; whether they changed. `layout=False`: the caller lays
+        the list out once after rebuilding many boxes."""
         self._now = now
         block = self._blocks[name]
         block.due = float("inf")
+        block.unfiltered = not self.filter
+        if block.unfiltered:
+            block.stash = None
         lines = lines_of(block.view, self.filter, now)
         if not force and lines.lines == block.lines.lines:
             block.lines = lines  # the same words; only the due time moved
-            return
+            return False
         old_height = len(block.strips) if block.strips is not None else None
         if lines.runs != block.lines.runs:
             self._order = None
@@ -221,8 +347,8 @@ class FleetList(ScrollView, can_focus=False):
         block.strips = None
         if self._cursor is not None and self._cursor[0][0][0] == name:
             self._cursor = None
-        if not self._tops:
-            return  # not laid out yet: on_mount does it
+        if not self._tops or not layout:
+            return True  # not laid out yet (on_mount does it), or the caller lays it out
         top = self._tops[self._index[name]]
         if old_height != len(self._strips(name)[0]):
             self._layout()
@@ -230,6 +356,7 @@ class FleetList(ScrollView, can_focus=False):
             self._show_cursor()  # runs came or went (a destroy): the cursor stays in view
         else:
             self.refresh_lines(top, old_height)
+        return True
 
     def on_mount(self) -> None:
         self._layout()
@@ -248,6 +375,8 @@ class FleetList(ScrollView, can_focus=False):
         for block in self._blocks.values():
             block.strips = None
             block.drawn = {}
+            if block.stash is not None:  # its strips were drawn in the old colours
+                block.stash = (block.stash[0], None, None, 0, {})
         super().notify_style_update()
         if self._tops:
             self._layout()
@@ -264,6 +393,11 @@ class FleetList(ScrollView, can_focus=False):
         # Try the width of the last layout first: its strips are cached, and the scrollbar
         # comes or goes rarely (only then are the lines wrapped again at the other width).
         first = self._wrap_width if self._wrap_width in (full, narrow) else full
+        # More lines than rows overflow at any width (wrapping only adds rows): start at the
+        # narrow width then, or a filter cleared at 1,000 boxes would first wrap every box
+        # at the full width it had while the few shown boxes fitted.
+        if sum(len(self._blocks[name].lines.lines) for name in self._names) > self.size.height:
+            first = narrow
         for width in (first, narrow if first == full else full):
             self._wrap_width = width
             y = 0
@@ -276,6 +410,9 @@ class FleetList(ScrollView, can_focus=False):
         self._tops = tops
         self._base = None
         self.virtual_size = Size(0, y)  # lines wrap at the width: nothing to scroll across
+        # The scrollbar follows the new height now, not at the next layout: until then the
+        # list may not scroll (a filter cleared, then the cursor shown far down).
+        self._refresh_scrollbars()
 
     def _style(self, part: str) -> VisualStyle:
         """The list's style with one of its components (cached until the CSS changes)."""

@@ -229,6 +229,37 @@ def matches(run: RunState, text: str) -> bool:
     return not text or str(run.health).startswith(text) or text in run.name.lower()
 
 
+def shown_runs(box: BoxState, text: str) -> tuple[tuple[str, ...], bool]:
+    """The paths of the runs the `/` filter shows on a box, and whether the box shows at
+    all. Part of the box's name shows every run of it (so `/NAME` narrows the list to that
+    box); with a filter on, a box with no run shown is left out, so that at 1,000 boxes a
+    filter leaves the runs it found, not 1,000 box heads."""
+    text = text.strip().lower()
+    if not text or text in box.name.lower():
+        return tuple(r.path for r in box.runs), True
+    shown = tuple(r.path for r in box.runs if matches(r, text))
+    return shown, bool(shown)
+
+
+def box_health(box: BoxState) -> str | None:
+    """One word for a box in the strip's count: its worst run's trouble, `ok`, or why it
+    does not answer; None for a box at rest (stopped or destroyed: counted apart)."""
+    if box.rest is not None:
+        return None
+    if box.connection is Connection.CONNECTING:
+        return "connecting"
+    if box.connection is not Connection.OK:
+        return "unreachable"
+    healths = {r.health for r in box.runs}
+    for worst in (Health.DEAD, Health.FAILED, Health.STALLED, Health.UNREADABLE):
+        if worst in healths:
+            return str(worst)
+    return "ok"
+
+
+BOX_HEALTHS = ("ok", "stalled", "dead", "failed", "unreadable", "unreachable", "connecting")
+
+
 def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = None,
                   items: tuple[Text, ...] = (), disk_usd_per_hr: float | None = None
                   ) -> Text:
@@ -326,6 +357,14 @@ def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
     if resting:  # stopped or destroyed on purpose: counted apart, not as down
         text.append(", ".join(f"{resting.count(k)} {k}" for k in ("stopped", "destroyed")
                               if k in resting) + " ", style="dim")
+    # Boxes by their worst state: at 1,000 boxes, how many need a look, without scrolling.
+    healths = [h for h in map(box_health, boxes) if h is not None]
+    for word in BOX_HEALTHS:
+        count = healths.count(word)
+        if count:
+            symbol = badge(word)
+            text.append("· ", style="dim")
+            text.append(f"{count} {word} ", style=symbol.style)
     counts = {h: 0 for h in Health}
     for box in boxes:
         for run in box.runs:
@@ -393,6 +432,9 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
     """A box as the fleet list shows it: head, activity, money, problems, then a main
     and a detail line per run the filter shows, a count of the hidden ones, a gap."""
     box = view.state
+    paths, visible = shown_runs(box, filter_text)
+    if not visible:  # a filter on, and nothing of this box matches it
+        return BoxLines((), (), math.inf)
     due = Due(now)
     stopped = view.cost.rates.stopped if view.cost is not None else None
     lines = [Line(box_head_line(box, view.provider, now, due, view.items,
@@ -410,11 +452,9 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
             due.countdown(box.guard.deadline - carried)
     lines += _lines_of(guard_line(box, now), 2)
     lines += _lines_of(box_problem_line(box, now, due), 2)
-    shown: list[str] = []
     for run in box.runs:
-        if not matches(run, filter_text):
+        if run.path not in paths:
             continue
-        shown.append(run.path)
         cost = view.cost.runs.get(run.path) if view.cost else None
         pushed = run_push_note(run, view.pushes, box, due)
         if view.at_stake:
@@ -424,8 +464,8 @@ def box_lines(view: BoxView, filter_text: str, now: float) -> BoxLines:
         unit = view.cost.units.get(run.path) if view.cost else None
         lines.append(Line(run_detail_line(run, now, cost, pushed, due, unit,
                                           ends=box.rest is None), 2, run=run.path))
-    hidden = len(box.runs) - len(shown)
+    hidden = len(box.runs) - len(paths)
     if hidden:
         lines.append(Line(Text(f"{hidden} run(s) hidden by the filter"), 2, style="muted"))
     lines.append(Line(Text()))
-    return BoxLines(tuple(lines), tuple(shown), due.at)
+    return BoxLines(tuple(lines), paths, due.at)

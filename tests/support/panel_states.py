@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,14 @@ def fixed_meter(ledger_path: Path) -> CostMeter:
     }
     meter.idle = {"runpod-a100": NOW - 25 * 60}
     return meter
+
+
+def big_fleet(boxes: int) -> tuple[FleetConfig, list[BoxState]]:
+    """`boxes` boxes named box000, box001 ...: fleet_states()' three, over and over (a
+    box training fine, one with a failed, a stalled and a dead run, one that times out),
+    for the panel at fleet scale."""
+    templates = fleet_states()
+    text = "".join(f'[[box]]\nname = "box{i:03d}"\nhost = "10.1.{i // 250}.{i % 250 + 1}"\n'
+                   for i in range(boxes))
+    states = [replace(templates[i % len(templates)], name=f"box{i:03d}") for i in range(boxes)]
+    return parse_config(text, "big.toml"), states

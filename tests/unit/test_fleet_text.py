@@ -10,11 +10,13 @@ from tui.model.runs import Health, RunState
 from widgets.fleet_text import (
     Due,
     box_head_line,
+    box_health,
     box_problem_line,
     coarse_age,
     fit,
     matches,
     run_main_line,
+    shown_runs,
     sparkline,
 )
 from widgets.preflight_text import check_item
@@ -154,3 +156,28 @@ def test_a_failed_check_is_a_short_item_in_the_box_header() -> None:
                         None)
     shown = check_item(long)
     assert shown is not None and cell_len(shown.plain) <= 38
+
+
+def test_the_filter_shows_a_whole_box_by_name_and_leaves_out_boxes_it_finds_nothing_on(
+) -> None:
+    box = BoxState(name="Vast-4090-a", connection=Connection.OK,
+                   runs=(run("coco-1"), run("voc-2")))
+    assert shown_runs(box, "") == (("/r/coco-1", "/r/voc-2"), True)
+    assert shown_runs(box, "4090") == (("/r/coco-1", "/r/voc-2"), True)  # part of its name
+    assert shown_runs(box, " VOC ") == (("/r/voc-2",), True)
+    assert shown_runs(box, "stalled") == ((), False)  # nothing here: the box is left out
+    assert shown_runs(BoxState(name="empty"), "") == ((), True)  # no filter: every box
+
+
+def test_a_box_counts_as_its_worst_run_or_why_it_does_not_answer() -> None:
+    def with_health(*healths: Health) -> BoxState:
+        return BoxState(name="b", connection=Connection.OK, runs=tuple(
+            RunState(path=f"/r/{i}", name=str(i), root="/r", health=h, reason="")
+            for i, h in enumerate(healths)))
+
+    assert box_health(with_health()) == "ok"
+    assert box_health(with_health(Health.RUNNING, Health.COMPLETED)) == "ok"
+    assert box_health(with_health(Health.RUNNING, Health.STALLED)) == "stalled"
+    assert box_health(with_health(Health.STALLED, Health.DEAD, Health.FAILED)) == "dead"
+    assert box_health(BoxState(name="b")) == "connecting"
+    assert box_health(BoxState(name="b", connection=Connection.TIMEOUT)) == "unreachable"

@@ -1,5 +1,9 @@
 """The fleet screen: the strip with the fleet at a glance, every box and run, the filter.
 
+`/` filters the runs by name, health or box; `/NAME` enter, NAME a box's name, goes to
+that box (the filter goes, the cursor lands on its first run): how one finds a box among
+1,000.
+
 It owns the cursor: `j`/`k` move `selected`, a run key held here (not read
 back from focus, which Textual moves only after the key is handled), so keys
 that arrive in one burst over a slow link each act on the state the key
@@ -93,7 +97,7 @@ class FleetScreen(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_run", "Open run", id="open"),
-        Binding(FILTER_KEY, "filter", "Filter", id="filter"),
+        Binding(FILTER_KEY, "filter", "Filter / go to box", id="filter"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
         Binding("s", "stop", "Stop box", id="stop", show=False),
@@ -125,13 +129,15 @@ class FleetScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         app = self.gpurent
-        field = FilterField(placeholder="filter runs by name or health (enter keeps it, escape "
-                      "clears it)", id="filter", disabled=True)
+        field = FilterField(placeholder="filter runs by name, health or box; a box's name + "
+                            "enter goes to it; enter keeps the filter, escape clears it",
+                            id="filter", disabled=True)
         field.display = False
         yield field
         yield FleetHead(self._boxes(), app.cost, id="fleet-head")
         now = app.clock()
-        yield FleetList(self._views(), now).data_bind(FleetScreen.filter, FleetScreen.selected)
+        yield FleetList(self._views(), now, clock=app.clock).data_bind(
+            FleetScreen.filter, FleetScreen.selected)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -299,13 +305,33 @@ class FleetScreen(Screen[None]):
         pick = order[0]
         if self._wanted is None:
             rank = self._urgency
-            best = min(order, key=rank)  # the first of the most urgent, in order
-            if rank(best) < rank(pick) and not self.fleet_list.fits_on_top(best):
-                pick = best
-            if self.selected in order and rank(self.selected) <= rank(pick) \
-                    and rank(self.selected) < rank(order[0]):
-                pick = self.selected  # placed already: it does not jump between equals
+            if rank(pick) > 0:  # (the top row trains: nothing is more urgent; no search)
+                best = self._most_urgent(order)
+                if rank(best) < rank(pick) and not self.fleet_list.fits_on_top(best):
+                    pick = best
+                if self.selected in order and rank(self.selected) <= rank(pick) \
+                        and rank(self.selected) < rank(order[0]):
+                    pick = self.selected  # placed already: it does not jump between equals
         self.selected = pick
+
+    def _most_urgent(self, order: list[RunKey]) -> RunKey:
+        """The first of the most urgent runs, in order; the search stops at the first run
+        that trains (nothing outranks it): each box's answer asks, 1,000 boxes answer."""
+        states = self.gpurent.states
+        best, best_rank = order[0], 3
+        ranks: dict[str, dict[str, int]] = {}
+        for key in order:
+            box = ranks.get(key[0])
+            if box is None:
+                state = states.get(key[0])
+                box = ranks[key[0]] = {r.path: URGENCY.get(r.health, 2)
+                                       for r in (state.runs if state is not None else ())}
+            rank = box.get(key[1], 2)
+            if rank < best_rank:
+                best, best_rank = key, rank
+                if rank == 0:
+                    break
+        return best
 
     def _urgency(self, key: RunKey | None) -> int:
         """0: a run training now (what one watches: epochs, ETA, its cost); 1: a run that
@@ -364,9 +390,13 @@ class FleetScreen(Screen[None]):
             self._close_filter(clear=True)
 
     def _close_filter(self, clear: bool) -> None:
+        """Escape clears the filter; enter keeps it, unless its words are a box's name:
+        then the filter goes and the cursor goes to that box (`/NAME` enter, as one finds
+        a pod in k9s)."""
         self._typing = False
         field = self._field()
-        if clear:
+        target = None if clear else self._box_named(field.value)
+        if clear or target is not None:
             field.value = ""
         self._apply_filter(field.value)
         if not field.value:
@@ -374,6 +404,28 @@ class FleetScreen(Screen[None]):
             field.disabled = True
         self.set_focus(None)
         self._follow_order()
+        if target is not None:
+            self.jump_to_box(target)
+
+    def _box_named(self, text: str) -> str | None:
+        """The box whose name the words are (case aside), if any."""
+        wanted = text.strip().lower()
+        if not wanted:
+            return None
+        return next((b.name for b in self.gpurent.fleet.boxes
+                     if b.name.lower() == wanted and b.name in self.gpurent.states), None)
+
+    def jump_to_box(self, name: str) -> None:
+        """The cursor on the box's first run, with the box's head line in view; a box that
+        shows no run is scrolled to and says so."""
+        fleet_list = self.fleet_list
+        first = next((key for key in fleet_list.order if key[0] == name), None)
+        if first is None:
+            fleet_list.scroll_to_box(name)
+            self.notify(f"{name} shows no run", timeout=3, markup=False)
+            return
+        self._wanted = self.selected = first
+        fleet_list.show_cursor()  # the cursor may have been there already, scrolled away
 
     def _apply_filter(self, value: str) -> None:
         """The runs shown follow the filter's words at once (the cursor among them)."""
