@@ -15,8 +15,12 @@ one now pinned is accepted, and only a different key is refused.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import fcntl
+import hashlib
+import hmac
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,6 +49,49 @@ class KnownEntry:
     with_port: bool = True     # matched as [host]:port (else as the bare host name)
 
 
+class _Parsed:
+    """A known_hosts file's parsed lines, with an index of the plain host names they name:
+    a connection looks at the lines naming its host and at the ones no index can hold
+    (wildcards, negations, hashed names), not at every line (at 1,000 boxes a scan per
+    connection was half of the fleet's start)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[tuple[int, Any]]] = {}
+        self.hashed: list[tuple[bytes, bytes, int, Any]] = []  # |1|salt|hash: salt, hash
+        self.scanned: list[tuple[int, Any]] = []  # patterns, negations: matched each time
+
+    def add(self, number: int, line: str, parsed: Any) -> None:
+        fields = line.split()
+        hosts = fields[1] if fields and fields[0].startswith("@") and len(fields) > 1 \
+            else (fields[0] if fields else "")
+        names = hosts.split(",")
+        if len(names) == 1 and names[0].startswith("|1|"):
+            try:
+                salt, digest = (base64.b64decode(part, validate=True)
+                                for part in names[0][3:].split("|"))
+            except (ValueError, binascii.Error):
+                salt = digest = b""
+            if salt and digest:
+                self.hashed.append((salt, digest, number, parsed))
+                return
+        if any(not n or n[0] in "|!" or any(c in n for c in "*?") for n in names):
+            self.scanned.append((number, parsed))
+            return
+        for name in {n.lower() for n in names}:
+            self.by_name.setdefault(name, []).append((number, parsed))
+
+    def candidates(self, names: list[str]) -> list[tuple[int, Any]]:
+        """The lines that may match any of `names`, in file order: the index's, the hashed
+        lines whose HMAC of a name is theirs (as ssh checks them), and every pattern line."""
+        seen: dict[int, Any] = dict(self.scanned)
+        for name in names:
+            seen.update(self.by_name.get(name.lower(), ()))
+            for raw in {name.encode(), name.lower().encode()}:
+                seen.update((number, parsed) for salt, digest, number, parsed in self.hashed
+                            if hmac.new(salt, raw, hashlib.sha1).digest() == digest)
+        return sorted(seen.items(), key=lambda item: item[0])
+
+
 def known_name(host: str, port: int) -> str:
     """How known_hosts (and ssh-keygen -R) spell a host at a port."""
     return host if port == 22 else f"[{host}]:{port}"
@@ -57,7 +104,7 @@ class HostKeyStore:
         self.known_hosts = known_hosts
         self.pinned = pinned
         self.accept_new = accept_new
-        self._parsed: dict[Path, tuple[tuple[int, int, int], list[tuple[int, Any]]]] = {}
+        self._parsed: dict[Path, tuple[tuple[int, int, int], _Parsed]] = {}
 
     @property
     def policy(self) -> tuple[str, str, bool]:
@@ -75,7 +122,7 @@ class HostKeyStore:
             names.append((host, False))
         found: list[KnownEntry] = []
         for path in self._files():
-            for number, parsed in self._lines(path):
+            for number, parsed in self._lines(path).candidates([n for n, _ in names]):
                 for name, with_port in names:
                     trusted, cas, revoked = parsed.match(name, "", None)[:3]
                     for marker, keys in ((None, trusted), ("cert-authority", cas),
@@ -86,13 +133,13 @@ class HostKeyStore:
                         break
         return found
 
-    def _lines(self, path: Path) -> list[tuple[int, Any]]:
+    def _lines(self, path: Path) -> _Parsed:
         """The readable lines of a known_hosts file, parsed once per change of the file
         (a big file is not parsed again for every hop of every box)."""
         try:
             st = path.stat()
         except OSError:
-            return []
+            return _Parsed()
         sig = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = self._parsed.get(path)
         if cached is not None and cached[0] == sig:
@@ -100,13 +147,13 @@ class HostKeyStore:
         try:
             lines = path.read_text(errors="replace").splitlines()
         except OSError:
-            return []
-        parsed = []
+            return _Parsed()
+        parsed = _Parsed()
         for number, line in enumerate(lines, 1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             try:
-                parsed.append((number, asyncssh.import_known_hosts(line)))
+                parsed.add(number, line, asyncssh.import_known_hosts(line))
             except (ValueError, asyncssh.KeyImportError):
                 continue
         self._parsed[path] = (sig, parsed)
