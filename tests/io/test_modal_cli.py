@@ -89,8 +89,10 @@ def test_no_cli_on_path_is_cli_missing(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "GPURENT_STANDIN_STATE": str(tmp_path / "none.json")}
     kind, words = kind_of(modal_cli.app_state("x", env=env))
     assert kind == "cli_missing" and "not on PATH" in words
-    kind, _ = kind_of(modal_cli.app_state("x", cli=str(tmp_path / "modal"), env=env))
-    assert kind == "cli_missing"
+    missing = tmp_path / "nowhere" / "modal"
+    kind, words = kind_of(modal_cli.app_state("x", cli=str(missing), env=env))
+    assert kind == "cli_missing" and f"not found at {missing}" in words
+    assert "not on PATH" not in words  # a path that is not there is no PATH lookup
 
 
 def test_an_explicit_cli_path_is_used(modal: ModalStandIn) -> None:

@@ -119,9 +119,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         # no box's (or CLI's) control sequences
         print(clean_block(status_table(boxes, now, cost, serverless)))
     # A box stopped or destroyed on purpose is not a failure: cron scripts see exit 0. A
-    # serverless app whose CLI could not be read is.
+    # serverless app whose CLI could not be read is, and so is a missing app or volume.
     ok = all(b.connection is Connection.OK or b.rest is not None for b in boxes) and \
-        all(a.error is None for a in apps)
+        all(a.error is None and a.problem is None for a in apps)
     return EXIT_OK if ok else EXIT_FAILED
 
 

@@ -19,6 +19,7 @@ class AppState:
     tasks: int | None = None  # running containers/tasks, when the CLI says
     started_at: float | None = None  # epoch seconds of the current run's start, when known
     detail: str = ""  # the CLI's own words, cleaned, at most 200 chars
+    stopped_at: float | None = None  # when it stopped, when the CLI says (Modal's list does)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class VolumeEntry:
     is_dir: bool
     size: int | None = None
     mtime: float | None = None
+    # The name as the CLI printed it, when cleaning `path` for display changed it (escape
+    # sequences): what a read of this folder must ask for; bounded by the adapter.
+    raw_path: str | None = None
 
 
 class ServerlessError(Exception):

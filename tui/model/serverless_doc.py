@@ -61,6 +61,7 @@ def serverless_document(entry: ServerlessConfig, state: ServerlessState, now: fl
         "error": state.error,
         "error_kind": state.error_kind,
         "runs_error": state.runs_error,
+        "problem": state.problem,  # the app or its volume is missing: `status` exits 1
         "usd_per_gpu_second": rate,
         "price_source": price_source(entry),
         # estimates: GPU-seconds of each run read (start to now, or to its last update)
@@ -90,6 +91,8 @@ def serverless_lines(entry: ServerlessConfig, state: ServerlessState, now: float
         out.append(f"  ! {state.error}")
         if state.ok_at is not None:
             out.append(f"  (data below is {format_age(now - state.ok_at)} old)")
+    if state.problem:
+        out.append(f"  ! {state.problem}")
     if state.runs_error:
         out.append(f"  · {state.runs_error}")
     verdicts = judge_runs(entry, app, state.runs, now)

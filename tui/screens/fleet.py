@@ -450,9 +450,12 @@ class FleetScreen(Screen[None]):
 
     def _box_of_cursor(self) -> str | None:
         """The box the cursor's run is on; a fleet of one box needs no cursor."""
-        key = self._box_only(self.cursor(), "this")
+        cursor = self.cursor()
+        key = self._box_only(cursor, "this")
         if key is not None:
             return key[0]
+        if cursor is not None:
+            return None  # a serverless app's row: refused above, nothing else starts
         boxes = self.gpurent.fleet.boxes
         if len(boxes) == 1:
             return boxes[0].name
@@ -492,6 +495,12 @@ class FleetScreen(Screen[None]):
         app, box = self.gpurent, key[0]
         entry = self._serverless_entry(box)
         if entry is not None:
+            polled = app.serverless.get(box)
+            if polled is not None and polled.app is not None and \
+                    polled.app.state == "stopped" and polled.error is None:
+                self.notify(f"{entry.provider} app {entry.app} is already stopped",
+                            severity="warning", markup=False)
+                return
             body = (f"`{entry.provider} app stop {entry.app}`: its running containers end "
                     "now, a run not committed to the volume loses what it did since its "
                     f"last commit. The volume {entry.volume} stays. The row reads stopped "
@@ -582,6 +591,9 @@ class FleetScreen(Screen[None]):
         busy = list(app.busy)
         if key is not None and key[0] in app.busy:
             self.post_message(CancelRequested(key[0]))
+        elif key is not None and self._serverless_entry(key[0]) is not None:
+            # an app's row cancels the app's own action only, never some box's
+            self.notify(f"nothing is running on {key[0]}", timeout=3, markup=False)
         elif len(busy) == 1:
             self.post_message(CancelRequested(busy[0]))
         elif busy:
