@@ -80,7 +80,7 @@ def app_lines(view: ServerlessView, filter_text: str, now: float) -> BoxLines:
         lines.append(Line(Text(f"! {state.problem}", style="bold red"), 2, run=APP_ROW))
     if state.runs_error:
         lines.append(Line(Text(state.runs_error), 2, run=APP_ROW, style="muted"))
-    elif state.app is not None and not state.runs:
+    elif state.app is not None and not state.runs and not state.problem:
         lines.append(Line(Text(f"no runs under {entry.volume}:{entry.runs_path}"), 2,
                           run=APP_ROW, style="muted"))
     shown = [APP_ROW]

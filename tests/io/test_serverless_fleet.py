@@ -218,3 +218,117 @@ def test_the_stop_command_stops_the_app_and_destroy_says_it_does_not_apply(
     entries = Journal().entries
     assert [(e["box"], e["action"], e["outcome"]) for e in entries] == \
         [("modal-yolo", "stop", "done")]
+
+
+def serverless_only(tmp_path: Path, **extra: object) -> Path:
+    """A fleet of the stand-in's app alone (no box), as its config file."""
+    entry = {"name": "modal-yolo", "provider": "modal", "app": "yolo-train",
+             "volume": "runs-vol", "runs_path": "/runs", "gpu": "H100:2", "timeout": 21600,
+             "cli": str(BIN / "modal"), "local_dir": str(tmp_path / "pushed"), **extra}
+    config = tmp_path / "fleet.toml"
+    config.write_text("[[serverless]]\n" + "".join(f"{k} = {json.dumps(v)}\n"
+                                                   for k, v in entry.items()))
+    return config
+
+
+async def test_box_keys_on_an_app_row_start_nothing_and_a_stopped_app_ends_its_runs(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "ssh-box"))
+        await until(pilot, lambda: "ETA 8h00m is past" in box_text(app, "modal-yolo"))
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        for row in (("modal-yolo", APP_ROW), ("modal-yolo", "runs/exp1")):
+            await select(pilot, screen, row)
+            for key in ("g", "G", "x"):  # a fleet of one box: no fallback onto it
+                await pilot.press(key)
+                await pilot.pause()
+                assert not app.busy, (key, app.busy)
+                assert "ssh-box" not in app.notes, key
+        assert any("is for a box" in n.message for n in app._notifications)
+        # the app stops outside the panel: its run ends with it, its cost stops there
+        modal.app(state="stopped", tasks="0", stopped_at=iso(time.time() - 60))
+        await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
+        text = box_text(app, "modal-yolo")
+        assert "ETA 8h00m is past" not in text and "killed by its" not in text
+        assert "killed: its app yolo-train reads stopped" in text
+        cost = [line for line in text.split("\n") if "of GPU time (est.)" in line]
+        calls = len(modal.calls())
+        await until(pilot, lambda: len(modal.calls()) > calls + 4)  # polled again
+        assert [line for line in box_text(app, "modal-yolo").split("\n")
+                if "of GPU time (est.)" in line] == cost
+        # s on a stopped app: said at once, nothing asked, nothing sent
+        await select(pilot, screen, ("modal-yolo", APP_ROW))
+        await pilot.press("s")
+        await until(pilot, lambda: any("is already stopped" in n.message
+                                       for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert not any(c[:2] == ["app", "stop"] for c in modal.calls())
+
+
+def test_a_missing_volume_or_app_is_a_problem_and_status_fails(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    config = serverless_only(tmp_path, volume="novol")
+    assert main(["status", "--config", str(config)]) == 1
+    table = capsys.readouterr().out
+    assert "! volume novol is missing (modal: Volume 'novol' not found)" in table
+    assert "on volume novol yet" not in table and "no runs found" not in table
+    assert main(["status", "--json", "--config", str(config)]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["problem"].startswith("volume novol is missing") and app["error"] is None
+    # a runs root not made yet on a volume that is there: a note, not a failure
+    config = serverless_only(tmp_path, runs_path="/later")
+    assert main(["status", "--config", str(config)]) == 0
+    assert "· no /later on volume runs-vol yet" in capsys.readouterr().out
+    modal.app(description="another-app")
+    config = serverless_only(tmp_path)
+    assert main(["status", "--config", str(config)]) == 1
+    assert "! modal app yolo-train is missing" in capsys.readouterr().out
+
+
+def test_push_and_destroy_on_the_command_line_and_a_second_stop_is_refused(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    config = serverless_only(tmp_path)
+    assert main(["push", "modal-yolo", "exp1", "--config", str(config)]) == 0
+    pushed = tmp_path / "pushed" / "modal-yolo" / "exp1"
+    assert (pushed / "best.pt").read_bytes() == b"w" * 4096
+    assert (pushed / "last.pt").read_bytes() == b"l" * 2048
+    capsys.readouterr()
+    assert main(["push", "modal-yolo", "nope", "--config", str(config)]) == 1
+    assert "no run nope read on volume runs-vol:/runs (runs read: exp1)" in \
+        capsys.readouterr().out
+    assert main(["destroy", "modal-yolo", "--yes", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "`gpurent-tui stop modal-yolo` stops it" in err and "s stops it" not in err
+    assert main(["stop", "modal-yolo", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "yolo-train reads stopped" in out and "stopped (stopped)" not in out
+    assert main(["stop", "modal-yolo", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert "already stopped" in out and "accepted" not in out
+    assert len([c for c in modal.calls() if c[:2] == ["app", "stop"]]) == 1
+    assert [e["outcome"] for e in Journal().entries if e["action"] == "stop"] == \
+        ["done", "refused"]
+
+
+def test_unreadable_runs_cost_nothing_and_an_escaped_name_finds_its_status(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    modal.put("runs/torn/status.json", '{"state": "runn')
+    modal.put("runs/\x1b[31mred\x1b[0m/status.json", status_json(
+        epoch=1, total=40, started_at=iso(now - 600), updated_at=iso(now - 30)))
+    config = serverless_only(tmp_path)
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    runs = {r["name"]: r for r in app["runs"]}
+    assert len(runs) == 3
+    (red,) = [r for n, r in runs.items() if "red" in n]
+    assert "\x1b" not in red["name"] and red["health"] == "running"  # its status.json read
+    assert runs["torn"]["health"] == "unreadable" and runs["torn"]["estimated_cost_usd"] is None
+    costs = [r["estimated_cost_usd"] for r in app["runs"] if r["estimated_cost_usd"]]
+    assert app["estimated_cost_usd"] == pytest.approx(sum(costs), abs=1e-5)
+    assert app["estimated_cost_usd"] < 1.2 * 3600 * 2 * 0.001097  # exp1's hour + red's 10 min

@@ -102,7 +102,8 @@ def serverless_lines(entry: ServerlessConfig, state: ServerlessState, now: float
         spent = f"~{usd(cost)} for the runs read" if cost is not None else "nothing read yet"
         out.append(f"  cost: {spent} (estimate: GPU-seconds x {usd(rate)}/s for {entry.gpu}, "
                    f"{price_source(entry)})")
-    if not state.runs and app is not None and not state.runs_error:
+    if not state.runs and app is not None and not state.runs_error and \
+            not state.problem:
         out.append(f"  no runs found under {entry.volume}:{entry.runs_path}")
     for run, verdict in zip(state.runs, verdicts, strict=True):
         out.append(run_line(run))
