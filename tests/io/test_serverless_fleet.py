@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,6 +30,7 @@ from tui.runtime.fleet import Runtime
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
+from widgets.fleet_head import FleetHead
 from widgets.serverless_text import APP_ROW
 
 
@@ -250,6 +255,8 @@ async def test_box_keys_on_an_app_row_start_nothing_and_a_stopped_app_ends_its_r
                 assert not app.busy, (key, app.busy)
                 assert "ssh-box" not in app.notes, key
         assert any("is for a box" in n.message for n in app._notifications)
+        head = screen.query_one(FleetHead)
+        await until(pilot, lambda: "1/1 boxes up · 1 app (1 running)" in head.render().plain)
         # the app stops outside the panel: its run ends with it, its cost stops there
         modal.app(state="stopped", tasks="0", stopped_at=iso(time.time() - 60))
         await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
@@ -332,3 +339,57 @@ def test_unreadable_runs_cost_nothing_and_an_escaped_name_finds_its_status(
     costs = [r["estimated_cost_usd"] for r in app["runs"] if r["estimated_cost_usd"]]
     assert app["estimated_cost_usd"] == pytest.approx(sum(costs), abs=1e-5)
     assert app["estimated_cost_usd"] < 1.2 * 3600 * 2 * 0.001097  # exp1's hour + red's 10 min
+
+
+def test_serverless_estimates_reach_status_costs_and_watch(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str],
+        isolated_dirs: Path) -> None:
+    config = serverless_only(tmp_path)
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    fleet, (app,) = doc["fleet"], doc["serverless"]
+    assert fleet["usd_per_hr"] == 0 and fleet["accrued_usd"] == 0  # metered: boxes only
+    money = fleet["serverless_usd"]
+    assert money["estimate"] is True and (money["apps"], money["apps_running"]) == (1, 1)
+    assert money["spent_usd_est"] == pytest.approx(app["estimated_cost_usd"], abs=1e-5)
+    assert money["usd_per_hr_est"] == pytest.approx(2 * 0.001097 * 3600)  # one run, H100:2
+    assert main(["status", "--config", str(config)]) == 0
+    table = capsys.readouterr().out
+    assert "serverless: ~$7.90/hr est., ~$" in table and " spent est. (1 app, 1 running; " \
+        "not in the fleet's totals or budget)" in table
+    assert main(["costs", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "Serverless apps (estimates" in out
+    assert "modal-yolo  modal app yolo-train (running (deployed), 1 task) H100:2: ~$" in out
+    assert main(["costs", "--json", "--config", str(config)]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert entry["name"] == "modal-yolo" and entry["spent_usd_est"] > 0
+    # watch's first line names the apps
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", str(config)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert "watch: 0 box(es) (), 1 serverless app(s) (modal-yolo: modal app yolo-train)" \
+        in first, first
+
+
+async def test_a_serverless_only_panel_counts_its_apps_and_runs(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    fleet = parse_config(serverless_only(tmp_path).read_text(), str(tmp_path / "fleet.toml"))
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "exp1" in box_text(app, "modal-yolo"))
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        head = screen.query_one(FleetHead)
+        await until(pilot, lambda: "1 app (1 running)" in head.render().plain)
+        words = head.render().plain
+        assert "boxes up" not in words and "serverless ~$7.90/hr est." in words
+        assert "running 1" in words  # the app's run counted by its health

@@ -54,6 +54,8 @@ from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import Health, format_age
+from tui.model.serverless_doc import pairs, serverless_money
+from tui.model.serverless_runs import ServerlessState
 from tui.model.serverless_view import destroy_words
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
@@ -129,7 +131,7 @@ class FleetScreen(Screen[None]):
                       "clears it)", id="filter", disabled=True)
         field.display = False
         yield field
-        yield FleetHead(self._boxes(), app.cost, id="fleet-head")
+        yield FleetHead(self._boxes(), app.cost, self._apps(), id="fleet-head")
         now = app.clock()
         yield FleetList(self._views(), now).data_bind(FleetScreen.filter, FleetScreen.selected)
         yield Footer()
@@ -165,6 +167,13 @@ class FleetScreen(Screen[None]):
 
     def _boxes(self) -> tuple[BoxState, ...]:
         return tuple(self.gpurent.states.values())
+
+    def _apps(self) -> tuple[tuple[ServerlessState, ...], float | None]:
+        """The serverless apps' last polls and their estimated burn, for the strip."""
+        app = self.gpurent
+        entries = pairs(app.fleet.serverless, list(app.serverless.values()))
+        states = tuple(state for _, state in entries)
+        return states, serverless_money(entries, app.clock()).usd_per_hr if entries else None
 
     def _view(self, name: str) -> BoxView:
         app = self.gpurent
@@ -214,6 +223,7 @@ class FleetScreen(Screen[None]):
             return
         self.fleet_list.show(self._app_view(name), self.gpurent.clock())
         self._follow_order()
+        self._schedule_head()
 
     def _serverless_entry(self, name: str) -> ServerlessConfig | None:
         return next((e for e in self.gpurent.fleet.serverless if e.name == name), None)
@@ -271,6 +281,7 @@ class FleetScreen(Screen[None]):
         head = self.query_one(FleetHead)
         head.boxes = self._boxes()
         head.cost = self.gpurent.cost
+        head.apps = self._apps()
 
     def _tick(self) -> None:
         self.fleet_list.tick(self.gpurent.clock())
