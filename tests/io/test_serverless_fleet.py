@@ -31,7 +31,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
 from widgets.fleet_head import FleetHead
-from widgets.serverless_text import APP_ROW
+from widgets.serverless_text import APP_ROW, ServerlessView, app_lines
 
 
 def iso(stamp: float) -> str:
@@ -393,3 +393,21 @@ async def test_a_serverless_only_panel_counts_its_apps_and_runs(
         words = head.render().plain
         assert "boxes up" not in words and "serverless ~$7.90/hr est." in words
         assert "running 1" in words  # the app's run counted by its health
+        # the footer on an app's rows: s stops the app, enter (refused there) is not shown
+        for row in (("modal-yolo", APP_ROW), ("modal-yolo", "runs/exp1")):
+            await select(pilot, screen, row)
+            await pilot.pause()
+            active = screen.active_bindings
+            assert (active["s"].binding.description, active["s"].binding.show) == \
+                ("Stop app", True)
+            assert active["enter"].binding.show is False
+            assert active["p"].binding.show is True
+        await pilot.press("enter")  # still says why, instead of nothing
+        await until(pilot, lambda: any("opening a run is for a box" in n.message
+                                       for n in app._notifications))
+        assert isinstance(app.screen, FleetScreen)
+        # the run shows no sparkline: no loss history read from the volume
+        view = ServerlessView(app.serverless["modal-yolo"], fleet.serverless[0])
+        (main_line,) = [line for line in app_lines(view, "", app.clock()).lines
+                        if line.run == "runs/exp1" and line.indent == 0]
+        assert main_line.spark is None

@@ -95,12 +95,16 @@ class FleetScreen(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_run", "Open run", id="open"),
+        # enter on a serverless row: not shown (no run screen for it), says why when pressed
+        Binding("enter", "open_refused", "Open run", show=False),
         Binding(FILTER_KEY, "filter", "Filter", id="filter"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
-        Binding("s", "stop", "Stop box", id="stop", show=False),
+        # s on a serverless row, shown there (a box's s is in the help only)
+        Binding("s", "stop_app", "Stop app"),
+        Binding("s", "stop", "Stop box/app", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
-        Binding("D", "destroy", "Destroy box", id="destroy", show=False),
+        Binding("D", "destroy", "Destroy box (an app: how)", id="destroy", show=False),
         Binding("L", "launch", "Launch a run", id="launch", show=False),
         Binding("w", "monitor", "Web monitor", id="monitor", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
@@ -439,6 +443,35 @@ class FleetScreen(Screen[None]):
                 self._apply_filter(field.value)
 
     # --- actions on the cursor ---------------------------------------------------------
+
+    def _on_app(self) -> bool:
+        """Whether the cursor is on a serverless app's row (its head or one of its runs)."""
+        key = self.selected
+        return key is not None and self._serverless_entry(key[0]) is not None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer follows the cursor: on a serverless row enter (refused there) is
+        hidden and s (stop the app) shown; elsewhere the box's keys as before. A hidden
+        binding lets the key fall through to the next binding of the same key. The two
+        twins have no id: where `[keys]` remaps open or stop they stand aside, and the
+        remapped binding acts on every row as before."""
+        remapped = self.gpurent.fleet.keys
+        if action == "open_run":
+            return "open" in remapped or not self._on_app()
+        if action == "open_refused":
+            return "open" not in remapped and self._on_app()
+        if action == "stop_app":
+            return "stop" not in remapped and self._on_app()
+        return True
+
+    def watch_selected(self) -> None:
+        self.refresh_bindings()
+
+    def action_open_refused(self) -> None:
+        self._box_only(self._chosen(), "opening a run")
+
+    def action_stop_app(self) -> None:
+        self.action_stop()
 
     def action_open_run(self) -> None:
         key = self._box_only(self._chosen(), "opening a run")
