@@ -175,8 +175,11 @@ def test_watch_logs_an_app_when_its_state_or_trouble_changes() -> None:
     sink(ServerlessChanged(state))  # the same: no line
     sink(ServerlessChanged(ServerlessState(name="m", provider="modal", app=APP,
                                            error="modal is not logged in here")))
+    sink(ServerlessChanged(ServerlessState(name="m", provider="modal", app=APP,
+                                           problem="volume v is missing")))
     assert said == ["serverless m: running, 1 task",
-                    "serverless m: modal is not logged in here"]
+                    "serverless m: modal is not logged in here",
+                    "serverless m: running, 1 task; ! volume v is missing"]
 
 
 STOPPED = AppState("modal", "yolo", "stopped", 0, T0 - 60, "stopped",

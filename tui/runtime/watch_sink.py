@@ -91,6 +91,8 @@ class LogSink:
     def _app(self, state: ServerlessState) -> list[str]:
         """A serverless app's line when its state or its CLI's trouble changes."""
         words = state.error or app_words(state.app)
+        if state.problem and not state.error:
+            words += f"; ! {state.problem}"
         if self._serverless.get(state.name) == words:
             return []
         self._serverless[state.name] = words
