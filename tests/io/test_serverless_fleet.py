@@ -257,6 +257,12 @@ async def test_box_keys_on_an_app_row_start_nothing_and_a_stopped_app_ends_its_r
         assert any("is for a box" in n.message for n in app._notifications)
         head = screen.query_one(FleetHead)
         await until(pilot, lambda: "1/1 boxes up · 1 app (1 running)" in head.render().plain)
+        # back on the box's run, the footer is the box's again
+        await select(pilot, screen, ("ssh-box", screen.fleet_list.order[0][1]))
+        await pilot.pause()
+        active = screen.active_bindings
+        assert active["enter"].binding.show is True and active["s"].binding.show is False
+        assert active["s"].binding.description == "Stop box/app"
         # the app stops outside the panel: its run ends with it, its cost stops there
         modal.app(state="stopped", tasks="0", stopped_at=iso(time.time() - 60))
         await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))

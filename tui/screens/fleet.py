@@ -87,6 +87,19 @@ def news(old: BoxCost, new: BoxCost) -> bool:
 URGENCY = {Health.RUNNING: 0, Health.STALLED: 1, Health.DEAD: 1}
 
 
+ROW_BINDINGS = ("open", "stop")  # the bindings whose footer entry follows the cursor's row
+
+
+def row_binding(binding: Binding, on_app: bool) -> Binding:
+    """`binding` as the footer shows it on a serverless app's row, or on a box's."""
+    if binding.id == "stop":
+        return replace(binding, show=on_app, description="Stop app" if on_app
+                       else "Stop box/app")
+    if binding.id == "open":
+        return replace(binding, show=not on_app)
+    return binding
+
+
 class FleetScreen(Screen[None]):
     """Every box in config order, a cursor over the runs, and the `/` filter."""
 
@@ -95,13 +108,9 @@ class FleetScreen(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_run", "Open run", id="open"),
-        # enter on a serverless row: not shown (no run screen for it), says why when pressed
-        Binding("enter", "open_refused", "Open run", show=False),
         Binding(FILTER_KEY, "filter", "Filter", id="filter"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
-        # s on a serverless row, shown there (a box's s is in the help only)
-        Binding("s", "stop_app", "Stop app"),
         Binding("s", "stop", "Stop box/app", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
         Binding("D", "destroy", "Destroy box (an app: how)", id="destroy", show=False),
@@ -449,29 +458,18 @@ class FleetScreen(Screen[None]):
         key = self.selected
         return key is not None and self._serverless_entry(key[0]) is not None
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The footer follows the cursor: on a serverless row enter (refused there) is
-        hidden and s (stop the app) shown; elsewhere the box's keys as before. A hidden
-        binding lets the key fall through to the next binding of the same key. The two
-        twins have no id: where `[keys]` remaps open or stop they stand aside, and the
-        remapped binding acts on every row as before."""
-        remapped = self.gpurent.fleet.keys
-        if action == "open_run":
-            return "open" in remapped or not self._on_app()
-        if action == "open_refused":
-            return "open" not in remapped and self._on_app()
-        if action == "stop_app":
-            return "stop" not in remapped and self._on_app()
-        return True
-
     def watch_selected(self) -> None:
+        """The footer follows the cursor: on a serverless app's rows s (stop the app) is
+        shown and enter (refused there: no run screen for an app's run) hidden; on a
+        box's, as the class binds them. The bindings are swapped in place, whatever key
+        `[keys]` gave them, so a remap still holds."""
+        on_app = self._on_app()
+        table = self._bindings.key_to_bindings
+        for key, bindings in list(table.items()):
+            if any(b.id in ROW_BINDINGS for b in bindings):
+                table[key] = [row_binding(b, on_app) for b in bindings]  # a new list: the
+                # class's map shares its lists with every instance
         self.refresh_bindings()
-
-    def action_open_refused(self) -> None:
-        self._box_only(self._chosen(), "opening a run")
-
-    def action_stop_app(self) -> None:
-        self.action_stop()
 
     def action_open_run(self) -> None:
         key = self._box_only(self._chosen(), "opening a run")
