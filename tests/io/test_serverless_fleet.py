@@ -345,6 +345,11 @@ def test_unreadable_runs_cost_nothing_and_an_escaped_name_finds_its_status(
     costs = [r["estimated_cost_usd"] for r in app["runs"] if r["estimated_cost_usd"]]
     assert app["estimated_cost_usd"] == pytest.approx(sum(costs), abs=1e-5)
     assert app["estimated_cost_usd"] < 1.2 * 3600 * 2 * 0.001097  # exp1's hour + red's 10 min
+    # its weights are pushed by the same raw name
+    modal.put("runs/\x1b[31mred\x1b[0m/weights/best.pt", b"r" * 512)
+    assert main(["push", "modal-yolo", red["name"], "--config", str(config)]) == 0
+    (folder,) = [p for p in (tmp_path / "pushed" / "modal-yolo").iterdir() if "red" in p.name]
+    assert "\x1b" not in folder.name and (folder / "best.pt").read_bytes() == b"r" * 512
 
 
 def test_serverless_estimates_reach_status_costs_and_watch(

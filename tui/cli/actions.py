@@ -68,7 +68,8 @@ def _serverless_push(entry: ServerlessConfig, run_name: str | None) -> int:
                                  f"{entry.volume}:{entry.runs_path} (runs read: {read})")
         journal, report = Journal(), Report()
         for run in runs:
-            done = await push_run(entry, run, journal, time.time)
+            done = await push_run(entry, run, journal, time.time,
+                                  volume_path=state.volume_path(run.path))
             report.lines += done.lines
             report.code = max(report.code, done.code)
         return report

@@ -44,6 +44,12 @@ class ServerlessState:
     # What the CLI answered but is wrong: the app or the volume is not there. Said as a
     # problem (red, `status` exits 1), unlike runs_error (a runs root not made yet).
     problem: str | None = None
+    # (shown path, the path the CLI printed) for each run folder whose name was cleaned
+    raw_paths: tuple[tuple[str, str], ...] = ()
+
+    def volume_path(self, path: str) -> str:
+        """The path to ask the CLI for a run shown at `path` (its raw name, if cleaned)."""
+        return dict(self.raw_paths).get(path, path)
 
 
 def app_problem(app: AppState) -> str | None:

@@ -98,12 +98,15 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
         async with gate:
             return await _read_run(api, entry, folder, options, timeout)
 
-    reads = await asyncio.gather(*(read(f) for f in run_folders(listing)))
+    folders = run_folders(listing)
+    reads = await asyncio.gather(*(read(f) for f in folders))
     now = clock()
     runs = settle_runs(fold_runs(state.runs, reads, entry.runs_path, now), app)
     return ServerlessState(name=entry.name, provider=entry.provider, app=app, runs=runs,
                            error=None, error_kind=None, checked_at=now, ok_at=now,
-                           runs_error=runs_error, problem=problem)
+                           runs_error=runs_error, problem=problem,
+                           raw_paths=tuple((f.path, f.raw_path) for f in folders
+                                           if f.raw_path is not None))
 
 
 async def poll_all(fleet: FleetConfig, clock: Callable[[], float], *,
