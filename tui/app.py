@@ -528,7 +528,16 @@ class GpurentApp(App[None]):
             return
         if not isinstance(self.screen, CostScreen):
             self.push_screen(CostScreen(self.cost, self.meter.fleet_events, self.clock,
-                                        right_size=self.meter.right_size))
+                                        right_size=self.meter.right_size,
+                                        apps=self._app_costs if self.fleet.serverless
+                                        else None))
+
+    def _app_costs(self) -> list[str]:
+        """The serverless apps' estimates for the costs screen, from their last polls."""
+        from tui.model.serverless_doc import app_cost_lines, pairs
+
+        return app_cost_lines(pairs(self.fleet.serverless, list(self.serverless.values())),
+                              self.clock())
 
     def action_toggle_help(self) -> None:
         if self.screen.query("HelpPanel"):

@@ -8,6 +8,7 @@ from textual.widget import Widget
 
 from tui.model.box import BoxState
 from tui.model.meter import FleetCost
+from tui.model.serverless_runs import ServerlessState
 from widgets.fleet_text import fleet_line
 
 
@@ -20,19 +21,24 @@ class FleetHead(Widget):
 
     boxes: var[tuple[BoxState, ...]] = var((), always_update=True)
     cost: var[FleetCost | None] = var(None, always_update=True)
+    # the serverless apps' last polls and their estimated burn (apart from the money)
+    apps: var[tuple[tuple[ServerlessState, ...], float | None]] = var(((), None),
+                                                                       always_update=True)
 
-    def __init__(self, boxes: tuple[BoxState, ...], cost: FleetCost | None, *,
+    def __init__(self, boxes: tuple[BoxState, ...], cost: FleetCost | None,
+                 apps: tuple[tuple[ServerlessState, ...], float | None] = ((), None), *,
                  id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(FleetHead.boxes, boxes)
         self.set_reactive(FleetHead.cost, cost)
-        self._text = fleet_line(list(boxes), cost)
+        self.set_reactive(FleetHead.apps, apps)
+        self._text = fleet_line(list(boxes), cost, *apps)
 
     def render(self) -> Text:
         return self._text
 
     def _changed(self) -> None:
-        text = fleet_line(list(self.boxes), self.cost)
+        text = fleet_line(list(self.boxes), self.cost, *self.apps)
         if text != self._text:
             # A relayout re-arranges the whole screen: only when the strip's height changes.
             layout = self._height(text) != self._height(self._text)
@@ -47,4 +53,7 @@ class FleetHead(Widget):
         self._changed()
 
     def watch_cost(self) -> None:
+        self._changed()
+
+    def watch_apps(self) -> None:
         self._changed()

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 from tui.model.box import BoxState, Connection, DiskRow
-from tui.model.cost import RunCost
+from tui.model.cost import RunCost, usd
 from tui.model.guard import PushRecord, push_note
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.rest import Rest, rest_words
 from tui.model.runs import Health, RunState, format_age, parse_time
+from tui.model.serverless_runs import ServerlessState
 from tui.model.text import clean, clean_block
 from tui.model.throughput import UnitCost, unit_usd
 from tui.model.unpushed import at_stake, box_timeline, rate_share
@@ -349,11 +350,20 @@ def box_problem_line(box: BoxState, now: float, due: Due | None = None) -> Text 
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
-def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
-    """The strip at the top: boxes reachable / total, runs by health, the fleet's burn."""
+def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None,
+               apps: Sequence[ServerlessState] = (),
+               apps_usd_per_hr: float | None = None) -> Text:
+    """The strip at the top: boxes reachable / total, the serverless apps, runs by health
+    (the apps' too), the fleet's burn, then the apps' estimated burn apart from it."""
     reachable = sum(b.connection is Connection.OK for b in boxes)
     resting = [b.rest.kind for b in boxes if b.rest is not None]
-    text = Text(f" {reachable}/{len(boxes) - len(resting)} boxes up ", style="bold")
+    text = Text(" ", style="bold")
+    if boxes or not apps:
+        text.append(f"{reachable}/{len(boxes) - len(resting)} boxes up ")
+    if apps:
+        running = sum(a.app is not None and a.app.state == "running" for a in apps)
+        text.append(f"{'· ' if boxes else ''}{len(apps)} app{'s' if len(apps) != 1 else ''}"
+                    f" ({running} running) ")
     if resting:  # stopped or destroyed on purpose: counted apart, not as down
         text.append(", ".join(f"{resting.count(k)} {k}" for k in ("stopped", "destroyed")
                               if k in resting) + " ", style="dim")
@@ -370,12 +380,17 @@ def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None) -> Text:
         for run in box.runs:
             if box.rest is None or run.health is not Health.RUNNING:  # not running now
                 counts[run.health] += 1
+    for state in apps:
+        for run in state.runs:
+            counts[run.health] += 1
     for health, count in counts.items():
         if count:
             text.append(" ")
             text.append_text(badge(str(health)))
             text.append(f" {count}")
     text.append_text(fleet_money(cost))
+    if apps_usd_per_hr:
+        text.append(f" · serverless ~{usd(apps_usd_per_hr)}/hr est.", style="dim")
     return text
 
 

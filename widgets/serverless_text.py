@@ -23,6 +23,7 @@ from widgets.fleet_text import (
     Due,
     Line,
     fit,
+    loss_tail,
     matches,
     run_detail_line,
     run_main_line,
@@ -76,11 +77,13 @@ def app_lines(view: ServerlessView, filter_text: str, now: float) -> BoxLines:
         if state.ok_at is not None:
             words += f" (data below is {due.age(now - state.ok_at)} old)"
         lines.append(Line(Text(words, style="bold red"), 2, run=APP_ROW))
+    if state.problem:
+        lines.append(Line(Text(f"! {state.problem}", style="bold red"), 2, run=APP_ROW))
     lines += [Line(Text(f"! {problem}", style="bold red"), 2, run=APP_ROW)
               for problem in entry_problems(entry)]
     if state.runs_error:
         lines.append(Line(Text(state.runs_error), 2, run=APP_ROW, style="muted"))
-    elif state.app is not None and not state.runs:
+    elif state.app is not None and not state.runs and not state.problem:
         lines.append(Line(Text(f"no runs under {entry.volume}:{entry.runs_path}"), 2,
                           run=APP_ROW, style="muted"))
     shown = [APP_ROW]
@@ -90,7 +93,9 @@ def app_lines(view: ServerlessView, filter_text: str, now: float) -> BoxLines:
             hidden += 1
             continue
         shown.append(run.path)
-        lines.append(Line(run_main_line(run), run=run.path, spark=run_sparkline(run)))
+        # no loss read yet: no sparkline (a flat one would read as a flat loss)
+        spark = run_sparkline(run) if loss_tail(run) else None
+        lines.append(Line(run_main_line(run), run=run.path, spark=spark))
         lines.append(Line(run_detail_line(run, now, None, None, due), 2, run=run.path))
         if verdict.seconds_left is not None and verdict.seconds_left > 0:
             due.countdown(verdict.seconds_left)

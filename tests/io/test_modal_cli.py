@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import time
 from pathlib import Path
 
 import pytest
@@ -55,12 +56,40 @@ def test_a_live_app_wins_over_an_older_stopped_one(modal: ModalStandIn) -> None:
 
 def test_stop_reads_stopped_only_once_the_cli_says_so(modal: ModalStandIn) -> None:
     modal.app(stop_after=1)
-    run(modal_cli.stop_app("yolo-train", env=modal.env))
+    assert run(modal_cli.stop_app("yolo-train", env=modal.env)) is None  # accepted
     assert ["app", "stop", "--yes", "--", "yolo-train"] in modal.calls()
     first = run(modal_cli.app_state("yolo-train", env=modal.env))
     assert (first.state, first.detail) == ("running", "stopping...")
-    assert run(modal_cli.app_state("yolo-train", env=modal.env)).state == "stopped"
-    run(modal_cli.stop_app("yolo-train", env=modal.env))  # already stopped: no failure
+    stopped = run(modal_cli.app_state("yolo-train", env=modal.env))
+    assert stopped.state == "stopped" and stopped.stopped_at is not None
+    # already stopped: no failure, and said so
+    said = run(modal_cli.stop_app("yolo-train", env=modal.env))
+    assert said is not None and "already stopped" in said
+
+
+def test_a_stop_the_cli_answers_already_stopped_is_reported_so(
+        modal: ModalStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app stopped between the action's look and its stop: not "accepted"."""
+    from tui.actions.serverless import stop_app
+    from tui.model.config import ServerlessConfig
+    from tui.runtime.serverless import poll_entry
+    from tui.store.journal import Journal
+
+    entry = ServerlessConfig(name="m", provider="modal", app="yolo-train", volume="runs-vol",
+                             runs_path="/runs", gpu="H100", cli=str(BIN / "modal"))
+    looks = []
+
+    async def poll():  # type: ignore[no-untyped-def]
+        looks.append(await poll_entry(entry, None, time.time, env=modal.env))
+        if len(looks) == 1:
+            modal.app(state="stopped", tasks="0")  # stopped elsewhere, just after the look
+        return looks[-1]
+
+    monkeypatch.setenv("GPURENT_STANDIN_STATE", str(modal.path))  # the action's own env
+    report = run(stop_app(entry, Journal(tmp_path / "j.jsonl"), poll, time.time, every=0.05))
+    text = "\n".join(report.lines)
+    assert "yolo-train was already stopped" in text and "accepted" not in text
+    assert report.outcome == "done" and "reads stopped" in text
 
 
 def test_stop_of_an_unknown_app_is_app_not_found(modal: ModalStandIn) -> None:
@@ -90,8 +119,10 @@ def test_no_cli_on_path_is_cli_missing(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "GPURENT_STANDIN_STATE": str(tmp_path / "none.json")}
     kind, words = kind_of(modal_cli.app_state("x", env=env))
     assert kind == "cli_missing" and "not on PATH" in words
-    kind, _ = kind_of(modal_cli.app_state("x", cli=str(tmp_path / "modal"), env=env))
-    assert kind == "cli_missing"
+    missing = tmp_path / "nowhere" / "modal"
+    kind, words = kind_of(modal_cli.app_state("x", cli=str(missing), env=env))
+    assert kind == "cli_missing" and f"not found at {missing}" in words
+    assert "not on PATH" not in words  # a path that is not there is no PATH lookup
 
 
 def test_an_explicit_cli_path_is_used(modal: ModalStandIn) -> None:

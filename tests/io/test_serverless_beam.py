@@ -300,21 +300,32 @@ def test_no_deployment_by_the_name_reads_missing_and_says_only_deployed_apps_are
 
 def test_a_missing_runs_path_or_volume_reads_as_such_on_the_row_and_in_status(
         tmp_path: Path, beam: BeamStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    """A volume that is there without the runs path yet is a note (exit 0); a volume that
+    is not there at all is a problem (`!`, and status exits 1), as for Modal."""
     config = failing_config(tmp_path)
-    for volumes, said in (({"runs-vol": str(tmp_path / "empty")}, "nothing there"),
-                          ({}, "unable to find volume")):
-        (tmp_path / "empty").mkdir(exist_ok=True)
-        beam.update(volumes=volumes)
-        row = row_text(config, beam)
-        assert "yolo-train: running" in row  # the app itself was read
-        assert "no /runs on volume runs-vol yet" in row and said in row, row
-        assert main(["status", "--json", "--config", str(config)]) == 0
-        (app,) = json.loads(capsys.readouterr().out)["serverless"]
-        assert app["state"] == "running" and app["runs"] == []
-        assert said in app["runs_error"]
-        main(["status", "--config", str(config)])
-        table = capsys.readouterr().out
-        assert "· no /runs on volume runs-vol yet" in table and said in table
+    (tmp_path / "empty").mkdir(exist_ok=True)
+    beam.update(volumes={"runs-vol": str(tmp_path / "empty")})
+    row = row_text(config, beam)
+    assert "yolo-train: running" in row  # the app itself was read
+    assert "no /runs on volume runs-vol yet" in row and "nothing there" in row, row
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["state"] == "running" and app["runs"] == []
+    assert "nothing there" in app["runs_error"]
+    main(["status", "--config", str(config)])
+    table = capsys.readouterr().out
+    assert "· no /runs on volume runs-vol yet" in table and "nothing there" in table
+
+    beam.update(volumes={})
+    row = row_text(config, beam)
+    assert "yolo-train: running" in row
+    assert "! volume runs-vol is missing" in row and "unable to find volume" in row, row
+    assert main(["status", "--json", "--config", str(config)]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["state"] == "running" and app["runs"] == []
+    assert app["problem"].startswith("volume runs-vol is missing")
+    main(["status", "--config", str(config)])
+    assert "! volume runs-vol is missing" in capsys.readouterr().out
 
 
 async def test_a_beam_file_changing_while_copied_is_not_kept(tmp_path: Path,

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,7 +30,8 @@ from tui.runtime.fleet import Runtime
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
-from widgets.serverless_text import APP_ROW
+from widgets.fleet_head import FleetHead
+from widgets.serverless_text import APP_ROW, ServerlessView, app_lines
 
 
 def iso(stamp: float) -> str:
@@ -218,3 +223,202 @@ def test_the_stop_command_stops_the_app_and_destroy_says_it_does_not_apply(
     entries = Journal().entries
     assert [(e["box"], e["action"], e["outcome"]) for e in entries] == \
         [("modal-yolo", "stop", "done")]
+
+
+def serverless_only(tmp_path: Path, **extra: object) -> Path:
+    """A fleet of the stand-in's app alone (no box), as its config file."""
+    entry = {"name": "modal-yolo", "provider": "modal", "app": "yolo-train",
+             "volume": "runs-vol", "runs_path": "/runs", "gpu": "H100:2", "timeout": 21600,
+             "cli": str(BIN / "modal"), "local_dir": str(tmp_path / "pushed"), **extra}
+    config = tmp_path / "fleet.toml"
+    config.write_text("[[serverless]]\n" + "".join(f"{k} = {json.dumps(v)}\n"
+                                                   for k, v in entry.items()))
+    return config
+
+
+async def test_box_keys_on_an_app_row_start_nothing_and_a_stopped_app_ends_its_runs(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        modal: ModalStandIn) -> None:
+    fleet = fleet_of_two(tmp_path, sshd_factory, client_key)
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "ssh-box"))
+        await until(pilot, lambda: "ETA 8h00m is past" in box_text(app, "modal-yolo"))
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        for row in (("modal-yolo", APP_ROW), ("modal-yolo", "runs/exp1")):
+            await select(pilot, screen, row)
+            for key in ("g", "G", "x"):  # a fleet of one box: no fallback onto it
+                await pilot.press(key)
+                await pilot.pause()
+                assert not app.busy, (key, app.busy)
+                assert "ssh-box" not in app.notes, key
+        assert any("is for a box" in n.message for n in app._notifications)
+        head = screen.query_one(FleetHead)
+        await until(pilot, lambda: "1/1 boxes up · 1 app (1 running)" in head.render().plain)
+        # back on the box's run, the footer is the box's again
+        await select(pilot, screen, ("ssh-box", screen.fleet_list.order[0][1]))
+        await pilot.pause()
+        active = screen.active_bindings
+        assert active["enter"].binding.show is True and active["s"].binding.show is False
+        assert active["s"].binding.description == "Stop box/app"
+        # the app stops outside the panel: its run ends with it, its cost stops there
+        modal.app(state="stopped", tasks="0", stopped_at=iso(time.time() - 60))
+        await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
+        text = box_text(app, "modal-yolo")
+        assert "ETA 8h00m is past" not in text and "killed by its" not in text
+        assert "killed: its app yolo-train reads stopped" in text
+        cost = [line for line in text.split("\n") if "of GPU time (est.)" in line]
+        calls = len(modal.calls())
+        await until(pilot, lambda: len(modal.calls()) > calls + 4)  # polled again
+        assert [line for line in box_text(app, "modal-yolo").split("\n")
+                if "of GPU time (est.)" in line] == cost
+        # s on a stopped app: said at once, nothing asked, nothing sent
+        await select(pilot, screen, ("modal-yolo", APP_ROW))
+        await pilot.press("s")
+        await until(pilot, lambda: any("is already stopped" in n.message
+                                       for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert not any(c[:2] == ["app", "stop"] for c in modal.calls())
+
+
+def test_a_missing_volume_or_app_is_a_problem_and_status_fails(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    config = serverless_only(tmp_path, volume="novol")
+    assert main(["status", "--config", str(config)]) == 1
+    table = capsys.readouterr().out
+    assert "! volume novol is missing (modal: Volume 'novol' not found)" in table
+    assert "on volume novol yet" not in table and "no runs found" not in table
+    assert main(["status", "--json", "--config", str(config)]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["problem"].startswith("volume novol is missing") and app["error"] is None
+    # a runs root not made yet on a volume that is there: a note, not a failure
+    config = serverless_only(tmp_path, runs_path="/later")
+    assert main(["status", "--config", str(config)]) == 0
+    assert "· no /later on volume runs-vol yet" in capsys.readouterr().out
+    modal.app(description="another-app")
+    config = serverless_only(tmp_path)
+    assert main(["status", "--config", str(config)]) == 1
+    assert "! modal app yolo-train is missing" in capsys.readouterr().out
+
+
+def test_push_and_destroy_on_the_command_line_and_a_second_stop_is_refused(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    config = serverless_only(tmp_path)
+    assert main(["push", "modal-yolo", "exp1", "--config", str(config)]) == 0
+    pushed = tmp_path / "pushed" / "modal-yolo" / "exp1"
+    assert (pushed / "best.pt").read_bytes() == b"w" * 4096
+    assert (pushed / "last.pt").read_bytes() == b"l" * 2048
+    capsys.readouterr()
+    assert main(["push", "modal-yolo", "nope", "--config", str(config)]) == 1
+    assert "no run nope read on volume runs-vol:/runs (runs read: exp1)" in \
+        capsys.readouterr().out
+    assert main(["destroy", "modal-yolo", "--yes", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "`gpurent-tui stop modal-yolo` stops it" in err and "s stops it" not in err
+    assert main(["stop", "modal-yolo", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "yolo-train reads stopped" in out and "stopped (stopped)" not in out
+    assert main(["stop", "modal-yolo", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert "already stopped" in out and "accepted" not in out
+    assert len([c for c in modal.calls() if c[:2] == ["app", "stop"]]) == 1
+    assert [e["outcome"] for e in Journal().entries if e["action"] == "stop"] == \
+        ["done", "refused"]
+
+
+def test_unreadable_runs_cost_nothing_and_an_escaped_name_finds_its_status(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    modal.put("runs/torn/status.json", '{"state": "runn')
+    modal.put("runs/\x1b[31mred\x1b[0m/status.json", status_json(
+        epoch=1, total=40, started_at=iso(now - 600), updated_at=iso(now - 30)))
+    config = serverless_only(tmp_path)
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    runs = {r["name"]: r for r in app["runs"]}
+    assert len(runs) == 3
+    (red,) = [r for n, r in runs.items() if "red" in n]
+    assert "\x1b" not in red["name"] and red["health"] == "running"  # its status.json read
+    assert runs["torn"]["health"] == "unreadable" and runs["torn"]["estimated_cost_usd"] is None
+    costs = [r["estimated_cost_usd"] for r in app["runs"] if r["estimated_cost_usd"]]
+    assert app["estimated_cost_usd"] == pytest.approx(sum(costs), abs=1e-5)
+    assert app["estimated_cost_usd"] < 1.2 * 3600 * 2 * 0.001097  # exp1's hour + red's 10 min
+    # its weights are pushed by the same raw name
+    modal.put("runs/\x1b[31mred\x1b[0m/weights/best.pt", b"r" * 512)
+    assert main(["push", "modal-yolo", red["name"], "--config", str(config)]) == 0
+    (folder,) = [p for p in (tmp_path / "pushed" / "modal-yolo").iterdir() if "red" in p.name]
+    assert "\x1b" not in folder.name and (folder / "best.pt").read_bytes() == b"r" * 512
+
+
+def test_serverless_estimates_reach_status_costs_and_watch(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str],
+        isolated_dirs: Path) -> None:
+    config = serverless_only(tmp_path)
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    fleet, (app,) = doc["fleet"], doc["serverless"]
+    assert fleet["usd_per_hr"] == 0 and fleet["accrued_usd"] == 0  # metered: boxes only
+    money = fleet["serverless_usd"]
+    assert money["estimate"] is True and (money["apps"], money["apps_running"]) == (1, 1)
+    assert money["spent_usd_est"] == pytest.approx(app["estimated_cost_usd"], abs=1e-5)
+    assert money["usd_per_hr_est"] == pytest.approx(2 * 0.001097 * 3600)  # one run, H100:2
+    assert main(["status", "--config", str(config)]) == 0
+    table = capsys.readouterr().out
+    assert "serverless: ~$7.90/hr est., ~$" in table and " spent est. (1 app, 1 running; " \
+        "not in the fleet's totals or budget)" in table
+    assert main(["costs", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "Serverless apps (estimates" in out
+    assert "modal-yolo  modal app yolo-train (running (deployed), 1 task) H100:2: ~$" in out
+    assert main(["costs", "--json", "--config", str(config)]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert entry["name"] == "modal-yolo" and entry["spent_usd_est"] > 0
+    # watch's first line names the apps
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", str(config)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert "watch: 0 box(es) (), 1 serverless app(s) (modal-yolo: modal app yolo-train)" \
+        in first, first
+
+
+async def test_a_serverless_only_panel_counts_its_apps_and_runs(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    fleet = parse_config(serverless_only(tmp_path).read_text(), str(tmp_path / "fleet.toml"))
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "exp1" in box_text(app, "modal-yolo"))
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        head = screen.query_one(FleetHead)
+        await until(pilot, lambda: "1 app (1 running)" in head.render().plain)
+        words = head.render().plain
+        assert "boxes up" not in words and "serverless ~$7.90/hr est." in words
+        assert "running 1" in words  # the app's run counted by its health
+        # the footer on an app's rows: s stops the app, enter (refused there) is not shown
+        for row in (("modal-yolo", APP_ROW), ("modal-yolo", "runs/exp1")):
+            await select(pilot, screen, row)
+            await pilot.pause()
+            active = screen.active_bindings
+            assert (active["s"].binding.description, active["s"].binding.show) == \
+                ("Stop app", True)
+            assert active["enter"].binding.show is False
+            assert active["p"].binding.show is True
+        await pilot.press("enter")  # still says why, instead of nothing
+        await until(pilot, lambda: any("opening a run is for a box" in n.message
+                                       for n in app._notifications))
+        assert isinstance(app.screen, FleetScreen)
+        # the run shows no sparkline: no loss history read from the volume
+        view = ServerlessView(app.serverless["modal-yolo"], fleet.serverless[0])
+        (main_line,) = [line for line in app_lines(view, "", app.clock()).lines
+                        if line.run == "runs/exp1" and line.indent == 0]
+        assert main_line.spark is None

@@ -184,8 +184,11 @@ def test_watch_logs_an_app_when_its_state_or_trouble_changes() -> None:
     sink(ServerlessChanged(state))  # the same: no line
     sink(ServerlessChanged(ServerlessState(name="m", provider="modal", app=APP,
                                            error="modal is not logged in here")))
+    sink(ServerlessChanged(ServerlessState(name="m", provider="modal", app=APP,
+                                           problem="volume v is missing")))
     assert said == ["serverless m: running, 1 task",
-                    "serverless m: modal is not logged in here"]
+                    "serverless m: modal is not logged in here",
+                    "serverless m: running, 1 task; ! volume v is missing"]
 
 
 def test_two_listings_agree_within_the_coarser_ones_slack() -> None:
@@ -201,3 +204,56 @@ def test_two_listings_agree_within_the_coarser_ones_slack() -> None:
     assert age_slack("just now") == 2 and age_slack("5 seconds ago") == 1
     assert age_slack("1 minute ago") == 60 and age_slack("3 hours ago") == 3600
     assert age_slack("Dec 01 2026") == 86400
+
+
+STOPPED = AppState("modal", "yolo", "stopped", 0, T0 - 60, "stopped",
+                   stopped_at=T0 + 3600)
+
+
+def test_runs_of_a_stopped_app_read_killed_and_their_cost_freezes_at_the_stop() -> None:
+    from tui.model.serverless_view import judge_runs, settle_runs
+
+    now = T0 + 3600 + 300  # five minutes after the stop; the status.json still says running
+    (run,) = settle_runs((one_run(now, eta_seconds=8 * 3600.0,
+                                  updated_at="2026-12-05T06:58:00+00:00"),), STOPPED)
+    assert run.health is Health.DEAD and "stopped" in run.reason
+    verdict = judge_run(ENTRY, STOPPED, run, now)
+    assert verdict.countdown is None and verdict.problem is None  # no ETA past the timeout
+    assert verdict.gpu_seconds == 2 * 3600.0  # until the stop, on 2 GPUs
+    later = judge_runs(ENTRY, STOPPED, (run,), now + 6 * 3600)
+    assert later[0].cost_usd == verdict.cost_usd  # frozen, refresh after refresh
+    # without the CLI's stop time, the run's last update ends it
+    unknown = AppState("modal", "yolo", "missing", None, None, "gone")
+    (gone,) = settle_runs((one_run(now, updated_at="2026-12-05T06:30:00+00:00"),), unknown)
+    assert gone.health is Health.DEAD
+    assert judge_run(ENTRY, unknown, gone, now + 9999).gpu_seconds == 2 * 1800.0
+    # a running app leaves its runs alone
+    live = one_run(now, updated_at="2026-12-05T07:04:00+00:00")
+    assert settle_runs((live,), APP) == (live,)
+
+
+def test_an_unreadable_run_is_charged_nothing_and_the_app_is_charged_once() -> None:
+    from tui.model.serverless_view import judge_runs
+
+    now = T0 + 3600
+    reads = [VolumeRead("runs/torn", b'{"state": "runn'),
+             VolumeRead("runs/gone", status_error="modal: boom"),
+             VolumeRead("runs/a", status(started_at=None, updated_at="2026-12-05T06:59:00Z")),
+             VolumeRead("runs/b", status(started_at=None, updated_at="2026-12-05T06:59:00Z"))]
+    runs = fold_runs((), reads, "/runs", now)
+    verdicts = judge_runs(ENTRY, APP, runs, now)
+    assert [v.cost_usd for v in verdicts[:2]] == [None, None]
+    assert verdicts[2].started_at == T0 - 60  # the app's start stands in once
+    assert verdicts[3].started_at is None and verdicts[3].cost_usd is None
+
+
+def test_a_folder_named_with_escape_sequences_is_read_by_its_raw_name() -> None:
+    from tui.model.modal_output import volume_entries
+
+    listing = json.dumps([{"filename": "runs/\x1b[31mred", "type": "dir", "size": "0 B"},
+                          {"filename": "runs/plain", "type": "dir"},
+                          {"filename": "runs/" + "\x1b" * 2000, "type": "dir"}]).encode()
+    red, plain_dir, *_ = volume_entries(listing)
+    assert "\x1b" not in red.path and red.raw_path == "runs/\x1b[31mred"
+    assert plain_dir.raw_path is None  # nothing cleaned: its path is its name
+    assert all(e.raw_path is None or len(e.raw_path) <= 1000 for e in volume_entries(listing))

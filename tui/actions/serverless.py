@@ -12,7 +12,7 @@ from tui.model.config import ServerlessConfig
 from tui.model.instance import PowerResult
 from tui.model.serverless import ServerlessError
 from tui.model.serverless_runs import ServerlessState
-from tui.model.serverless_view import stop_command
+from tui.model.serverless_view import app_words, stop_command
 from tui.providers.serverless import adapter, cli_options
 from tui.store.journal import Journal
 
@@ -27,15 +27,27 @@ async def stop_app(entry: ServerlessConfig, journal: Journal,
     until its CLI says stopped:
     done; not within `readback`: unknown (it may still be billing); the CLI refused: failed."""
     report = Report()
+    details = {"app": entry.app, "provider": entry.provider}
+    before = await poll()
+    if before.app is not None and before.app.state == "stopped" and before.error is None:
+        # as a box: nothing to stop is said up front, and nothing is sent
+        words = f"{entry.provider} app {entry.app} is already stopped: nothing was sent"
+        journal.record(box=entry.name, action="stop", outcome="refused", message=words,
+                       at=clock(), details=details)
+        report.outcome = "refused"
+        return report.fail(f"stop {entry.name}: refused: {words}")
     api = adapter(entry.provider)
     try:
-        await api.stop_app(entry.app, **cli_options(entry, None))
+        said = await api.stop_app(entry.app, **cli_options(entry, None))
     except ServerlessError as exc:
         journal.record(box=entry.name, action="stop", outcome="failed", message=str(exc),
-                       at=clock(), details={"app": entry.app, "provider": entry.provider})
+                       at=clock(), details=details)
         report.outcome = "failed"
         return report.fail(f"stop {entry.provider} app {entry.app}: {exc}")
-    report.say(f"{stop_command(entry)}: accepted; reading it back")
+    if isinstance(said, str) and "already stopped" in said:
+        report.say(f"{entry.app} was already stopped ({said}); reading it back")
+    else:
+        report.say(f"{stop_command(entry)}: accepted; reading it back")
     deadline = clock() + readback
     outcome: PowerResult
     while True:
@@ -43,7 +55,7 @@ async def stop_app(entry: ServerlessConfig, journal: Journal,
         app = state.app
         if app is not None and app.state == "stopped" and state.error is None:
             outcome = "done"
-            report.say(f"{entry.app} reads stopped ({app.detail})")
+            report.say(f"{entry.app} reads {app_words(app)}")
             break
         if clock() >= deadline:
             outcome = "unknown"
@@ -53,6 +65,6 @@ async def stop_app(entry: ServerlessConfig, journal: Journal,
             break
         await asyncio.sleep(every)
     journal.record(box=entry.name, action="stop", outcome=outcome, message=report.lines[-1],
-                   at=clock(), details={"app": entry.app, "provider": entry.provider})
+                   at=clock(), details=details)
     report.outcome = outcome
     return report

@@ -65,16 +65,18 @@ def _write(folder: RunFolder, name: str, source: Path, mtime: float | None) -> s
 
 async def push_run(entry: ServerlessConfig, run: RunState, journal: Journal,
                    clock: Callable[[], float], *,
-                   env: Mapping[str, str] | None = None) -> Report:
+                   env: Mapping[str, str] | None = None,
+                   volume_path: str | None = None) -> Report:
     """Copy the run's best.pt and last.pt from the volume into
-    `<local_dir>/<entry>/<run>/`, verified as the module says."""
+    `<local_dir>/<entry>/<run>/`, verified as the module says. `volume_path`: the run's
+    folder as the CLI printed it, when its shown path was cleaned of escapes."""
     report = Report()
     if not entry.local_dir:
         return report.fail(f"{entry.name}: no local_dir in its [[serverless]] entry: set one "
                            "to copy a run's weights from the volume")
     api = adapter(entry.provider)
     options = cli_options(entry, env)
-    weights_dir = volume_join(run.path, "weights")
+    weights_dir = volume_join(volume_path or run.path, "weights")
     files: list[dict[str, Any]] = []
     base = Path(entry.local_dir).expanduser()
     destination = base / safe_component(entry.name) / run_folder(run.name, run.path)

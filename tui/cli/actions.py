@@ -22,6 +22,9 @@ def cmd_push(args: argparse.Namespace) -> int:
     from tui.store.journal import Journal
 
     fleet = load_fleet(args.config)
+    entry = next((e for e in fleet.serverless if e.name == args.box), None)
+    if entry is not None:
+        return _serverless_push(entry, args.run)
     box = box_named(fleet, args.box)
     journal = Journal()
     notice = token_notice(box, journal.entries)
@@ -43,6 +46,35 @@ def cmd_push(args: argparse.Namespace) -> int:
 if TYPE_CHECKING:
     from tui.actions.flows import Report
     from tui.model.serverless_runs import ServerlessState
+
+
+def _serverless_push(entry: ServerlessConfig, run_name: str | None) -> int:
+    """`push NAME [RUN]` of a [[serverless]] entry: the panel's p, from the command line:
+    the volume read once, then each named run's weights copied to `local_dir`."""
+    from tui.actions.flows import Report
+    from tui.actions.serverless_push import push_run
+    from tui.model.text import clean
+    from tui.runtime.serverless import poll_entry
+    from tui.store.journal import Journal
+
+    async def push() -> Report:
+        state = await poll_entry(entry, None, time.time)
+        if state.error is not None:
+            return Report().fail(f"{entry.name}: {state.error}")
+        runs = [r for r in state.runs if run_name is None or run_name in (r.name, r.path)]
+        if not runs:
+            read = ", ".join(clean(r.name) for r in state.runs) or "none"
+            return Report().fail(f"{entry.name}: no run {run_name or ''} read on volume "
+                                 f"{entry.volume}:{entry.runs_path} (runs read: {read})")
+        journal, report = Journal(), Report()
+        for run in runs:
+            done = await push_run(entry, run, journal, time.time,
+                                  volume_path=state.volume_path(run.path))
+            report.lines += done.lines
+            report.code = max(report.code, done.code)
+        return report
+
+    return print_report(asyncio.run(push()))
 
 
 def _serverless_stop(entry: ServerlessConfig) -> int:
@@ -90,7 +122,8 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.config)
     entry = next((e for e in fleet.serverless if e.name == args.box), None)
     if entry is not None:
-        print(destroy_words(entry), file=sys.stderr)
+        print(destroy_words(entry, f"`gpurent-tui stop {entry.name}` stops it"),
+              file=sys.stderr)
         return EXIT_USAGE
     box = box_named(fleet, args.box)
     if not args.yes:

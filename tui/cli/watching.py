@@ -17,7 +17,7 @@ from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE
 from tui.model.meter import FleetCost
-from tui.model.serverless_doc import pairs
+from tui.model.serverless_doc import APPS_HEAD, pairs
 from tui.model.serverless_runs import ServerlessState
 from tui.model.status_doc import status_document, status_table
 from tui.model.text import clean_block
@@ -119,9 +119,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         # no box's (or CLI's) control sequences
         print(clean_block(status_table(boxes, now, cost, serverless)))
     # A box stopped or destroyed on purpose is not a failure: cron scripts see exit 0. A
-    # serverless app whose CLI could not be read is.
+    # serverless app whose CLI could not be read is, and so is a missing app or volume.
     ok = all(b.connection is Connection.OK or b.rest is not None for b in boxes) and \
-        all(a.error is None for a in apps)
+        all(a.error is None and a.problem is None for a in apps)
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -198,12 +198,33 @@ def cmd_costs(args: argparse.Namespace) -> int:
     if store.problem:
         print(store.problem, file=sys.stderr)
     found = verdicts(store.latest())
+    apps = _app_costs(fleet)
     if args.json:
-        print_json({**costs_document(report), "right_size": verdict_document(found)})
+        doc = {**costs_document(report), "right_size": verdict_document(found)}
+        if apps is not None:
+            doc["serverless"] = apps[0]
+        print_json(doc)
     else:
         print(costs_table(report))
         print("\n" + right_size_text(found))
+        if apps is not None:
+            print("\n" + clean_block("\n".join([APPS_HEAD, *apps[1]])))
     return EXIT_OK
+
+
+def _app_costs(fleet: FleetConfig) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """The serverless apps' estimates for `costs` (polled once, as `status` does): their
+    own section, since the ledger holds only the boxes' metered money."""
+    if not fleet.serverless:
+        return None
+    from tui.model.serverless_doc import app_cost_lines, money_document, serverless_money
+    from tui.runtime.serverless import poll_all
+
+    now = time.time()
+    entries = pairs(fleet.serverless, asyncio.run(poll_all(fleet, time.time)))
+    docs = [{"name": e.name, "provider": e.provider, "app": e.app,
+             **money_document(serverless_money([(e, s)], now))} for e, s in entries]
+    return docs, app_cost_lines(entries, now)
 
 
 def add_watching(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

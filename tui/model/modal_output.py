@@ -130,7 +130,9 @@ def _app_state(row: Mapping[str, Any], app: str) -> AppState:
     detail = f"{word}" if word else "no state said"
     return AppState(provider="modal", app=app, state=state,
                     tasks=tasks if tasks is not None and tasks >= 0 else None,
-                    started_at=parse_stamp(row.get("created_at")), detail=detail[:DETAIL_CHARS])
+                    started_at=parse_stamp(row.get("created_at")),
+                    stopped_at=parse_stamp(row.get("stopped_at")) if state == "stopped"
+                    else None, detail=detail[:DETAIL_CHARS])
 
 
 def app_from_list(stdout: bytes, app: str) -> AppState:
@@ -157,7 +159,11 @@ def volume_entries(stdout: bytes) -> list[VolumeEntry]:
         path = plain(row["filename"], 1000).strip("/")
         if not path or any(part in ("", ".", "..") for part in path.split("/")):
             continue  # never a path that climbs out of where it was listed
+        raw = row["filename"].strip("/")
+        keep_raw = raw != path and len(raw) <= 1000 and "\x00" not in raw and \
+            not any(part in ("", ".", "..") for part in raw.split("/"))
         entries.append(VolumeEntry(path=path, is_dir=row.get("type") == "dir",
                                    size=parse_size(row.get("size")),
-                                   mtime=parse_stamp(row.get("created_modified"))))
+                                   mtime=parse_stamp(row.get("created_modified")),
+                                   raw_path=raw if keep_raw else None))
     return entries

@@ -22,6 +22,7 @@ class AppState:
     tasks: int | None = None  # running containers/tasks, when the CLI says
     started_at: float | None = None  # epoch seconds of the current run's start, when known
     detail: str = ""  # the CLI's own words, cleaned, at most 200 chars
+    stopped_at: float | None = None  # when it stopped, when the CLI says (Modal's list does)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class VolumeEntry:
     # "N hours ago" read against our clock. Two listings of an unchanged file agree
     # within the larger of their two slacks.
     mtime_slack: float = 0.0
+    # The name as the CLI printed it, when cleaning `path` for display changed it (escape
+    # sequences): what a read of this folder must ask for; bounded by the adapter.
+    raw_path: str | None = None
 
 
 def same_listing(before: VolumeEntry | None, after: VolumeEntry | None) -> bool:

@@ -41,6 +41,22 @@ class ServerlessState:
     checked_at: float | None = None  # when the last poll ended (answered or not)
     ok_at: float | None = None  # when the CLI last answered
     runs_error: str | None = None  # the runs root could not be listed
+    # What the CLI answered but is wrong: the app or the volume is not there. Said as a
+    # problem (red, `status` exits 1), unlike runs_error (a runs root not made yet).
+    problem: str | None = None
+    # (shown path, the path the CLI printed) for each run folder whose name was cleaned
+    raw_paths: tuple[tuple[str, str], ...] = ()
+
+    def volume_path(self, path: str) -> str:
+        """The path to ask the CLI for a run shown at `path` (its raw name, if cleaned)."""
+        return dict(self.raw_paths).get(path, path)
+
+
+def app_problem(app: AppState) -> str | None:
+    """A missing app is a problem: nothing runs it and its runs read only history."""
+    if app.state != "missing":
+        return None
+    return f"{app.provider} app {app.app} is missing: {app.detail or 'not in its app list'}"
 
 
 def run_folders(entries: Sequence[VolumeEntry], limit: int = MAX_RUNS) -> list[VolumeEntry]:

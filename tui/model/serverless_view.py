@@ -9,7 +9,7 @@ run's `started_at`, the app's creation time stands in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.model.config import ServerlessConfig
 from tui.model.runs import Health, RunState, format_age, parse_time
@@ -52,24 +52,50 @@ def timeout_words(timeout: float) -> str:
     return format_age(timeout)
 
 
-def run_started(run: RunState, app: AppState | None) -> float | None:
-    started = parse_time(run.status.get("started_at")) if run.status else None
-    if started is None and app is not None:
+ENDED_APP = ("stopped", "missing")  # an app in these states runs nothing on its GPUs
+
+
+def run_started(run: RunState, app: AppState | None, *,
+                stand_in: bool = True) -> float | None:
+    """The run's own `started_at`; the app's creation time stands in only for a run whose
+    status.json was read and does not say (one app, one run). A run never read (torn,
+    unreadable) has no start: it is charged nothing rather than the app's lifetime, once
+    per such folder."""
+    if not run.status:
+        return None
+    started = parse_time(run.status.get("started_at"))
+    if started is None and app is not None and stand_in:
         started = app.started_at
     return started
 
 
-def run_end(run: RunState, now: float) -> float:
-    """Until now for a live run; a finished one until its last update (else now)."""
+def settle_runs(runs: tuple[RunState, ...], app: AppState | None) -> tuple[RunState, ...]:
+    """Runs whose app reads stopped or missing were killed with it: one status.json still
+    says "running" (nothing wrote it after the kill), so it reads dead, not running."""
+    if app is None or app.state not in ENDED_APP:
+        return runs
+    why = f"killed: its app {app.app} reads {app.state}"
+    return tuple(replace(r, health=Health.DEAD, reason=why) if r.health in LIVE else r
+                 for r in runs)
+
+
+def run_end(run: RunState, now: float, app: AppState | None = None) -> float:
+    """Until now for a live run; one killed by its app's stop until the stop (or its
+    last update, when the CLI gives no stop time); a finished one until its last update
+    (else now)."""
     if run.health in LIVE:
         return now
     updated = parse_time(run.updated_at)
+    if app is not None and app.state in ENDED_APP and run.health is Health.DEAD and \
+            app.stopped_at is not None:
+        return min(now, app.stopped_at)
     return updated if updated is not None else now
 
 
 def judge_run(entry: ServerlessConfig, app: AppState | None, run: RunState,
-              now: float) -> RunVerdict:
-    started = run_started(run, app)
+              now: float, *, stand_in: bool = True) -> RunVerdict:
+    """`stand_in`: whether the app's start may stand in for a run that names none."""
+    started = run_started(run, app, stand_in=stand_in)
     deadline = started + entry.timeout if started is not None and entry.timeout else None
     left = deadline - now if deadline is not None else None
     countdown = problem = None
@@ -95,7 +121,7 @@ def judge_run(entry: ServerlessConfig, app: AppState | None, run: RunState,
     gpu_seconds = cost = None
     spec = gpu_spec(entry.gpu)
     if started is not None and spec is not None:
-        wall = max(0.0, run_end(run, now) - started)
+        wall = max(0.0, run_end(run, now, app) - started)
         gpu_seconds = wall * spec[1]
         rate = usd_per_second(entry.provider, entry.gpu, entry.usd_per_gpu_second)
         cost = wall * rate if rate is not None else None
@@ -105,7 +131,15 @@ def judge_run(entry: ServerlessConfig, app: AppState | None, run: RunState,
 
 def judge_runs(entry: ServerlessConfig, app: AppState | None, runs: tuple[RunState, ...],
                now: float) -> list[RunVerdict]:
-    return [judge_run(entry, app, run, now) for run in runs]
+    """Each run judged; the app's start stands in for the latest run without its own
+    start only, so the app's lifetime is never charged twice."""
+    verdicts = []
+    stood_in = False
+    for run in runs:
+        verdicts.append(judge_run(entry, app, run, now, stand_in=not stood_in))
+        if run.status and parse_time(run.status.get("started_at")) is None:
+            stood_in = True
+    return verdicts
 
 
 def app_words(app: AppState | None, error: str | None = None) -> str:
@@ -133,8 +167,9 @@ def start_words(entry: ServerlessConfig) -> str:
             "not from here")
 
 
-def destroy_words(entry: ServerlessConfig) -> str:
-    """What D says on a serverless app: there is no box to destroy."""
-    return (f"destroy does not apply to a serverless app: s stops it; its volume "
+def destroy_words(entry: ServerlessConfig, stop: str = "s stops it") -> str:
+    """What D (or `destroy NAME`) says on a serverless app: there is no box to destroy.
+    `stop`: how this front end stops it (the panel's key, the CLI's command)."""
+    return (f"destroy does not apply to a serverless app: {stop}; its volume "
             f"{entry.volume} is yours to delete in {entry.provider.capitalize()}'s own "
             "console or CLI")

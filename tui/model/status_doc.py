@@ -14,7 +14,14 @@ from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.rest import rest_document, rest_words
 from tui.model.runs import Health, RunState, folder_words, format_age
-from tui.model.serverless_doc import Entry, serverless_document, serverless_lines
+from tui.model.serverless_doc import (
+    Entry,
+    money_document,
+    money_words,
+    serverless_document,
+    serverless_lines,
+    serverless_money,
+)
 from tui.model.sizing import DiskProjection, project_disk, projection_document
 from tui.model.throughput import UnitCost, unit_words
 from tui.model.unpushed import AtStake, at_stake, box_timeline, rate_share
@@ -198,10 +205,13 @@ def status_document(boxes: list[BoxState], generated_at: float,
                     serverless: Sequence[Entry] = ()) -> dict[str, Any]:
     """The whole document; `pushes`: per box, each run's last verified push (the journal);
     `serverless`: each [[serverless]] entry with its last poll (docs/serverless.md)."""
+    fleet = fleet_document(cost)
+    if fleet is not None and serverless:
+        fleet["serverless_usd"] = money_document(serverless_money(serverless, generated_at))
     return {
         "schema": SCHEMA,
         "generated_at": iso(generated_at),
-        "fleet": fleet_document(cost),
+        "fleet": fleet,
         "boxes": [box_document(b, cost.boxes.get(b.name) if cost else None,
                                (pushes or {}).get(b.name), generated_at) for b in boxes],
         "serverless": [serverless_document(entry, state, generated_at, run_document)
@@ -290,6 +300,8 @@ def status_table(boxes: list[BoxState], now: float, cost: FleetCost | None = Non
     out: list[str] = []
     if cost is not None:
         out.extend(fleet_money_line(cost))
+    if serverless:
+        out.append(money_words(serverless_money(serverless, now)))
     for box in boxes:
         head = f"{box.name}  [{box.rest.kind if box.rest else box.connection}]"
         if box.gpus:

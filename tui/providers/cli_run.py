@@ -31,6 +31,10 @@ def find_cli(cli: str, env: Mapping[str, str] | None) -> str:
     """The executable `cli` names (a path, or a name looked up on the env's PATH)."""
     path = (env or os.environ).get("PATH", os.defpath)
     found = cli if os.sep in cli else shutil.which(cli, path=path)
+    if os.sep in cli and not os.path.isfile(cli):
+        raise ServerlessError("cli_missing", f"{os.path.basename(cli)} not found at {cli} "
+                              "(the config's `cli`): fix the path, or install it "
+                              f"(pip install {os.path.basename(cli)})")
     if found is None or not os.path.isfile(found):
         raise ServerlessError("cli_missing", f"{cli!r} is not on PATH: install it "
                               f"(pip install {os.path.basename(cli)}) or set `cli` to its path")

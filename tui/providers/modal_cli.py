@@ -127,9 +127,14 @@ def _private_folder(beside: Path) -> Path:
 
 
 async def stop_app(app: str, *, cli: str = "modal", env: Mapping[str, str] | None = None,
-                   timeout: float = STOP_TIMEOUT) -> None:
-    """`modal app stop --yes APP`; an app already stopped is no failure."""
+                   timeout: float = STOP_TIMEOUT) -> str | None:
+    """`modal app stop --yes APP`; an app already stopped is no failure: the CLI's words
+    for it come back (the report says so instead of "accepted"), else None."""
     ran = await _modal(["app", "stop", "--yes", "--", app], cli=cli, env=env,
                        timeout=timeout)
-    if ran.code != 0 and "already stopped" not in ran.stderr[-4096:].lower():
+    said = (ran.stderr[-4096:] + ran.stdout[-4096:].decode("utf-8", "replace")).lower()
+    if "already stopped" in said:
+        return "the CLI said it was already stopped"
+    if ran.code != 0:
         raise classify(ran.stderr, what="app")
+    return None

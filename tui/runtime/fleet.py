@@ -353,7 +353,9 @@ class Runtime:
             return False
 
         async def work() -> Report:
-            return await push_serverless_run(entry, run, self.journal, self.clock)
+            return await push_serverless_run(
+                entry, run, self.journal, self.clock,
+                volume_path=self.serverless[name].volume_path(run_path))
 
         return self.run(name, "push", work, title=f"push of {run.name} from {entry.volume}")
 

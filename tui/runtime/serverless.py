@@ -13,22 +13,26 @@ from types import ModuleType
 from typing import Any
 
 from tui.model.config import FleetConfig, ServerlessConfig
-from tui.model.serverless import ServerlessError
+from tui.model.serverless import ServerlessError, VolumeEntry
 from tui.model.serverless_runs import (
     STATUS_LIMIT,
     ServerlessState,
     VolumeRead,
+    app_problem,
     fold_runs,
     run_folders,
 )
+from tui.model.serverless_view import settle_runs
 from tui.providers.serverless import adapter, cli_options, volume_join
 
 SERVERLESS_POLL_SECONDS = 30.0
 CALL_TIMEOUT = 30.0  # one CLI call
 READS_AT_ONCE = 4  # CLI processes one entry runs at a time
-async def _read_run(api: ModuleType, entry: ServerlessConfig, path: str,
+async def _read_run(api: ModuleType, entry: ServerlessConfig, folder: VolumeEntry,
                     options: dict[str, Any], timeout: float) -> VolumeRead:
-    """One run folder: its status.json and its weights/ listing (either may be missing)."""
+    """One run folder: its status.json and its weights/ listing (either may be missing).
+    Read by the name the CLI printed; shown by its cleaned one."""
+    path = folder.raw_path or folder.path
     status: bytes | None = None
     status_error = weights_error = None
     weights = ()
@@ -44,7 +48,21 @@ async def _read_run(api: ModuleType, entry: ServerlessConfig, path: str,
     except ServerlessError as exc:
         if exc.kind != "path_missing":
             weights_error = str(exc)
-    return VolumeRead(path, status, status_error, weights, weights_error)
+    return VolumeRead(folder.path, status, status_error, weights, weights_error)
+
+
+async def _volume_missing(api: ModuleType, entry: ServerlessConfig,
+                          options: dict[str, Any], timeout: float) -> bool:
+    """Whether the volume itself is not there (its root cannot be listed either), once
+    its runs root was not found: a wrong `volume` is a problem, a runs root not made yet
+    is not."""
+    if entry.runs_path.strip("/") == "":
+        return True
+    try:
+        await api.list_volume(entry.volume, "/", timeout=timeout, **options)
+    except ServerlessError as exc:
+        return exc.kind == "path_missing"
+    return False
 
 
 async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
@@ -60,6 +78,7 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
     except ServerlessError as exc:
         return replace(state, error=str(exc), error_kind=exc.kind, checked_at=clock())
     runs_error = None
+    problem = app_problem(app)
     try:
         listing = await api.list_volume(entry.volume, entry.runs_path, timeout=timeout,
                                         **options)
@@ -67,20 +86,27 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
         if exc.kind != "path_missing":
             return replace(state, app=app, error=str(exc), error_kind=exc.kind,
                            checked_at=clock(), ok_at=clock())
-        runs_error = f"no {entry.runs_path} on volume {entry.volume} yet ({exc})"
         listing = []
+        if await _volume_missing(api, entry, options, timeout):
+            problem = "; ".join(p for p in (problem, f"volume {entry.volume} is missing "
+                                            f"({exc}): check `volume` in the config") if p)
+        else:
+            runs_error = f"no {entry.runs_path} on volume {entry.volume} yet ({exc})"
     gate = asyncio.Semaphore(READS_AT_ONCE)
 
-    async def read(path: str) -> VolumeRead:
+    async def read(folder: VolumeEntry) -> VolumeRead:
         async with gate:
-            return await _read_run(api, entry, path, options, timeout)
+            return await _read_run(api, entry, folder, options, timeout)
 
-    reads = await asyncio.gather(*(read(f.path) for f in run_folders(listing)))
+    folders = run_folders(listing)
+    reads = await asyncio.gather(*(read(f) for f in folders))
     now = clock()
-    runs = fold_runs(state.runs, reads, entry.runs_path, now)
+    runs = settle_runs(fold_runs(state.runs, reads, entry.runs_path, now), app)
     return ServerlessState(name=entry.name, provider=entry.provider, app=app, runs=runs,
                            error=None, error_kind=None, checked_at=now, ok_at=now,
-                           runs_error=runs_error)
+                           runs_error=runs_error, problem=problem,
+                           raw_paths=tuple((f.path, f.raw_path) for f in folders
+                                           if f.raw_path is not None))
 
 
 async def poll_all(fleet: FleetConfig, clock: Callable[[], float], *,

@@ -91,6 +91,8 @@ class LogSink:
     def _app(self, state: ServerlessState) -> list[str]:
         """A serverless app's line when its state or its CLI's trouble changes."""
         words = state.error or app_words(state.app)
+        if state.problem and not state.error:
+            words += f"; ! {state.problem}"
         if self._serverless.get(state.name) == words:
             return []
         self._serverless[state.name] = words
@@ -149,7 +151,10 @@ class Watch:
     async def run(self, stop: asyncio.Event) -> int:
         """Watch until `stop` is set; 0 once everything is closed."""
         boxes = ", ".join(b.name for b in self.fleet.boxes)
-        self.log(f"watch: {len(self.fleet.boxes)} box(es) ({boxes}) from {self.fleet.source}"
+        apps = ", ".join(f"{e.name}: {e.provider} app {e.app}" for e in self.fleet.serverless)
+        apps = f", {len(self.fleet.serverless)} serverless app(s) ({apps})" if apps else ""
+        self.log(f"watch: {len(self.fleet.boxes)} box(es) ({boxes}){apps} from "
+                 f"{self.fleet.source}"
                  + (f"; alerts to {self.sender.where or ''}"
                     f"{' and a command' if self.fleet.alerts.command else ''}"
                     if self.sender.active else ""))

@@ -21,6 +21,7 @@ from textual_plotext import PlotextPlot
 from tui.model.cost import Event, percent_words, spend_series, usd
 from tui.model.meter import FleetCost
 from tui.model.rightsize import Measured, right_size_text, verdicts
+from tui.model.serverless_doc import APPS_HEAD
 
 COLUMNS = ("box", "state", "$/hr now", "from", "spent", "today", "stopped $/hr", "saving",
            "break-even", "budget")
@@ -141,9 +142,12 @@ class CostScreen(Screen[None]):
 
     def __init__(self, cost: FleetCost, events: Callable[[], Sequence[Event]],
                  clock: Callable[[], float] = time.time,
-                 right_size: Callable[[], list[Measured]] | None = None) -> None:
+                 right_size: Callable[[], list[Measured]] | None = None,
+                 apps: Callable[[], list[str]] | None = None) -> None:
+        """`apps`: the serverless apps' estimate lines (their own section: no ledger)."""
         super().__init__()
         self._right_size = right_size
+        self._apps = apps
         self.set_reactive(CostScreen.cost, cost)  # drawn on mount
         self._events = events
         self._clock = clock
@@ -177,6 +181,9 @@ class CostScreen(Screen[None]):
         words = notes(cost)
         if self._right_size is not None:
             words += "\n\n" + right_size_text(verdicts(self._right_size()))
+        apps = self._apps() if self._apps is not None else []
+        if apps:
+            words += "\n\n" + "\n".join([APPS_HEAD, *apps])
         self.query_one("#notes", Static).update(Text(words))
         plot = self.query_one(PlotextPlot)
         plt = plot.plt

@@ -58,6 +58,8 @@ from tui.model.instance import PowerAction
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import Health, format_age
+from tui.model.serverless_doc import pairs, serverless_money
+from tui.model.serverless_runs import ServerlessState
 from tui.model.serverless_view import destroy_words, stop_command
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
@@ -89,6 +91,19 @@ def news(old: BoxCost, new: BoxCost) -> bool:
 URGENCY = {Health.RUNNING: 0, Health.STALLED: 1, Health.DEAD: 1}
 
 
+ROW_BINDINGS = ("open", "stop")  # the bindings whose footer entry follows the cursor's row
+
+
+def row_binding(binding: Binding, on_app: bool) -> Binding:
+    """`binding` as the footer shows it on a serverless app's row, or on a box's."""
+    if binding.id == "stop":
+        return replace(binding, show=on_app, description="Stop app" if on_app
+                       else "Stop box/app")
+    if binding.id == "open":
+        return replace(binding, show=not on_app)
+    return binding
+
+
 class FleetScreen(Screen[None]):
     """Every box in config order, a cursor over the runs, and the `/` filter."""
 
@@ -100,9 +115,9 @@ class FleetScreen(Screen[None]):
         Binding(FILTER_KEY, "filter", "Filter / go to box", id="filter"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
-        Binding("s", "stop", "Stop box", id="stop", show=False),
+        Binding("s", "stop", "Stop box/app", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
-        Binding("D", "destroy", "Destroy box", id="destroy", show=False),
+        Binding("D", "destroy", "Destroy box (an app: how)", id="destroy", show=False),
         Binding("L", "launch", "Launch a run", id="launch", show=False),
         Binding("w", "monitor", "Web monitor", id="monitor", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
@@ -134,7 +149,7 @@ class FleetScreen(Screen[None]):
                             id="filter", disabled=True)
         field.display = False
         yield field
-        yield FleetHead(self._boxes(), app.cost, id="fleet-head")
+        yield FleetHead(self._boxes(), app.cost, self._apps(), id="fleet-head")
         now = app.clock()
         yield FleetList(self._views(), now, clock=app.clock).data_bind(
             FleetScreen.filter, FleetScreen.selected)
@@ -171,6 +186,13 @@ class FleetScreen(Screen[None]):
 
     def _boxes(self) -> tuple[BoxState, ...]:
         return tuple(self.gpurent.states.values())
+
+    def _apps(self) -> tuple[tuple[ServerlessState, ...], float | None]:
+        """The serverless apps' last polls and their estimated burn, for the strip."""
+        app = self.gpurent
+        entries = pairs(app.fleet.serverless, list(app.serverless.values()))
+        states = tuple(state for _, state in entries)
+        return states, serverless_money(entries, app.clock()).usd_per_hr if entries else None
 
     def _view(self, name: str) -> BoxView:
         app = self.gpurent
@@ -220,6 +242,7 @@ class FleetScreen(Screen[None]):
             return
         self.fleet_list.show(self._app_view(name), self.gpurent.clock())
         self._follow_order()
+        self._schedule_head()
 
     def _serverless_entry(self, name: str) -> ServerlessConfig | None:
         return next((e for e in self.gpurent.fleet.serverless if e.name == name), None)
@@ -277,6 +300,7 @@ class FleetScreen(Screen[None]):
         head = self.query_one(FleetHead)
         head.boxes = self._boxes()
         head.cost = self.gpurent.cost
+        head.apps = self._apps()
 
     def _tick(self) -> None:
         self.fleet_list.tick(self.gpurent.clock())
@@ -481,6 +505,24 @@ class FleetScreen(Screen[None]):
 
     # --- actions on the cursor ---------------------------------------------------------
 
+    def _on_app(self) -> bool:
+        """Whether the cursor is on a serverless app's row (its head or one of its runs)."""
+        key = self.selected
+        return key is not None and self._serverless_entry(key[0]) is not None
+
+    def watch_selected(self) -> None:
+        """The footer follows the cursor: on a serverless app's rows s (stop the app) is
+        shown and enter (refused there: no run screen for an app's run) hidden; on a
+        box's, as the class binds them. The bindings are swapped in place, whatever key
+        `[keys]` gave them, so a remap still holds."""
+        on_app = self._on_app()
+        table = self._bindings.key_to_bindings
+        for key, bindings in list(table.items()):
+            if any(b.id in ROW_BINDINGS for b in bindings):
+                table[key] = [row_binding(b, on_app) for b in bindings]  # a new list: the
+                # class's map shares its lists with every instance
+        self.refresh_bindings()
+
     def action_open_run(self) -> None:
         key = self._box_only(self._chosen(), "opening a run")
         if key is not None:
@@ -502,9 +544,12 @@ class FleetScreen(Screen[None]):
 
     def _box_of_cursor(self) -> str | None:
         """The box the cursor's run is on; a fleet of one box needs no cursor."""
-        key = self._box_only(self.cursor(), "this")
+        cursor = self.cursor()
+        key = self._box_only(cursor, "this")
         if key is not None:
             return key[0]
+        if cursor is not None:
+            return None  # a serverless app's row: refused above, nothing else starts
         boxes = self.gpurent.fleet.boxes
         if len(boxes) == 1:
             return boxes[0].name
@@ -544,6 +589,12 @@ class FleetScreen(Screen[None]):
         app, box = self.gpurent, key[0]
         entry = self._serverless_entry(box)
         if entry is not None:
+            polled = app.serverless.get(box)
+            if polled is not None and polled.app is not None and \
+                    polled.app.state == "stopped" and polled.error is None:
+                self.notify(f"{entry.provider} app {entry.app} is already stopped",
+                            severity="warning", markup=False)
+                return
             body = (f"`{stop_command(entry)}`: its running containers end "
                     "now, a run not committed to the volume loses what it did since its "
                     f"last commit. The volume {entry.volume} stays. The row reads stopped "
@@ -634,6 +685,9 @@ class FleetScreen(Screen[None]):
         busy = list(app.busy)
         if key is not None and key[0] in app.busy:
             self.post_message(CancelRequested(key[0]))
+        elif key is not None and self._serverless_entry(key[0]) is not None:
+            # an app's row cancels the app's own action only, never some box's
+            self.notify(f"nothing is running on {key[0]}", timeout=3, markup=False)
         elif len(busy) == 1:
             self.post_message(CancelRequested(busy[0]))
         elif busy:
