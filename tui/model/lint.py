@@ -21,6 +21,7 @@ from tui.model.lint_facts import (
     Mount,
     Script,
     Serverless,
+    const_num,
     const_str,
     dotted,
     has_spread,
@@ -51,6 +52,7 @@ CODES = {
     "GR105": "HF_HOME is not on the volume",
     "GR106": "the image lacks OpenCV's system libraries",
     "GR107": "multi-GPU device= without an `if __name__ == \"__main__\":` guard",
+    "GR108": "a decorator with gpu= that nearly spells a Modal or Beam one",
 }
 
 
@@ -122,8 +124,9 @@ def lint(data: bytes) -> LintResult:
     try:
         script = read_script(tree, *indexed)
         found = [*_timeouts(script), *_projects(script), *_commits(script),
-                 *_hf_home(script), *_opencv(script), *_main_guard(script)]
-        if not script.gpu_functions():
+                 *_hf_home(script), *_opencv(script), *_main_guard(script),
+                 *_near_misses(script)]
+        if not script.gpu_functions() and not script.near_misses:
             found.append(_at(script.tree.body[0] if script.tree.body else None,
                              WARNING, "GR100",
                              "no Modal or Beam GPU function found (`@app.function(gpu=...)`, "
@@ -156,40 +159,104 @@ def _where(fn: Serverless) -> str:
     return f"`@{fn.decorator}(gpu=...)` on `{fn.name}`"
 
 
+# Beam's default timeout per decorator (docs/serverless-beam.md "Timeout", from the SDK's
+# beam-cloud/beta9 abstractions): functions and task queues 3600 s, endpoints 180 s.
+# The others' defaults are not documented there: their words name no number.
+BEAM_DEFAULTS = {"function": 3600, "task_queue": 3600, "endpoint": 180}
+
+
+def _default_words(script: Script, fn: Serverless) -> str:
+    """What applies when the function sets no timeout, in the provider's own terms."""
+    if fn.provider == "modal":
+        return ("Modal's 300 s default applies: a longer run is cut at 5 minutes "
+                "(modal.com/docs/guide/timeouts)")
+    last = fn.decorator.rsplit(".", 1)[-1]
+    kind = script.beam_decorators.get(last, last)
+    seconds = BEAM_DEFAULTS.get(kind)
+    if seconds is None:
+        return f"Beam's default for @{kind} applies, not one sized to the run"
+    span = "1 hour" if seconds == 3600 else f"{seconds // 60} minutes"
+    return (f"Beam's {seconds} s default for @{kind} applies: a longer run is cut at "
+            f"{span}")
+
+
+def _shown(node: ast.expr, number: int | float | None) -> str:
+    """The timeout as written (cut at 60 characters), and what it folds to when that
+    differs: `25 * 3600 = 90000`."""
+    text = ast.unparse(node)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    if number is not None and text not in (f"{number:g}", str(number)):
+        return f"{text} = {number:g}"
+    return text
+
+
 def _timeouts(script: Script) -> list[Finding]:
     out = []
     for fn in script.gpu_functions():
-        default = ("Modal's 300 s default applies: a longer run is cut at 5 minutes"
-                   if fn.provider == "modal" else
-                   "Beam's 3600 s default applies: a longer run is cut at 1 hour")
+        modal = fn.provider == "modal"
+        default = _default_words(script, fn)
         fix = ("add timeout=SECONDS: epochs x seconds per epoch plus a margin"
-               + (" (Modal allows 1 to 86400)" if fn.provider == "modal" else ""))
+               + (f" (Modal allows 1 to {MODAL_MAX_TIMEOUT})" if modal else ""))
         if not fn.has_timeout:
             out.append(_at(fn.call, ERROR, "GR101",
                            f"{_where(fn)} sets no timeout=: the guide's rule is to set it "
-                           f"explicitly, sized to the run ({default})",
-                           fix))
+                           f"explicitly, sized to the run ({default})", fix))
             continue
-        value = resolve(fn.timeout, script.scopes(fn.call)) or fn.timeout
-        number = value.value if isinstance(value, ast.Constant) else None
-        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) \
-                and isinstance(value.operand, ast.Constant):
-            number = -value.operand.value if isinstance(value.operand.value, int | float) \
-                else None
-        if value is not None and isinstance(value, ast.Constant) and value.value is None:
+        if fn.timeout is None:
+            continue  # only **options: taken as set (docs/lint.md)
+        scopes = script.scopes(fn.node)
+        value = resolve(fn.timeout, scopes) or fn.timeout
+        number = const_num(fn.timeout, scopes, script.rebound)
+        shown = _shown(fn.timeout, number)
+        if isinstance(value, ast.Constant) and value.value is None:
+            words = ("which is Modal's 300 s default, not a timeout sized to the run: a "
+                     "longer run is cut at 5 minutes (modal.com/docs/guide/timeouts); the "
+                     "guide's rule is to set it explicitly" if modal else
+                     "which is no number of seconds: Beam's SDK takes an int (-1 turns the "
+                     "timeout off); set it explicitly, sized to the run")
             out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout=None: no bound on the bill", fix))
-        elif isinstance(number, int | float) and not isinstance(number, bool) \
-                and number <= 0:
-            out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout={number:g}, which turns the timeout "
-                           "off: a hung job bills forever", fix))
-        elif fn.provider == "modal" and isinstance(number, int | float) \
-                and number > MODAL_MAX_TIMEOUT:
-            out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout={number:g}, above Modal's maximum of "
+                           f"{_where(fn)} has timeout=None, {words}", fix))
+        elif isinstance(value, ast.Constant) and (isinstance(value.value, str | bytes | bool)
+                                                  or value.value is Ellipsis):
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={value.value!r}, a "
+                           f"{type(value.value).__name__}, not a number of seconds: "
+                           f"{'Modal' if modal else 'Beam'} wants an int",
+                           f"write it as a number, e.g. timeout=3600; {fix}"))
+        elif number is None:
+            out.append(_at(fn.timeout, WARNING, "GR101",
+                           f"{_where(fn)}: timeout= is set but not checked (not a constant: "
+                           f"{shown} is known only at run time)",
+                           "make sure it is a positive number of seconds"
+                           + (f" at most {MODAL_MAX_TIMEOUT}" if modal else "")
+                           + ", or write it as a literal the linter can check"))
+        elif modal and number < 1:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, outside the 1 to "
+                           f"{MODAL_MAX_TIMEOUT} s Modal documents (modal.com/docs/guide/"
+                           "timeouts)", fix))
+        elif modal and number > MODAL_MAX_TIMEOUT:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, above Modal's maximum of "
                            f"{MODAL_MAX_TIMEOUT} s (24 h): Modal refuses it", fix))
+        elif not modal and number < 0:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, which turns the timeout "
+                           "off (Beam: -1 disables it): a hung job bills forever", fix))
+        elif not modal and number < 1:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, not a positive number of "
+                           "seconds: Beam documents a number of seconds, or -1 for none",
+                           fix))
     return out
+
+
+def _near_misses(script: Script) -> list[Finding]:
+    return [_at(m.call, ERROR, "GR108",
+                f"`@{m.written}(gpu=...)` is no Modal or Beam decorator: did you mean "
+                f"{m.meant}? Importing the script fails, and nothing here is checked",
+                f"write @{m.meant}(...)")
+            for m in script.near_misses]
 
 
 def _mounts_for(script: Script, node: ast.AST) -> tuple[Serverless | None, list[Mount]]:
@@ -417,19 +484,26 @@ def _named_secrets(script: Script) -> bool:
 
 
 def _hf_home(script: Script) -> list[Finding]:
-    gpu = script.gpu_functions()
-    if not gpu:
-        return []
-    mounts = script.all_mounts()
-    hint = _mount_hint(mounts, "hf")
-    fix = (f".env({{\"HF_HOME\": {hint}}}) on the image" if gpu[0].provider == "modal"
-           else f"Image(env_vars=[\"HF_HOME={hint.strip(chr(34))}\"])")
+    """Modal: one image setting for the script. Beam: each function's own image."""
+    gpu = [f for f in script.gpu_functions() if f.provider == "modal"]
     settings = _env_settings(script)
+    out = [f for fn in script.gpu_functions() if fn.provider == "beam"
+           for f in _beam_hf_home(script, fn, settings)]
+    if not gpu:
+        return out
+    mounts = script.all_mounts()
+    fix = f".env({{\"HF_HOME\": {_mount_hint(mounts, 'hf')}}}) on the image"
+    return [*out, *_hf_verdict(script, gpu[0], settings, mounts, fix, "")]
+
+
+def _hf_verdict(script: Script, fn: Serverless, settings: list[tuple[ast.AST, str | None]],
+                mounts: list[Mount], fix: str, whose: str) -> list[Finding]:
+    """GR105 for these settings against these mounts (`whose` names a Beam function)."""
     if not settings:
         secret = " (unless a named secret sets it: the linter cannot see inside one)" \
             if _named_secrets(script) else ""
-        return [_at(gpu[0].call, WARNING, "GR105",
-                    "HF_HOME is not set: Hugging Face downloads land in "
+        return [_at(fn.call, WARNING, "GR105",
+                    f"HF_HOME is not set{whose}: Hugging Face downloads land in "
                     "~/.cache/huggingface on the container's disk and are fetched again on "
                     f"every cold start{secret}", fix)]
     if any(path is not None and any(under(path, m) for m in mounts)
@@ -438,57 +512,128 @@ def _hf_home(script: Script) -> list[Finding]:
     for where, path in settings:
         if path is not None:
             return [_at(where, WARNING, "GR105",
-                        f"HF_HOME={path!r} is not on a mounted volume "
+                        f"HF_HOME={path!r}{whose} is not on a mounted volume "
                         f"({', '.join(m.path for m in mounts) or 'none'}): downloads and "
                         "the Hub cache are lost with the container", fix)]
     return [_at(settings[0][0], WARNING, "GR105",
-                "HF_HOME is computed at run time: the linter cannot tell whether it is on "
-                "a mounted volume", fix)]
+                f"HF_HOME{whose} is computed at run time: the linter cannot tell whether "
+                "it is on a mounted volume", fix)]
+
+
+def _is_image_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = dotted(node.func) or ""
+    return func.rsplit(".", 1)[-1] == "Image" or ".Image." in f".{func}."
+
+
+def _image_of(script: Script, fn: Serverless) -> set[int] | None:
+    """The nodes of a Beam function's `image=` (names followed to what they are bound
+    to), or None when it passes no image (Beam's default image)."""
+    image = keyword(fn.call, "image")
+    if image is None:
+        return None
+    scopes = script.scopes(fn.node)
+    seen: set[int] = set()
+    stack: list[ast.AST] = [image.value]
+    while stack and len(seen) < 100_000:
+        node = stack.pop()
+        for sub in ast.walk(node):
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            if isinstance(sub, ast.Name):
+                bound = lookup(sub.id, scopes)
+                if bound is not None and id(bound) not in seen:
+                    stack.append(bound)
+    return seen
+
+
+def _in_some_image(script: Script, node: ast.AST) -> bool:
+    return any(_is_image_call(up) for up in script.ancestors(node))
+
+
+def _beam_hf_home(script: Script, fn: Serverless,
+                  settings: list[tuple[ast.AST, str | None]]) -> list[Finding]:
+    """HF_HOME for one Beam function: set by its own image's env_vars or by the code
+    (os.environ, a keyword), judged against its own volumes."""
+    image = _image_of(script, fn) or set()
+    mine = [(where, path) for where, path in settings
+            if id(where) in image or not _in_some_image(script, where)]
+    hint = _mount_hint(fn.mounts, "hf").strip(chr(34))
+    fix = f'Image(env_vars=["HF_HOME={hint}"]) as the image of `{fn.name}`'
+    return _hf_verdict(script, fn, mine, fn.mounts, fix, f" for `{fn.name}`")
 
 
 IMAGE_STEPS = ("apt_install", "run_commands", "add_commands", "dockerfile_commands",
                "with_commands")
 
 
-def _opencv(script: Script) -> list[Finding]:
-    gpu = script.gpu_functions()
-    if not gpu:
-        return []
+def _image_words(script: Script, node: ast.Call) -> set[str]:
+    """The words of the shell commands one image call or build step runs."""
+    if isinstance(node.func, ast.Attribute) and node.func.attr in IMAGE_STEPS:
+        parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
+    elif _is_image_call(node):
+        cmds = keyword(node, "commands")
+        parts = [cmds.value] if cmds else []
+    else:
+        return set()
     words: set[str] = set()
+    scopes = script.scopes(node)
+    for part in parts:
+        bound = resolve(part, scopes) if isinstance(part, ast.expr) else None
+        for sub in ast.walk(bound or part):
+            text = const_str(sub, scopes) if isinstance(
+                sub, ast.Constant | ast.Name | ast.JoinedStr) else None
+            if text:
+                words.update(text.replace(";", " ").replace("&&", " ").split())
+    return words
+
+
+def _missing_libs(words: set[str]) -> list[str]:
+    return [lib for lib in OPENCV_LIBS
+            if not any(w == lib or w.startswith(lib + "-") or w.startswith(lib + "t64")
+                       for w in words)]
+
+
+_OPENCV_WHY = ("OpenCV, which LibreYOLO imports, fails on a bare image with libGL.so.1 or "
+               "libgthread missing")
+_BEAM_OPENCV_FIX = ('Image(commands=["apt-get update && apt-get install -y libgl1 '
+                    'libglib2.0-0"])')
+
+
+def _opencv(script: Script) -> list[Finding]:
+    """Modal: every image step in the script. Beam: each function's own image=."""
+    out = []
+    calls = [n for n in script.nodes if isinstance(n, ast.Call)]
+    for fn in script.gpu_functions():
+        if fn.provider != "beam":
+            continue
+        image = _image_of(script, fn)
+        words = {w for n in calls if image is not None and id(n) in image
+                 for w in _image_words(script, n)}
+        missing = _missing_libs(words)
+        if missing:
+            what = (f"the image of `{fn.name}` does not install" if image is not None else
+                    f"`{fn.name}` passes no image=: Beam's default image does not install")
+            out.append(_at(fn.call, WARNING, "GR106",
+                           f"{what} {' and '.join(missing)}: {_OPENCV_WHY}",
+                           f"{_BEAM_OPENCV_FIX} as the image of `{fn.name}`"))
+    gpu = [f for f in script.gpu_functions() if f.provider == "modal"]
+    if not gpu:
+        return out
+    words = set()
     first_image: ast.AST | None = None
-    for node in script.nodes:
-        if not isinstance(node, ast.Call):
-            continue
-        func = dotted(node.func) or ""
-        name = func.rsplit(".", 1)[-1]
-        if isinstance(node.func, ast.Attribute) and node.func.attr in IMAGE_STEPS:
-            parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
-        elif name == "Image" or ".Image." in f".{func}.":
+    for node in calls:
+        if _is_image_call(node):
             first_image = first_image or node
-            cmds = keyword(node, "commands")
-            parts = [cmds.value] if cmds else []
-        else:
-            continue
-        scopes = script.scopes(node)
-        for part in parts:
-            bound = resolve(part, scopes) if isinstance(part, ast.expr) else None
-            for sub in ast.walk(bound or part):
-                text = const_str(sub, scopes) if isinstance(
-                    sub, ast.Constant | ast.Name | ast.JoinedStr) else None
-                if text:
-                    words.update(text.replace(";", " ").replace("&&", " ").split())
-    missing = [lib for lib in OPENCV_LIBS
-               if not any(w == lib or w.startswith(lib + "-") or w.startswith(lib + "t64")
-                          for w in words)]
+        words |= _image_words(script, node)
+    missing = _missing_libs(words)
     if not missing:
-        return []
-    fix = ('.apt_install("libgl1", "libglib2.0-0") on the image' if gpu[0].provider == "modal"
-           else 'Image(commands=["apt-get update && apt-get install -y libgl1 '
-                'libglib2.0-0"])')
-    return [_at(first_image or gpu[0].call, WARNING, "GR106",
-                f"the image does not install {' and '.join(missing)}: OpenCV, which "
-                "LibreYOLO imports, fails on a bare image with libGL.so.1 or libgthread "
-                "missing", fix)]
+        return out
+    return [*out, _at(first_image or gpu[0].call, WARNING, "GR106",
+                      f"the image does not install {' and '.join(missing)}: {_OPENCV_WHY}",
+                      '.apt_install("libgl1", "libglib2.0-0") on the image')]
 
 
 def _main_guard(script: Script) -> list[Finding]:
