@@ -168,8 +168,7 @@ BEAM_DEFAULTS = {"function": 3600, "task_queue": 3600, "endpoint": 180}
 def _default_words(script: Script, fn: Serverless) -> str:
     """What applies when the function sets no timeout, in the provider's own terms."""
     if fn.provider == "modal":
-        return ("Modal's 300 s default applies: a longer run is cut at 5 minutes "
-                "(modal.com/docs/guide/timeouts)")
+        return "Modal's 300 s default applies: a longer run is cut at 5 minutes"
     last = fn.decorator.rsplit(".", 1)[-1]
     kind = script.beam_decorators.get(last, last)
     seconds = BEAM_DEFAULTS.get(kind)
