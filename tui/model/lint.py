@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import posixpath
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -482,39 +483,85 @@ def _named_secrets(script: Script) -> bool:
     return False
 
 
+class _Paths:
+    """HF_HOME settings whose "on a volume?" question is answered per mount in time
+    independent of how many there are: every path's directories are indexed once (a
+    script with thousands of Beam functions asks once per function)."""
+
+    def __init__(self, settings: list[tuple[ast.AST, str | None]]) -> None:
+        self.first = settings[0] if settings else None
+        self.first_known = next(((w, p) for w, p in settings if p is not None), None)
+        self.dirs: set[str] = set()
+        self.kinds: set[bool] = set()  # absolute? of the known paths
+        for _, path in settings:
+            if path is None:
+                continue
+            at = posixpath.normpath(path)
+            self.kinds.add(at.startswith("/"))
+            while at not in self.dirs:
+                self.dirs.add(at)
+                parent = posixpath.dirname(at)
+                if parent in ("", at):
+                    break
+                at = parent
+
+    def any_under(self, mounts: list[Mount]) -> bool:
+        """Whether some known path is at or below one of the mounts (as `under`)."""
+        for mount in mounts:
+            for root in (mount.path, mount.also):
+                if not root:
+                    continue
+                r = posixpath.normpath(root)
+                if r in ("/", "."):
+                    if r.startswith("/") in self.kinds:
+                        return True
+                elif r in self.dirs:
+                    return True
+        return False
+
+
 def _hf_home(script: Script) -> list[Finding]:
     """Modal: one image setting for the script. Beam: each function's own image."""
     gpu = [f for f in script.gpu_functions() if f.provider == "modal"]
     settings = _env_settings(script)
-    out = [f for fn in script.gpu_functions() if fn.provider == "beam"
-           for f in _beam_hf_home(script, fn, settings)]
+    secret = _named_secrets(script)
+    out = []
+    beam = [fn for fn in script.gpu_functions() if fn.provider == "beam"]
+    if beam:
+        images = _Images(script)
+        code = _Paths([(w, p) for w, p in settings if not _in_some_image(script, w)])
+        by_node = {id(w): (w, p) for w, p in settings}
+        for fn in beam:
+            out.extend(_beam_hf_home(images, fn, by_node, code, secret))
     if not gpu:
         return out
     mounts = script.all_mounts()
     fix = f".env({{\"HF_HOME\": {_mount_hint(mounts, 'hf')}}}) on the image"
-    return [*out, *_hf_verdict(script, gpu[0], settings, mounts, fix, "")]
+    return [*out, *_hf_verdict(gpu[0], [_Paths(settings)], mounts, fix, "", secret)]
 
 
-def _hf_verdict(script: Script, fn: Serverless, settings: list[tuple[ast.AST, str | None]],
-                mounts: list[Mount], fix: str, whose: str) -> list[Finding]:
-    """GR105 for these settings against these mounts (`whose` names a Beam function)."""
-    if not settings:
-        secret = " (unless a named secret sets it: the linter cannot see inside one)" \
-            if _named_secrets(script) else ""
+def _hf_verdict(fn: Serverless, groups: list[_Paths], mounts: list[Mount], fix: str,
+                whose: str, secret: bool) -> list[Finding]:
+    """GR105 for these groups of settings, in order, against these mounts (`whose` names
+    a Beam function): constant work per group, however many settings each holds."""
+    firsts = [g.first for g in groups if g.first is not None]
+    if not firsts:
+        maybe = " (unless a named secret sets it: the linter cannot see inside one)" \
+            if secret else ""
         return [_at(fn.call, WARNING, "GR105",
                     f"HF_HOME is not set{whose}: Hugging Face downloads land in "
                     "~/.cache/huggingface on the container's disk and are fetched again on "
-                    f"every cold start{secret}", fix)]
-    if any(path is not None and any(under(path, m) for m in mounts)
-           for _, path in settings):
+                    f"every cold start{maybe}", fix)]
+    if any(g.any_under(mounts) for g in groups):
         return []
-    for where, path in settings:
-        if path is not None:
+    for known in (g.first_known for g in groups):
+        if known is not None:
+            where, path = known
             return [_at(where, WARNING, "GR105",
                         f"HF_HOME={path!r}{whose} is not on a mounted volume "
                         f"({', '.join(m.path for m in mounts) or 'none'}): downloads and "
                         "the Hub cache are lost with the container", fix)]
-    return [_at(settings[0][0], WARNING, "GR105",
+    return [_at(firsts[0][0], WARNING, "GR105",
                 f"HF_HOME{whose} is computed at run time: the linter cannot tell whether "
                 "it is on a mounted volume", fix)]
 
@@ -526,42 +573,71 @@ def _is_image_call(node: ast.AST) -> bool:
     return func.rsplit(".", 1)[-1] == "Image" or ".Image." in f".{func}."
 
 
-def _image_of(script: Script, fn: Serverless) -> set[int] | None:
-    """The nodes of a Beam function's `image=` (names followed to what they are bound
-    to), or None when it passes no image (Beam's default image)."""
-    image = keyword(fn.call, "image")
-    if image is None:
-        return None
-    scopes = script.scopes(fn.node)
-    seen: set[int] = set()
-    stack: list[ast.AST] = [image.value]
-    while stack and len(seen) < 100_000:
-        node = stack.pop()
-        for sub in ast.walk(node):
-            if id(sub) in seen:
-                continue
-            seen.add(id(sub))
-            if isinstance(sub, ast.Name):
-                bound = lookup(sub.id, scopes)
-                if bound is not None and id(bound) not in seen:
-                    stack.append(bound)
-    return seen
+class _Images:
+    """Beam functions' `image=` expressions, each read once however many functions
+    share it: its nodes (names followed to what they are bound to), the words its
+    commands install, and the HF_HOME settings inside it."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self._nodes: dict[int, list[ast.AST]] = {}
+        self._words: dict[int, set[str]] = {}
+        self._settings: dict[int, _Paths] = {}
+
+    def key(self, fn: Serverless) -> int | None:
+        """The image's identity: the expression its names lead to; None for no image=."""
+        image = keyword(fn.call, "image")
+        if image is None:
+            return None
+        root = resolve(image.value, self.script.scopes(fn.node)) or image.value
+        if id(root) not in self._nodes:
+            self._nodes[id(root)] = self._walk(root, fn)
+        return id(root)
+
+    def _walk(self, root: ast.AST, fn: Serverless) -> list[ast.AST]:
+        scopes = self.script.scopes(fn.node)
+        seen: set[int] = set()
+        nodes: list[ast.AST] = []
+        stack: list[ast.AST] = [root]
+        while stack and len(seen) < 1_000_000:
+            for sub in ast.walk(stack.pop()):
+                if id(sub) in seen:
+                    continue
+                seen.add(id(sub))
+                nodes.append(sub)
+                if isinstance(sub, ast.Name):
+                    bound = lookup(sub.id, scopes)
+                    if bound is not None and id(bound) not in seen:
+                        stack.append(bound)
+        return nodes
+
+    def words(self, key: int) -> set[str]:
+        if key not in self._words:
+            self._words[key] = {w for n in self._nodes[key] if isinstance(n, ast.Call)
+                                for w in _image_words(self.script, n)}
+        return self._words[key]
+
+    def settings(self, key: int, by_node: dict[int, tuple[ast.AST, str | None]]) -> _Paths:
+        if key not in self._settings:
+            self._settings[key] = _Paths([by_node[id(n)] for n in self._nodes[key]
+                                          if id(n) in by_node])
+        return self._settings[key]
 
 
 def _in_some_image(script: Script, node: ast.AST) -> bool:
     return any(_is_image_call(up) for up in script.ancestors(node))
 
 
-def _beam_hf_home(script: Script, fn: Serverless,
-                  settings: list[tuple[ast.AST, str | None]]) -> list[Finding]:
+def _beam_hf_home(images: _Images, fn: Serverless,
+                  by_node: dict[int, tuple[ast.AST, str | None]], code: _Paths,
+                  secret: bool) -> list[Finding]:
     """HF_HOME for one Beam function: set by its own image's env_vars or by the code
     (os.environ, a keyword), judged against its own volumes."""
-    image = _image_of(script, fn) or set()
-    mine = [(where, path) for where, path in settings
-            if id(where) in image or not _in_some_image(script, where)]
+    key = images.key(fn)
+    own = images.settings(key, by_node) if key is not None else _Paths([])
     hint = _mount_hint(fn.mounts, "hf").strip(chr(34))
     fix = f'Image(env_vars=["HF_HOME={hint}"]) as the image of `{fn.name}`'
-    return _hf_verdict(script, fn, mine, fn.mounts, fix, f" for `{fn.name}`")
+    return _hf_verdict(fn, [own, code], fn.mounts, fix, f" for `{fn.name}`", secret)
 
 
 IMAGE_STEPS = ("apt_install", "run_commands", "add_commands", "dockerfile_commands",
@@ -604,16 +680,14 @@ _BEAM_OPENCV_FIX = ('Image(commands=["apt-get update && apt-get install -y libgl
 def _opencv(script: Script) -> list[Finding]:
     """Modal: every image step in the script. Beam: each function's own image=."""
     out = []
-    calls = [n for n in script.nodes if isinstance(n, ast.Call)]
+    images = _Images(script)
     for fn in script.gpu_functions():
         if fn.provider != "beam":
             continue
-        image = _image_of(script, fn)
-        words = {w for n in calls if image is not None and id(n) in image
-                 for w in _image_words(script, n)}
-        missing = _missing_libs(words)
+        key = images.key(fn)
+        missing = _missing_libs(images.words(key) if key is not None else set())
         if missing:
-            what = (f"the image of `{fn.name}` does not install" if image is not None else
+            what = (f"the image of `{fn.name}` does not install" if key is not None else
                     f"`{fn.name}` passes no image=: Beam's default image does not install")
             out.append(_at(fn.call, WARNING, "GR106",
                            f"{what} {' and '.join(missing)}: {_OPENCV_WHY}",
@@ -623,7 +697,9 @@ def _opencv(script: Script) -> list[Finding]:
         return out
     words = set()
     first_image: ast.AST | None = None
-    for node in calls:
+    for node in script.nodes:
+        if not isinstance(node, ast.Call):
+            continue
         if _is_image_call(node):
             first_image = first_image or node
         words |= _image_words(script, node)
