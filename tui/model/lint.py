@@ -190,6 +190,25 @@ def _shown(node: ast.expr, number: int | float | None) -> str:
     return text
 
 
+def _why_unknown(script: Script, fn: Serverless) -> str:
+    """Why a timeout was not folded, in a few words."""
+    node = fn.timeout
+    if isinstance(node, ast.Name) and node.id in script.rebound:
+        return "is bound more than once"
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node else set()
+    twice = sorted(names & script.rebound)
+    if twice:
+        return f"uses {twice[0]}, bound more than once"
+    scopes = script.scopes(fn.node)
+    if any(isinstance(n, ast.Call | ast.Attribute | ast.Subscript) for n in
+           ast.walk(node or ast.Constant(0))) or any(lookup(n, scopes) is None
+                                                    for n in names):
+        return "is known only at run time"
+    if names:
+        return "is more names deep than the linter follows"
+    return "does not fold to a number (only + - * // / are folded)"
+
+
 def _timeouts(script: Script) -> list[Finding]:
     out = []
     for fn in script.gpu_functions():
@@ -226,7 +245,7 @@ def _timeouts(script: Script) -> list[Finding]:
         elif number is None:
             out.append(_at(fn.timeout, WARNING, "GR101",
                            f"{_where(fn)}: timeout= is set but not checked (not a constant: "
-                           f"{shown} is known only at run time)",
+                           f"{shown} {_why_unknown(script, fn)})",
                            "make sure it is a positive number of seconds"
                            + (f" at most {MODAL_MAX_TIMEOUT}" if modal else "")
                            + ", or write it as a literal the linter can check"))
