@@ -29,12 +29,27 @@ def cases() -> dict[str, bytes]:
     body = b"    m.train(data=1, project='/v/r')\n    v.commit()\n"
     fns = b"import modal\n" + b"".join(
         b"@app.function(gpu='T4')\ndef f%d(): m.train(data=1)\n" % i for i in range(18_000))
+    # Beam functions sharing one image that sets HF_HOME off every function's volume,
+    # each mounting its own: the image and the settings are read once, not per function.
+    beam_head = (b"from beam import Image, Volume, function\nimport os\n"
+                 b"img = Image(commands=['apt-get install -y libgl1 libglib2.0-0'], "
+                 b"env_vars=['HF_HOME=/elsewhere'])\n"
+                 + b"".join(b"os.environ['HF_HOME'] = '/x/%d'\n" % i for i in range(8_000)))
+    beam_fn = (b"@function(gpu='T4', timeout=T * 2, image=img, volumes=[Volume(name='v', "
+               b"mount_path='/v%d')])\ndef f%d(): pass\n")
+    parts = [beam_head, b"T = 60\n"]
+    size, i = sum(map(len, parts)), 0
+    while size + len(beam_fn % (i, i)) <= MAX_BYTES:
+        parts.append(beam_fn % (i, i))
+        size, i = size + len(parts[-1]), i + 1
+    beam = b"".join(parts)
     return {
         "the guide's Modal example": guide,
         "1 MiB of `x = 1` lines": b"x = 1\n" * (MAX_BYTES // 6),
         "1 MiB: train() + commit, x20k in one function":
             head + body * ((MAX_BYTES - len(head)) // len(body)),
         "~1 MiB: 18k GPU functions without timeout": fns,
+        "1 MiB: 6k Beam functions, 8k HF_HOME settings": beam,
         "1 MiB of nested unary minus": b"-" * (MAX_BYTES - 2) + b"1\n",
         "1 MiB of chained subscripts": b"x" + b"[0]" * ((MAX_BYTES - 2) // 3) + b"\n",
     }

@@ -109,3 +109,40 @@ def test_a_control_sequence_in_the_file_name_is_not_printed(tmp_path: Path) -> N
     path.write_bytes(b"(\n")
     done = gpurent(str(path))
     assert done.returncode == 2 and "\x1b" not in done.stderr and "\x07" not in done.stderr
+
+
+# Defect 25: several scripts in one call.
+def test_several_scripts_get_one_report_each_and_the_worst_exit_code(tmp_path: Path) -> None:
+    clean, failing, warning = (DATA / "modal_train.py", DATA / "modal_no_timeout.py",
+                               DATA / "modal_commit_at_end.py")
+    done = gpurent(str(clean), str(warning))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{clean}: clean"
+    assert lines[-1] == f"{warning}: 0 error(s), 1 warning(s)"
+    done = gpurent(str(failing), str(clean), str(warning))
+    assert done.returncode == 1
+    summaries = [t for t in done.stdout.splitlines() if ": " in t and "GR" not in t]
+    assert summaries == [f"{failing}: 1 error(s), 0 warning(s)", f"{clean}: clean",
+                         f"{warning}: 0 error(s), 1 warning(s)"]
+    missing = tmp_path / "nope.py"
+    done = gpurent(str(failing), str(missing), str(clean))
+    assert done.returncode == 2  # unreadable beats an error
+    assert done.stderr == f"lint: {missing}: cannot read it: no such file\n"
+    assert done.stdout.splitlines()[-1] == f"{clean}: clean"  # the rest still read
+
+
+def test_several_scripts_in_json_are_a_set_of_the_one_script_documents(
+        tmp_path: Path) -> None:
+    one = json.loads(gpurent(str(DATA / "modal_no_timeout.py"), "--json").stdout)
+    assert one["schema"] == "gpurent.lint/1"  # one script: the document as before
+    missing = tmp_path / "nope.py"
+    done = gpurent(str(DATA / "modal_no_timeout.py"), str(missing),
+                   str(DATA / "beam_train.py"), "--json")
+    assert done.returncode == 2
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "gpurent.lint-set/1" and doc["exit_code"] == 2
+    first, gone, beam = doc["scripts"]
+    assert first == one
+    assert gone["script"] == str(missing) and gone["unreadable"] == "no such file"
+    assert beam["exit_code"] == 0 and beam["providers"] == ["beam"]

@@ -4,6 +4,8 @@ and every unreadable script refused with its reason."""
 
 from __future__ import annotations
 
+import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from tui.model.lint import (
     lint,
 )
 from tui.model.lint_doc import SCHEMA, lint_document
+from tui.model.lint_facts import index, read_script
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "serverless"
 
@@ -95,7 +98,7 @@ def test_the_beam_example_is_clean() -> None:
 
 @pytest.mark.parametrize(("old", "new", "says"), [
     ("timeout=3600", "timeout=None", "timeout=None"),
-    ("timeout=3600", "timeout=0", "turns the timeout off"),
+    ("timeout=3600", "timeout=0", "outside the 1 to 86400 s Modal documents"),
     ("timeout=3600", "timeout=100_000", "above Modal's maximum"),
     (", timeout=3600", "", "Modal's 300 s default"),
 ])
@@ -361,3 +364,154 @@ def test_a_beam_secret_may_hold_hf_home_and_the_warning_says_so() -> None:
     secret = base.replace("timeout=6 * 3600,", 'timeout=6 * 3600, secrets=["HF"],')
     [finding] = run(secret).findings
     assert "unless a named secret sets it" in finding.message
+
+
+# Defect 8: a timeout written as arithmetic, through names, or not as a number.
+@pytest.mark.parametrize(("timeout", "before", "severity", "says"), [
+    ("25 * 3600", "", "error", "timeout=25 * 3600 = 90000, above Modal's maximum"),
+    ("T2", "T2 = 25*3600\n", "error", "timeout=T2 = 90000, above Modal's maximum"),
+    ("DAY + HOUR", "HOUR = 3600\nDAY = 24 * HOUR\n", "error", "= 90000, above"),
+    ("2 * 86400 // 4 - 90000", "", "error", "= -46800, outside the 1 to 86400 s"),
+    ('"3600"', "", "error", "timeout='3600', a str, not a number of seconds"),
+    ("TEXT", 'TEXT = "3600"\n', "error", "a str, not a number"),
+    ("True", "", "error", "a bool, not a number"),
+    ("int(os.environ['T'])", "import os\n", "warning",
+     "timeout= is set but not checked (not a constant: int(os.environ['T'])"),
+    ("TWICE", "TWICE = 60\nTWICE = 100_000\n", "warning",
+     "set but not checked (not a constant: TWICE is bound more than once)"),
+    ("3600 // 0", "", "warning", "3600 // 0 does not fold to a number"),
+    ("2 ** 20", "", "warning", "2 ** 20 does not fold to a number (only + - * // /"),
+])
+def test_a_timeout_is_folded_to_a_number_or_said_unchecked(
+        timeout: str, before: str, severity: str, says: str) -> None:
+    source = GOOD.replace("timeout=3600", f"timeout={timeout}").replace(
+        'VOL = "/vol"', f'VOL = "/vol"\n{before}')
+    [finding] = run(source).findings
+    assert (finding.code, finding.severity) == ("GR101", severity), finding
+    assert says in finding.message
+    line = source.splitlines()[finding.line - 1]
+    assert line[finding.col - 1:].startswith(timeout)  # at the value as written
+
+
+@pytest.mark.parametrize("timeout", ["3600.5", "6 * 3600", "86400", "1", "H * 24",
+                                     "100 / 2"])
+def test_a_timeout_that_folds_within_bounds_is_clean(timeout: str) -> None:
+    source = GOOD.replace("timeout=3600", f"timeout={timeout}").replace(
+        'VOL = "/vol"', 'VOL = "/vol"\nH = 3600')
+    assert run(source).findings == ()
+
+
+def test_a_long_chain_of_names_is_left_unchecked_not_followed_forever() -> None:
+    chain = "T0 = 1\n" + "".join(f"T{i} = T{i - 1} + T{i - 1}\n" for i in range(1, 400))
+    source = GOOD.replace("timeout=3600", "timeout=T399").replace(
+        'VOL = "/vol"', f'VOL = "/vol"\n{chain}')
+    [finding] = run(source).findings
+    assert finding.severity == "warning" and "not checked" in finding.message
+    assert "T399 is more names deep than the linter follows" in finding.message
+    short = GOOD.replace("timeout=3600", "timeout=T20").replace(
+        'VOL = "/vol"', f'VOL = "/vol"\n{chain}')
+    [finding] = run(short).findings  # 2**20 s: folded once per name, found too long
+    assert "= 1.04858e+06, above Modal's maximum" in finding.message
+
+
+# Defect 10: timeout=None is Modal's 300 s default, not "no bound".
+def test_modal_timeout_none_is_its_300_s_default() -> None:
+    [finding] = run(GOOD.replace("timeout=3600", "timeout=None")).findings
+    assert finding.severity == "error" and "no bound" not in finding.message
+    assert "Modal's 300 s default" in finding.message and "cut at 5 minutes" in finding.message
+
+
+# Defect 9: Beam's default timeout depends on the decorator.
+BEAM_BARE = (DATA / "beam_train.py").read_text().replace(" timeout=6 * 3600,", "")
+
+
+@pytest.mark.parametrize(("decorator", "says"), [
+    ("function", "Beam's 3600 s default for @function applies: a longer run is cut at 1 hour"),
+    ("task_queue", "Beam's 3600 s default for @task_queue"),
+    ("endpoint", "Beam's 180 s default for @endpoint applies: a longer run is cut at 3 "
+                 "minutes"),
+    ("endpoint as ep", "Beam's 180 s default for @endpoint"),
+    ("asgi", "Beam's default for @asgi applies"),
+])
+def test_beam_default_timeout_is_the_decorators_own(decorator: str, says: str) -> None:
+    local = decorator.split(" as ")[-1]
+    source = BEAM_BARE.replace("from beam import Image, Volume, function",
+                               f"from beam import Image, Volume, {decorator}").replace(
+        '@function(gpu="A100-40"', f'@{local}(gpu="A100-40"')
+    [finding] = run(source).findings
+    assert finding.code == "GR101" and says in finding.message, finding.message
+    assert "3600" not in finding.message or "180" not in finding.message
+
+
+# Defect 11: a misspelled decorator is pointed at, not "nothing serverless".
+@pytest.mark.parametrize(("written", "meant"), [
+    ("app.functon", "app.function"), ("app.fucntion", "app.function"),
+    ("stub.functon", "stub.function"), ("app.clss", "app.cls"),
+])
+def test_a_near_miss_modal_decorator_is_an_error_at_its_line(written: str, meant: str) -> None:
+    source = GOOD.replace("@app.function(", f"@{written}(")
+    result = run(source)
+    [finding] = result.findings
+    assert (finding.code, finding.severity) == ("GR108", "error")
+    assert f"did you mean {meant}?" in finding.message
+    assert (finding.line, finding.col) == (line_of(source, f"@{written}("), 2)
+    assert result.exit_code == EXIT_FAILED
+
+
+def test_a_near_miss_beam_decorator_and_what_is_no_near_miss() -> None:
+    source = (DATA / "beam_train.py").read_text().replace("@function(", "@fuction(")
+    [finding] = run(source).findings
+    assert finding.code == "GR108" and "did you mean function?" in finding.message
+    far = GOOD.replace("@app.function(", "@app.schedule(")  # no gpu= decorator of Modal's
+    assert [f.code for f in run(far).findings] == ["GR100"]
+    no_gpu = GOOD.replace("@app.function(", "@app.functon(").replace('gpu="A100", ', "")
+    assert [f.code for f in run(no_gpu).findings] == ["GR100"]
+
+
+# Defect 20: Beam's image findings belong to the function whose image lacks the thing.
+TWO_BEAM = """\
+from beam import Image, Volume, endpoint, function
+@function(gpu="A10G", timeout=600, volumes=[Volume(name="runs", mount_path="./runs")])
+def train():
+    model.train(data="d.yaml", project="./runs/p")
+good = Image(commands=["apt-get install -y libgl1 libglib2.0-0"], env_vars=["HF_HOME=./c/hf"])
+@endpoint(gpu="A10G", timeout=60, image=good, volumes=[Volume(name="c", mount_path="./c")])
+def serve():
+    pass
+"""
+
+
+def test_beam_image_findings_sit_at_the_function_lacking_them() -> None:
+    result = run(TWO_BEAM)
+    assert [(f.code, f.line, f.col) for f in result.findings] == \
+        [("GR105", 2, 2), ("GR106", 2, 2)]
+    hf, cv = result.findings
+    assert "for `train`" in hf.message and 'HF_HOME=./runs/hf' in hf.fix
+    assert "`train` passes no image=" in cv.message and "of `train`" in cv.fix
+    swapped = TWO_BEAM.replace('timeout=600,', 'timeout=600, image=good,').replace(
+        "image=good, volumes=[Volume(name=\"c\"", "volumes=[Volume(name=\"c\"")
+    hf, *serve = run(swapped).findings  # train's image sets HF_HOME off its volume
+    assert (hf.code, hf.line) == ("GR105", 5) and "'./c/hf' for `train`" in hf.message
+    assert 'HF_HOME=./runs/hf' in hf.fix
+    assert [(f.code, f.line) for f in serve] == [("GR105", 6), ("GR106", 6)]
+    assert "for `serve`" in serve[0].message and "HF_HOME=./c/hf" in serve[0].fix
+    assert "`serve` passes no image=" in serve[1].message
+
+
+# Defect 19: the Beam example says how to run it so the panel sees it (a deployment).
+def test_the_beam_example_says_to_deploy_its_gpu_function() -> None:
+    """The panel reads Beam deployments (docs/serverless-beam.md): `python app.py`
+    calling .remote() is none, so the example must say `beam deploy FILE:FUNCTION`
+    naming its own GPU function."""
+    text = (DATA / "beam_train.py").read_text()
+    assert "Run: python" not in text
+    [(script, entry)] = re.findall(r"beam deploy (\S+?\.py):(\w+) --name \S+", text)
+    assert script == "beam_train.py"
+    tree = ast.parse(text)
+    indexed = index(tree, 200)
+    assert indexed is not None
+    gpu = {f.name for f in read_script(tree, *indexed).gpu_functions()}
+    assert entry in gpu
+    remote = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and n.func.attr == "remote"]
+    assert remote == []  # no local start that bypasses the deployment

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import bisect
 import math
+import posixpath
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from tui.model.lint_facts import (
     Mount,
     Script,
     Serverless,
-    const_number,
+    const_num,
     const_str,
     dotted,
     has_spread,
@@ -53,6 +54,7 @@ CODES = {
     "GR105": "HF_HOME is not on the volume",
     "GR106": "the image lacks OpenCV's system libraries",
     "GR107": "multi-GPU device= without an `if __name__ == \"__main__\":` guard",
+    "GR108": "a decorator with gpu= that nearly spells a Modal or Beam one",
 }
 
 
@@ -124,8 +126,9 @@ def lint(data: bytes) -> LintResult:
     try:
         script = read_script(tree, *indexed)
         found = [*_timeouts(script), *_projects(script), *_commits(script),
-                 *_hf_home(script), *_opencv(script), *_main_guard(script)]
-        if not script.gpu_functions():
+                 *_hf_home(script), *_opencv(script), *_main_guard(script),
+                 *_near_misses(script)]
+        if not script.gpu_functions() and not script.near_misses:
             found.append(_at(script.tree.body[0] if script.tree.body else None,
                              WARNING, "GR100",
                              "no Modal or Beam GPU function found (`@app.function(gpu=...)`, "
@@ -158,35 +161,117 @@ def _where(fn: Serverless) -> str:
     return f"`@{fn.decorator}(gpu=...)` on `{fn.name}`"
 
 
+# Beam's default timeout per decorator (docs/serverless-beam.md "Timeout", from the SDK's
+# beam-cloud/beta9 abstractions): functions and task queues 3600 s, endpoints 180 s.
+# The others' defaults are not documented there: their words name no number.
+BEAM_DEFAULTS = {"function": 3600, "task_queue": 3600, "endpoint": 180}
+
+
+def _default_words(script: Script, fn: Serverless) -> str:
+    """What applies when the function sets no timeout, in the provider's own terms."""
+    if fn.provider == "modal":
+        return "Modal's 300 s default applies: a longer run is cut at 5 minutes"
+    last = fn.decorator.rsplit(".", 1)[-1]
+    kind = script.beam_decorators.get(last, last)
+    seconds = BEAM_DEFAULTS.get(kind)
+    if seconds is None:
+        return f"Beam's default for @{kind} applies, not one sized to the run"
+    span = "1 hour" if seconds == 3600 else f"{seconds // 60} minutes"
+    return (f"Beam's {seconds} s default for @{kind} applies: a longer run is cut at "
+            f"{span}")
+
+
+def _shown(node: ast.expr, number: int | float | None) -> str:
+    """The timeout as written (cut at 60 characters), and what it folds to when that
+    differs: `25 * 3600 = 90000`."""
+    text = ast.unparse(node)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    if number is not None and text not in (f"{number:g}", str(number)):
+        return f"{text} = {number:g}"
+    return text
+
+
+def _why_unknown(script: Script, fn: Serverless) -> str:
+    """Why a timeout was not folded, in a few words."""
+    node = fn.timeout
+    if isinstance(node, ast.Name) and node.id in script.rebound:
+        return "is bound more than once"
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node else set()
+    twice = sorted(names & script.rebound)
+    if twice:
+        return f"uses {twice[0]}, bound more than once"
+    scopes = script.scopes(fn.node)
+    if any(isinstance(n, ast.Call | ast.Attribute | ast.Subscript) for n in
+           ast.walk(node or ast.Constant(0))) or any(lookup(n, scopes) is None
+                                                    for n in names):
+        return "is known only at run time"
+    if names:
+        return "is more names deep than the linter follows"
+    return "does not fold to a number (only + - * // / are folded)"
+
+
 def _timeouts(script: Script) -> list[Finding]:
     out = []
     for fn in script.gpu_functions():
-        default = ("Modal's 300 s default applies: a longer run is cut at 5 minutes"
-                   if fn.provider == "modal" else
-                   "Beam's 3600 s default applies: a longer run is cut at 1 hour")
+        modal = fn.provider == "modal"
+        default = _default_words(script, fn)
         fix = ("add timeout=SECONDS: epochs x seconds per epoch plus a margin"
-               + (" (Modal allows 1 to 86400)" if fn.provider == "modal" else ""))
+               + (f" (Modal allows 1 to {MODAL_MAX_TIMEOUT})" if modal else ""))
         if not fn.has_timeout:
             out.append(_at(fn.call, ERROR, "GR101",
                            f"{_where(fn)} sets no timeout=: the guide's rule is to set it "
-                           f"explicitly, sized to the run ({default})",
-                           fix))
+                           f"explicitly, sized to the run ({default})", fix))
             continue
-        value, number = timeout_value(script, fn)
-        if value is not None and isinstance(value, ast.Constant) and value.value is None:
+        if fn.timeout is None:
+            continue  # only **options: taken as set (docs/lint.md)
+        scopes = script.scopes(fn.node)
+        value = resolve(fn.timeout, scopes) or fn.timeout
+        number = const_num(fn.timeout, scopes, script.rebound)
+        shown = _shown(fn.timeout, number)
+        if isinstance(value, ast.Constant) and value.value is None:
+            words = ("which is Modal's 300 s default, not a timeout sized to the run: a "
+                     "longer run is cut at 5 minutes (modal.com/docs/guide/timeouts); the "
+                     "guide's rule is to set it explicitly" if modal else
+                     "which is no number of seconds: Beam's SDK takes an int (-1 turns the "
+                     "timeout off); set it explicitly, sized to the run")
             out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout=None: no bound on the bill", fix))
-        elif isinstance(number, int | float) and not isinstance(number, bool) \
-                and number <= 0:
-            out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout={number:g}, which turns the timeout "
-                           "off: a hung job bills forever", fix))
-        elif fn.provider == "modal" and isinstance(number, int | float) \
-                and number > MODAL_MAX_TIMEOUT:
-            out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout={number:g}, above Modal's maximum of "
+                           f"{_where(fn)} has timeout=None, {words}", fix))
+        elif isinstance(value, ast.Constant) and (isinstance(value.value, str | bytes | bool)
+                                                  or value.value is Ellipsis):
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={value.value!r}, a "
+                           f"{type(value.value).__name__}, not a number of seconds: "
+                           f"{'Modal' if modal else 'Beam'} wants an int",
+                           f"write it as a number, e.g. timeout=3600; {fix}"))
+        elif number is None:
+            out.append(_at(fn.timeout, WARNING, "GR101",
+                           f"{_where(fn)}: timeout= is set but not checked (not a constant: "
+                           f"{shown} {_why_unknown(script, fn)})",
+                           "make sure it is a positive number of seconds"
+                           + (f" at most {MODAL_MAX_TIMEOUT}" if modal else "")
+                           + ", or write it as a literal the linter can check"))
+        elif modal and number < 1:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, outside the 1 to "
+                           f"{MODAL_MAX_TIMEOUT} s Modal documents (modal.com/docs/guide/"
+                           "timeouts)", fix))
+        elif modal and number > MODAL_MAX_TIMEOUT:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, above Modal's maximum of "
                            f"{MODAL_MAX_TIMEOUT} s (24 h): Modal refuses it", fix))
+        elif not modal and number < 0:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, which turns the timeout "
+                           "off (Beam: -1 disables it): a hung job bills forever", fix))
+        elif not modal and number < 1:
+            out.append(_at(fn.timeout, ERROR, "GR101",
+                           f"{_where(fn)} has timeout={shown}, not a positive number of "
+                           "seconds: Beam documents a number of seconds, or -1 for none",
+                           fix))
     return out
+
+
+ABSURD_TIMEOUT = 1e12  # seconds: past this a folded timeout= is not taken as a countdown
 
 
 def timeout_value(script: Script,
@@ -194,9 +279,12 @@ def timeout_value(script: Script,
     """The function's `timeout=` expression (a name followed to its value) and the number
     it holds (a literal, or literals' arithmetic: `6 * 60 * 60`), else None: computed at
     run time, or `timeout=None` (the expression says which)."""
-    scopes = script.scopes(fn.call)
+    scopes = script.scopes(fn.node)
     value = resolve(fn.timeout, scopes) or fn.timeout
-    return value, const_number(value, scopes)
+    number = const_num(fn.timeout, scopes, script.rebound)
+    if number is not None and not abs(number) <= ABSURD_TIMEOUT:
+        number = None  # an absurd product (or NaN) is no countdown anyone meant
+    return value, number
 
 
 @dataclass(frozen=True)
@@ -236,6 +324,14 @@ def gpu_timeouts(data: bytes) -> list[GpuTimeout]:
         return out
     except RecursionError:
         raise LintError(f"too deeply nested: more than {MAX_DEPTH} levels") from None
+
+
+def _near_misses(script: Script) -> list[Finding]:
+    return [_at(m.call, ERROR, "GR108",
+                f"`@{m.written}(gpu=...)` is no Modal or Beam decorator: did you mean "
+                f"{m.meant}? Importing the script fails, and nothing here is checked",
+                f"write @{m.meant}(...)")
+            for m in script.near_misses]
 
 
 def _mounts_for(script: Script, node: ast.AST) -> tuple[Serverless | None, list[Mount]]:
@@ -462,79 +558,232 @@ def _named_secrets(script: Script) -> bool:
     return False
 
 
+class _Paths:
+    """HF_HOME settings whose "on a volume?" question is answered per mount in time
+    independent of how many there are: every path's directories are indexed once (a
+    script with thousands of Beam functions asks once per function)."""
+
+    def __init__(self, settings: list[tuple[ast.AST, str | None]]) -> None:
+        self.first = settings[0] if settings else None
+        self.first_known = next(((w, p) for w, p in settings if p is not None), None)
+        self.dirs: set[str] = set()
+        self.kinds: set[bool] = set()  # absolute? of the known paths
+        for _, path in settings:
+            if path is None:
+                continue
+            at = posixpath.normpath(path)
+            self.kinds.add(at.startswith("/"))
+            while at not in self.dirs:
+                self.dirs.add(at)
+                parent = posixpath.dirname(at)
+                if parent in ("", at):
+                    break
+                at = parent
+
+    def any_under(self, mounts: list[Mount]) -> bool:
+        """Whether some known path is at or below one of the mounts (as `under`)."""
+        for mount in mounts:
+            for root in (mount.path, mount.also):
+                if not root:
+                    continue
+                r = posixpath.normpath(root)
+                if r in ("/", "."):
+                    if r.startswith("/") in self.kinds:
+                        return True
+                elif r in self.dirs:
+                    return True
+        return False
+
+
 def _hf_home(script: Script) -> list[Finding]:
-    gpu = script.gpu_functions()
-    if not gpu:
-        return []
-    mounts = script.all_mounts()
-    hint = _mount_hint(mounts, "hf")
-    fix = (f".env({{\"HF_HOME\": {hint}}}) on the image" if gpu[0].provider == "modal"
-           else f"Image(env_vars=[\"HF_HOME={hint.strip(chr(34))}\"])")
+    """Modal: one image setting for the script. Beam: each function's own image."""
+    gpu = [f for f in script.gpu_functions() if f.provider == "modal"]
     settings = _env_settings(script)
-    if not settings:
-        secret = " (unless a named secret sets it: the linter cannot see inside one)" \
-            if _named_secrets(script) else ""
-        return [_at(gpu[0].call, WARNING, "GR105",
-                    "HF_HOME is not set: Hugging Face downloads land in "
+    secret = _named_secrets(script)
+    out = []
+    beam = [fn for fn in script.gpu_functions() if fn.provider == "beam"]
+    if beam:
+        images = _Images(script)
+        code = _Paths([(w, p) for w, p in settings if not _in_some_image(script, w)])
+        by_node = {id(w): (w, p) for w, p in settings}
+        for fn in beam:
+            out.extend(_beam_hf_home(images, fn, by_node, code, secret))
+    if not gpu:
+        return out
+    mounts = script.all_mounts()
+    fix = f".env({{\"HF_HOME\": {_mount_hint(mounts, 'hf')}}}) on the image"
+    return [*out, *_hf_verdict(gpu[0], [_Paths(settings)], mounts, fix, "", secret)]
+
+
+def _hf_verdict(fn: Serverless, groups: list[_Paths], mounts: list[Mount], fix: str,
+                whose: str, secret: bool) -> list[Finding]:
+    """GR105 for these groups of settings, in order, against these mounts (`whose` names
+    a Beam function): constant work per group, however many settings each holds."""
+    firsts = [g.first for g in groups if g.first is not None]
+    if not firsts:
+        maybe = " (unless a named secret sets it: the linter cannot see inside one)" \
+            if secret else ""
+        return [_at(fn.call, WARNING, "GR105",
+                    f"HF_HOME is not set{whose}: Hugging Face downloads land in "
                     "~/.cache/huggingface on the container's disk and are fetched again on "
-                    f"every cold start{secret}", fix)]
-    if any(path is not None and any(under(path, m) for m in mounts)
-           for _, path in settings):
+                    f"every cold start{maybe}", fix)]
+    if any(g.any_under(mounts) for g in groups):
         return []
-    for where, path in settings:
-        if path is not None:
+    for known in (g.first_known for g in groups):
+        if known is not None:
+            where, path = known
             return [_at(where, WARNING, "GR105",
-                        f"HF_HOME={path!r} is not on a mounted volume "
+                        f"HF_HOME={path!r}{whose} is not on a mounted volume "
                         f"({', '.join(m.path for m in mounts) or 'none'}): downloads and "
                         "the Hub cache are lost with the container", fix)]
-    return [_at(settings[0][0], WARNING, "GR105",
-                "HF_HOME is computed at run time: the linter cannot tell whether it is on "
-                "a mounted volume", fix)]
+    return [_at(firsts[0][0], WARNING, "GR105",
+                f"HF_HOME{whose} is computed at run time: the linter cannot tell whether "
+                "it is on a mounted volume", fix)]
+
+
+def _is_image_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = dotted(node.func) or ""
+    return func.rsplit(".", 1)[-1] == "Image" or ".Image." in f".{func}."
+
+
+class _Images:
+    """Beam functions' `image=` expressions, each read once however many functions
+    share it: its nodes (names followed to what they are bound to), the words its
+    commands install, and the HF_HOME settings inside it."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self._nodes: dict[int, list[ast.AST]] = {}
+        self._words: dict[int, set[str]] = {}
+        self._settings: dict[int, _Paths] = {}
+
+    def key(self, fn: Serverless) -> int | None:
+        """The image's identity: the expression its names lead to; None for no image=."""
+        image = keyword(fn.call, "image")
+        if image is None:
+            return None
+        root = resolve(image.value, self.script.scopes(fn.node)) or image.value
+        if id(root) not in self._nodes:
+            self._nodes[id(root)] = self._walk(root, fn)
+        return id(root)
+
+    def _walk(self, root: ast.AST, fn: Serverless) -> list[ast.AST]:
+        scopes = self.script.scopes(fn.node)
+        seen: set[int] = set()
+        nodes: list[ast.AST] = []
+        stack: list[ast.AST] = [root]
+        while stack and len(seen) < 1_000_000:
+            for sub in ast.walk(stack.pop()):
+                if id(sub) in seen:
+                    continue
+                seen.add(id(sub))
+                nodes.append(sub)
+                if isinstance(sub, ast.Name):
+                    bound = lookup(sub.id, scopes)
+                    if bound is not None and id(bound) not in seen:
+                        stack.append(bound)
+        return nodes
+
+    def words(self, key: int) -> set[str]:
+        if key not in self._words:
+            self._words[key] = {w for n in self._nodes[key] if isinstance(n, ast.Call)
+                                for w in _image_words(self.script, n)}
+        return self._words[key]
+
+    def settings(self, key: int, by_node: dict[int, tuple[ast.AST, str | None]]) -> _Paths:
+        if key not in self._settings:
+            self._settings[key] = _Paths([by_node[id(n)] for n in self._nodes[key]
+                                          if id(n) in by_node])
+        return self._settings[key]
+
+
+def _in_some_image(script: Script, node: ast.AST) -> bool:
+    return any(_is_image_call(up) for up in script.ancestors(node))
+
+
+def _beam_hf_home(images: _Images, fn: Serverless,
+                  by_node: dict[int, tuple[ast.AST, str | None]], code: _Paths,
+                  secret: bool) -> list[Finding]:
+    """HF_HOME for one Beam function: set by its own image's env_vars or by the code
+    (os.environ, a keyword), judged against its own volumes."""
+    key = images.key(fn)
+    own = images.settings(key, by_node) if key is not None else _Paths([])
+    hint = _mount_hint(fn.mounts, "hf").strip(chr(34))
+    fix = f'Image(env_vars=["HF_HOME={hint}"]) as the image of `{fn.name}`'
+    return _hf_verdict(fn, [own, code], fn.mounts, fix, f" for `{fn.name}`", secret)
 
 
 IMAGE_STEPS = ("apt_install", "run_commands", "add_commands", "dockerfile_commands",
                "with_commands")
 
 
-def _opencv(script: Script) -> list[Finding]:
-    gpu = script.gpu_functions()
-    if not gpu:
-        return []
+def _image_words(script: Script, node: ast.Call) -> set[str]:
+    """The words of the shell commands one image call or build step runs."""
+    if isinstance(node.func, ast.Attribute) and node.func.attr in IMAGE_STEPS:
+        parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
+    elif _is_image_call(node):
+        cmds = keyword(node, "commands")
+        parts = [cmds.value] if cmds else []
+    else:
+        return set()
     words: set[str] = set()
+    scopes = script.scopes(node)
+    for part in parts:
+        bound = resolve(part, scopes) if isinstance(part, ast.expr) else None
+        for sub in ast.walk(bound or part):
+            text = const_str(sub, scopes) if isinstance(
+                sub, ast.Constant | ast.Name | ast.JoinedStr) else None
+            if text:
+                words.update(text.replace(";", " ").replace("&&", " ").split())
+    return words
+
+
+def _missing_libs(words: set[str]) -> list[str]:
+    return [lib for lib in OPENCV_LIBS
+            if not any(w == lib or w.startswith(lib + "-") or w.startswith(lib + "t64")
+                       for w in words)]
+
+
+_OPENCV_WHY = ("OpenCV, which LibreYOLO imports, fails on a bare image with libGL.so.1 or "
+               "libgthread missing")
+_BEAM_OPENCV_FIX = ('Image(commands=["apt-get update && apt-get install -y libgl1 '
+                    'libglib2.0-0"])')
+
+
+def _opencv(script: Script) -> list[Finding]:
+    """Modal: every image step in the script. Beam: each function's own image=."""
+    out = []
+    images = _Images(script)
+    for fn in script.gpu_functions():
+        if fn.provider != "beam":
+            continue
+        key = images.key(fn)
+        missing = _missing_libs(images.words(key) if key is not None else set())
+        if missing:
+            what = (f"the image of `{fn.name}` does not install" if key is not None else
+                    f"`{fn.name}` passes no image=: Beam's default image does not install")
+            out.append(_at(fn.call, WARNING, "GR106",
+                           f"{what} {' and '.join(missing)}: {_OPENCV_WHY}",
+                           f"{_BEAM_OPENCV_FIX} as the image of `{fn.name}`"))
+    gpu = [f for f in script.gpu_functions() if f.provider == "modal"]
+    if not gpu:
+        return out
+    words = set()
     first_image: ast.AST | None = None
     for node in script.nodes:
         if not isinstance(node, ast.Call):
             continue
-        func = dotted(node.func) or ""
-        name = func.rsplit(".", 1)[-1]
-        if isinstance(node.func, ast.Attribute) and node.func.attr in IMAGE_STEPS:
-            parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
-        elif name == "Image" or ".Image." in f".{func}.":
+        if _is_image_call(node):
             first_image = first_image or node
-            cmds = keyword(node, "commands")
-            parts = [cmds.value] if cmds else []
-        else:
-            continue
-        scopes = script.scopes(node)
-        for part in parts:
-            bound = resolve(part, scopes) if isinstance(part, ast.expr) else None
-            for sub in ast.walk(bound or part):
-                text = const_str(sub, scopes) if isinstance(
-                    sub, ast.Constant | ast.Name | ast.JoinedStr) else None
-                if text:
-                    words.update(text.replace(";", " ").replace("&&", " ").split())
-    missing = [lib for lib in OPENCV_LIBS
-               if not any(w == lib or w.startswith(lib + "-") or w.startswith(lib + "t64")
-                          for w in words)]
+        words |= _image_words(script, node)
+    missing = _missing_libs(words)
     if not missing:
-        return []
-    fix = ('.apt_install("libgl1", "libglib2.0-0") on the image' if gpu[0].provider == "modal"
-           else 'Image(commands=["apt-get update && apt-get install -y libgl1 '
-                'libglib2.0-0"])')
-    return [_at(first_image or gpu[0].call, WARNING, "GR106",
-                f"the image does not install {' and '.join(missing)}: OpenCV, which "
-                "LibreYOLO imports, fails on a bare image with libGL.so.1 or libgthread "
-                "missing", fix)]
+        return out
+    return [*out, _at(first_image or gpu[0].call, WARNING, "GR106",
+                      f"the image does not install {' and '.join(missing)}: {_OPENCV_WHY}",
+                      '.apt_install("libgl1", "libglib2.0-0") on the image')]
 
 
 def _main_guard(script: Script) -> list[Finding]:

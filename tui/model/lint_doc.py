@@ -1,5 +1,5 @@
-"""The `lint --json` document (schema gpurent.lint/1): a script's findings, or why it
-could not be read."""
+"""The `lint --json` documents: one script's findings, or why it could not be read
+(schema gpurent.lint/1), and, for several scripts, the set of those (gpurent.lint-set/1)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from tui.model.exit_codes import EXIT_USAGE
 from tui.model.lint import LintResult
 
 SCHEMA = "gpurent.lint/1"
+SET_SCHEMA = "gpurent.lint-set/1"
 
 
 def lint_document(script: str, result: LintResult | None,
@@ -25,3 +26,11 @@ def lint_document(script: str, result: LintResult | None,
             "findings": [{"line": f.line, "col": f.col, "severity": f.severity,
                           "code": f.code, "message": f.message, "fix": f.fix}
                          for f in result.findings]}
+
+
+def lint_set_document(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several scripts' documents, in the order given, and the worst exit code (2 an
+    unreadable script, 1 an error, 0 none): a one-script run keeps its own document."""
+    return {"schema": SET_SCHEMA,
+            "exit_code": max((d["exit_code"] for d in documents), default=0),
+            "scripts": documents}

@@ -9,6 +9,8 @@ guessed. The checks that judge these facts are in tui/model/lint.py.
 from __future__ import annotations
 
 import ast
+import difflib
+import math
 import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,16 @@ class Mount:
     path: str
     volume: str | None = None
     also: str | None = None  # Beam also mounts a volume at /volumes/<name>
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A decorator call with gpu= whose name is one edit or two from a serverless
+    decorator's (`@app.functon(gpu=...)`): the script fails when imported."""
+
+    call: ast.Call
+    written: str
+    meant: str
 
 
 @dataclass
@@ -60,6 +72,8 @@ class Script:
     beam_decorators: dict[str, str] = field(default_factory=dict)  # local -> beam name
     from_modal: dict[str, str] = field(default_factory=dict)  # local -> modal name
     module_env: dict[str, ast.expr] = field(default_factory=dict)
+    rebound: set[str] = field(default_factory=set)  # module names bound more than once
+    near_misses: list[NearMiss] = field(default_factory=list)
     parents: dict[int, ast.AST] = field(default_factory=dict)
     functions: list[Serverless] = field(default_factory=list)
     trains: list[ast.Call] = field(default_factory=list)
@@ -144,6 +158,102 @@ def assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
     return env
 
 
+def rebound_names(body: list[ast.stmt]) -> set[str]:
+    """Module-level names bound more than once (assigned twice, augmented, a loop
+    target, imported over): their value at a decorator is not one literal."""
+    counts: dict[str, int] = {}
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        targets: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            targets = list(stmt.targets)
+        elif isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+            targets = [stmt.target]
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                counts[stmt.target.id] = counts.get(stmt.target.id, 0) + 1
+        elif isinstance(stmt, ast.For | ast.AsyncFor):
+            targets = [stmt.target]
+            counts.update({n.id: counts.get(n.id, 0) + 1 for n in ast.walk(stmt.target)
+                           if isinstance(n, ast.Name)})
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            for alias in stmt.names:
+                name = (alias.asname or alias.name).split(".")[0]
+                counts[name] = counts.get(name, 0) + 1
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name):
+                    counts[node.id] = counts.get(node.id, 0) + 1
+        if isinstance(stmt, ast.With | ast.AsyncWith | ast.If | ast.For | ast.AsyncFor
+                      | ast.While | ast.Try):
+            for block in ("body", "orelse", "finalbody"):
+                stack.extend(reversed(getattr(stmt, block, [])))
+            if isinstance(stmt, ast.Try):
+                for handler in stmt.handlers:
+                    stack.extend(reversed(handler.body))
+    return {name for name, n in counts.items() if n > 1}
+
+
+# How deep `const_num` follows names and operators (each counts): a chain of names bound
+# to sums of names, twenty deep, still folds; Python's own stack is never at risk.
+FOLD_DEPTH = 64
+# Arithmetic `const_num` folds; ** and the rest are left unknown.
+_FOLD = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div)
+# Past this an int is carried as a float: a hostile product of big literals stays cheap.
+_EXACT = 2 ** 53
+
+
+def const_num(node: ast.expr | None, scopes: list[dict[str, ast.expr]],
+              rebound: set[str] | frozenset[str] = frozenset()) -> int | float | None:
+    """The number an expression computes from int/float literals with + - * // / and
+    unary minus, through names bound once, or None when any part is only known at run
+    time (a call, an argument, a name bound twice, a string, a bool, ** ...)."""
+    memo: dict[int, int | float | None] = {}
+
+    def fold(at: ast.expr | None, depth: int) -> int | float | None:
+        if at is None or depth > FOLD_DEPTH:
+            return None
+        if id(at) in memo:  # a name used many times is folded once
+            return memo[id(at)]
+        value: int | float | None = None
+        if isinstance(at, ast.Constant):
+            raw = at.value
+            value = raw if isinstance(raw, int | float) and not isinstance(raw, bool) \
+                else None
+        elif isinstance(at, ast.Name):
+            value = None if at.id in rebound else fold(lookup(at.id, scopes), depth + 1)
+        elif isinstance(at, ast.UnaryOp) and isinstance(at.op, ast.USub | ast.UAdd):
+            inner = fold(at.operand, depth + 1)
+            value = None if inner is None else (-inner if isinstance(at.op, ast.USub)
+                                                else inner)
+        elif isinstance(at, ast.BinOp) and isinstance(at.op, _FOLD):
+            left, right = fold(at.left, depth + 1), fold(at.right, depth + 1)
+            value = None if left is None or right is None else _apply(at.op, left, right)
+        memo[id(at)] = value
+        return value
+
+    return fold(node, 0)
+
+
+def _apply(op: ast.operator, left: int | float, right: int | float) -> int | float | None:
+    try:
+        if isinstance(op, ast.Add):
+            out = left + right
+        elif isinstance(op, ast.Sub):
+            out = left - right
+        elif isinstance(op, ast.Mult):
+            out = left * right
+        elif isinstance(op, ast.FloorDiv):
+            out = left // right
+        else:
+            out = left / right
+    except (ZeroDivisionError, OverflowError):
+        return None
+    if isinstance(out, float) and math.isnan(out):
+        return None
+    return float(out) if isinstance(out, int) and abs(out) > _EXACT else out
+
+
 def lookup(name: str, scopes: list[dict[str, ast.expr]]) -> ast.expr | None:
     for scope in scopes:
         if name in scope:
@@ -224,48 +334,6 @@ def const_str(node: ast.expr | None, scopes: list[dict[str, ast.expr]],
     return None
 
 
-MAX_NUMBER = 1e12  # a constant past this is no timeout anyone wrote: not folded
-MAX_NUMBER_STEPS = 1000  # nodes one const_number looks at, at most
-
-
-def const_number(node: ast.expr | None, scopes: list[dict[str, ast.expr]],
-                 budget: int = MAX_NUMBER_STEPS) -> int | float | None:
-    """The number an expression builds from numeric literals and names bound to them with
-    + - * / // and unary minus (`6 * 60 * 60`), or None when any part is only known at run
-    time, the number grows past MAX_NUMBER, or it takes over `budget` steps (names bound to
-    each other twice over, `a = b * b; b = c * c; ...`, would double at each name)."""
-    steps = [budget]
-    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
-           ast.FloorDiv: lambda a, b: a // b}
-
-    def fold(at: ast.expr | None, depth: int) -> int | float | None:
-        steps[0] -= 1
-        if at is None or depth > MAX_RESOLVE or steps[0] < 0:
-            return None
-        if isinstance(at, ast.Constant):  # as written, however large
-            value = at.value
-            return value if isinstance(value, int | float) and not isinstance(value, bool) \
-                else None
-        if isinstance(at, ast.Name):
-            return fold(lookup(at.id, scopes), depth + 1)
-        if isinstance(at, ast.UnaryOp) and isinstance(at.op, ast.USub | ast.UAdd):
-            inner = fold(at.operand, depth + 1)
-            return None if inner is None else (-inner if isinstance(at.op, ast.USub) else inner)
-        if isinstance(at, ast.BinOp) and type(at.op) in ops:
-            left, right = fold(at.left, depth + 1), fold(at.right, depth + 1)
-            if left is None or right is None or abs(left) > MAX_NUMBER \
-                    or abs(right) > MAX_NUMBER:
-                return None
-            if isinstance(at.op, ast.Div | ast.FloorDiv) and right == 0:
-                return None
-            result = ops[type(at.op)](left, right)
-            return result if abs(result) <= MAX_NUMBER else None
-        return None
-
-    return fold(node, 0)
-
-
 def under(path: str, mount: Mount) -> bool:
     """Whether `path` lies on the volume: at or below its mount path (or Beam's
     /volumes/<name>). Relative paths match relative mounts only: the container's
@@ -314,7 +382,7 @@ def index(tree: ast.Module, max_depth: int) -> tuple[list[ast.AST], dict[int, as
 def read_script(tree: ast.Module, nodes: list[ast.AST], parents: dict[int, ast.AST]) -> Script:
     """Gather the facts from the tree and its index (`index`)."""
     script = Script(tree=tree, nodes=nodes, parents=parents,
-                    module_env=assignments(tree.body))
+                    module_env=assignments(tree.body), rebound=rebound_names(tree.body))
     for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -339,6 +407,9 @@ def read_script(tree: ast.Module, nodes: list[ast.AST], parents: dict[int, ast.A
                 if found is not None:
                     script.functions.append(found)
                     break
+                miss = _near_miss(script, decorator)
+                if miss is not None:
+                    script.near_misses.append(miss)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "train" \
                 and any(k.arg in TRAIN_KEYWORDS for k in node.keywords):
@@ -360,6 +431,33 @@ def _provider_of(script: Script, call: ast.Call) -> tuple[str, str] | None:
     if head and last in ("function", "cls") and (script.modal or script.from_modal):
         return "modal", name
     return None
+
+
+MODAL_DECORATORS = ("function", "cls")
+NEAR = 0.75  # difflib ratio: "functon", "fucntion", "fuction" match; "method" does not
+
+
+def _near_miss(script: Script, decorator: ast.expr) -> NearMiss | None:
+    """A decorator with gpu= that is no serverless decorator but nearly spells one."""
+    if not isinstance(decorator, ast.Call) or keyword(decorator, "gpu") is None:
+        return None
+    name = dotted(decorator.func)
+    if name is None:
+        return None
+    head, _, last = name.rpartition(".")
+    known: list[tuple[str, str]] = []  # (last part, whole name to suggest)
+    if head and (script.modal or script.from_modal):
+        known += [(d, f"{head}.{d}") for d in MODAL_DECORATORS]
+    if head and head in script.beam:
+        known += [(d, f"{head}.{d}") for d in BEAM_DECORATORS]
+    if not head and (script.beam or script.beam_decorators):
+        local = {b: loc for loc, b in script.beam_decorators.items()}
+        known += [(local.get(d, d), local.get(d, d)) for d in BEAM_DECORATORS]
+    names = [k for k, _ in known if k != last]
+    close = difflib.get_close_matches(last, names, n=1, cutoff=NEAR)
+    if not close:
+        return None
+    return NearMiss(decorator, name, dict(known)[close[0]])
 
 
 def _serverless(script: Script, node: FunctionNode | ast.ClassDef,

@@ -6,7 +6,15 @@ Beam's SDK (beam-cloud/beta9): `@function(gpu=..., timeout=..., volumes=[...])`,
 `commands` run at build time. Beam's Volume has no commit(): what is written under the
 mount path is on the volume.
 
-Run: python beam_train.py
+Run it as a deployment, which is what the panel reads (`beam deployment list`; see
+docs/serverless-beam.md, "Deployed apps only"):
+
+    beam deploy beam_train.py:train --name libreyolo-train
+
+then invoke the deployed function, and name it `app = "libreyolo-train"` in a
+`[[serverless]]` entry of the config. A `beam run` (or a local call of
+`train.remote()`) starts tasks of no deployment: the panel reads such an app as
+missing.
 """
 
 from beam import Image, Volume, function
@@ -29,7 +37,3 @@ def train(epochs: int = 100):
     model = LibreYOLO("yolox-s.pt")
     model.train(data=f"{MOUNT}/data/data.yaml", epochs=epochs, batch=32, imgsz=640,
                 device="0", project=f"{MOUNT}/runs", name="run1", exist_ok=True)
-
-
-if __name__ == "__main__":
-    train.remote()
