@@ -33,6 +33,7 @@ from tui.model.instance import InstanceInfo, PowerOutcome, gone
 from tui.model.meter import (
     FAILED,
     FleetCost,
+    MeterCache,
     activity_marks,
     idle_on_record,
     meter,
@@ -93,6 +94,9 @@ class CostMeter:
         # when: the next record carries only what grew since.
         self.busy_written: dict[str, tuple[float, float]] = {}
         self.busy_written_at: dict[str, float] = {}
+        # What the once-a-second fold keeps of each box between folds (its runs' unit
+        # costs, its rates): a fold works out afresh only the boxes that changed.
+        self.fold_cache = MeterCache()
 
     def _client(self, provider: str) -> ProviderClient:
         if provider not in self.clients:
@@ -171,7 +175,7 @@ class CostMeter:
                 self.ledger.seen(Seen(now, box.name))
         self._restore_idle(states, now)
         cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
-                     local_midnight(now), self.errors)
+                     local_midnight(now), self.errors, cache=self.fold_cache)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}
         self.throughput.record(measurements(cost, states, now))
         return cost
