@@ -12,18 +12,31 @@ cached fold must equal, figure for figure, a fold that keeps nothing.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 
+from support.fleets import DATA
 from support.panel_states import NOW, fleet_states, instance
 
 from tui.model.bill import Book, Event, Mark
-from tui.model.box import BoxState, Connection, fold_failure
+from tui.model.box import BoxState, Connection, fold_answer, fold_failure
 from tui.model.config import FleetConfig, parse_config
-from tui.model.instance import InstanceInfo
+from tui.model.instance import InstanceInfo, PowerOutcome
 from tui.model.meter import FleetCost, MeterCache, meter
+from tui.providers.meter import FULL_LOOK_SECONDS, CostMeter, record_outcome
+from tui.store.ledger import Ledger
 
 NAMES = [f"box{i}" for i in range(8)]
+RUNNING_STATUS = json.loads((DATA / "yolox_running" / "status.json").read_text())
+T0 = 1_800_000_000.0
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
 PROVIDERS = ["vast", "runpod", "manual"]
 STATES = ["running", "stopped", "destroyed", "unknown", "starting"]
 
@@ -132,3 +145,81 @@ def test_the_cache_forgets_boxes_that_leave_the_config() -> None:
     meter(_config(rng, NAMES), states, {}, Book(), {}, NOW, NOW - 3600, cache=cache)
     meter(_config(rng, NAMES[:2]), states, {}, Book(), {}, NOW + 1, NOW - 3600, cache=cache)
     assert set(cache.boxes) <= set(NAMES[:2]) and set(cache.rates) == set(NAMES[:2])
+
+
+# --- the ledger side: an update told which boxes were refreshed ---------------
+
+WATCHED = "".join(f'[[box]]\nname = "lab{i}"\nhost = "lab{i}.example.org"\n'
+                  f'stop_command = "sudo poweroff"\n'
+                  f"[box.pricing]\nrunning_usd_per_hr = {0.5 + i}\ndisk_gb = 100\n"
+                  f"storage_usd_per_gb_month = 0.1\n" for i in range(5))
+
+
+def _answer(name: str, at: float, training: bool) -> BoxState:
+    """A box answering at `at`; its one run progressing, or finished a while ago."""
+    status = {**RUNNING_STATUS, "updated_at": iso(at - (1 if training else 900)),
+              "started_at": iso(at - 1800)}
+    if not training:
+        status["state"] = "completed"
+    run = {"path": f"/root/runs/{name}", "root": "/root/runs", "name": name, "s_sig": "s",
+           "w_sig": "w", "status": status, "pid_alive": training}
+    return fold_answer(BoxState(name=name), {"v": 1, "time": at, "runs": [run],
+                                             "gpus": {"absent": True}, "disks": []}, at)
+
+
+def _records(ledger: Ledger) -> list[str]:
+    return sorted(ledger.path.read_text().splitlines())
+
+
+def test_an_update_told_what_was_refreshed_writes_what_a_full_one_does(
+        tmp_path: Path) -> None:
+    """Two meters see the same boxes answer, fail and come back (and a stop sent), for
+    ten minutes (inside the 15-minute seen notes): one compares every box with the ledger
+    at every update, the other only the boxes refreshed since its last. Same ledger lines,
+    same money, update for update."""
+    rng = random.Random(11)
+    now = [T0]
+    meters = [CostMeter(parse_config(WATCHED, "w.toml"),
+                        ledger=Ledger(tmp_path / f"{side}.jsonl"), clock=lambda: now[0])
+              for side in ("full", "told")]
+    states = {f"lab{i}": _answer(f"lab{i}", T0, i % 2 == 0) for i in range(5)}
+    looked_at = 0
+    while now[0] < T0 + 600:
+        refreshed = set()
+        for name in rng.sample(sorted(states), rng.randint(0, 3)):
+            roll = rng.random()
+            if roll < 0.3:
+                states[name] = fold_failure(states[name], Connection.TIMEOUT, "no answer",
+                                            now[0])
+            elif roll < 0.4:
+                for meter_ in meters:
+                    record_outcome(meter_.ledger, meters[0].fleet.boxes[int(name[3:])],
+                                   PowerOutcome("stop", name, "unknown", ""), now[0] - 1,
+                                   now[0])
+            else:
+                states[name] = _answer(name, now[0], rng.random() < 0.5)
+            refreshed.add(name)
+        full = meters[0].update(states.values())
+        told = meters[1].update(states.values(), only=refreshed)
+        looked_at += len(refreshed)
+        assert told == full
+        assert _records(meters[1].ledger) == _records(meters[0].ledger)
+        now[0] += rng.choice([1.0, 1.0, 2.5, 7.0])
+    assert looked_at < 5 * 150  # the told meter compared far fewer boxes than all of them
+    assert len(_records(meters[0].ledger)) > 30  # segments and marks came and went
+
+
+def test_an_update_told_what_was_refreshed_still_looks_at_every_box_each_minute(
+        tmp_path: Path) -> None:
+    now = [T0]
+    meter_ = CostMeter(parse_config(WATCHED, "w.toml"),
+                       ledger=Ledger(tmp_path / "ledger.jsonl"), clock=lambda: now[0])
+    meter_.update([_answer("lab0", T0, True)])
+    now[0] += 1
+    late = _answer("lab1", T0 + 1, True)  # answered, but its refresh was not reported
+    meter_.update([_answer("lab0", T0, True), late], only={"lab0"})
+    assert meter_.ledger.last("lab1") is None
+    now[0] += FULL_LOOK_SECONDS
+    meter_.update([_answer("lab0", T0, True), late], only={"lab0"})
+    last = meter_.ledger.last("lab1")
+    assert last is not None and last.state == "running" and last.t == T0 + 1
