@@ -174,7 +174,10 @@ def activity_marks(name: str, state: BoxState | None, history: BoxHistory | None
                 floor = last.t if last is not None else -math.inf
                 starts = [parse_time(r.status.get("started_at")) if r.status else None
                           for r in state.runs]
-                unseen = [s + offset for s in starts if s is not None and s + offset > floor]
+                # A start ahead of the box's own clock (a skewed or hostile status) is no
+                # start yet: counted, it would mark training and idle again at every fold.
+                unseen = [s + offset for s in starts
+                          if s is not None and floor < s + offset <= state.last_ok_at]
                 if unseen:  # trained while nobody looked, and finished
                     trained = min(min(unseen), state.last_ok_at)
                     return [Mark(trained, name, "training"),
