@@ -394,7 +394,7 @@ class MeterCache:
         return made
 
     def keep_only(self, names: set[str]) -> None:
-        """Forget boxes no longer configured or no longer watched."""
+        """Forget the boxes no longer in the config."""
         for kept in (self.boxes, self.rates):
             for name in [n for n in kept if n not in names]:
                 del kept[name]
