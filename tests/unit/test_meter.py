@@ -336,6 +336,26 @@ def finished(name: str, started: float, ended: float) -> dict[str, Any]:
             "pid_alive": False}
 
 
+def test_a_finished_run_started_ahead_of_the_boxs_clock_marks_nothing_over_and_over(
+        tmp_path: Path) -> None:
+    """A finished run whose status says it started after the box's own clock (skewed or
+    hostile): counted as trained while nobody looked, it marked training and idle again
+    at every update, two ledger lines a second. It counts once its start is past."""
+    meter_, now = clocked(MANUAL, tmp_path)
+    meter_.ledger.record(Event(T0 - 3600, "lab", "running", 1.10, "config"))
+    runs = [finished("a", T0 - 900, T0 - 600), finished("ahead", T0 + 60, T0 + 90)]
+    for later in range(5):
+        now[0] = T0 + later
+        meter_.update([up("lab", T0, runs)])
+    assert [(m.t - T0, m.activity) for m in meter_.ledger.marks] == [
+        (-900, "training"), (0, "idle")]  # idle from its end, no later than the box's clock
+    now[0] = T0 + 120  # the box's clock has passed it: it trained while nobody looked
+    for _ in range(3):
+        meter_.update([up("lab", T0 + 120, runs)])
+    assert [(m.t - T0, m.activity) for m in meter_.ledger.marks][2:] == [
+        (60, "training"), (90, "idle")]
+
+
 def test_a_run_that_ended_before_anyone_looked_still_marks_the_forgot_to_stop_it_money(
         tmp_path: Path) -> None:
     """A box first seen after its run finished: the run's own times mark it training, then

@@ -50,7 +50,7 @@ from tui.model.cost import (
     usd,
 )
 from tui.model.instance import InstanceInfo
-from tui.model.runs import Health, format_age, parse_time
+from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.throughput import UnitCost, run_span, unit_costs
 
 # A manual box that no longer answers at all (not one that refuses a login).
@@ -174,7 +174,10 @@ def activity_marks(name: str, state: BoxState | None, history: BoxHistory | None
                 floor = last.t if last is not None else -math.inf
                 starts = [parse_time(r.status.get("started_at")) if r.status else None
                           for r in state.runs]
-                unseen = [s + offset for s in starts if s is not None and s + offset > floor]
+                # A start ahead of the box's own clock (a skewed or hostile status) is no
+                # start yet: counted, it would mark training and idle again at every fold.
+                unseen = [s + offset for s in starts
+                          if s is not None and floor < s + offset <= state.last_ok_at]
                 if unseen:  # trained while nobody looked, and finished
                     trained = min(min(unseen), state.last_ok_at)
                     return [Mark(trained, name, "training"),
@@ -318,46 +321,139 @@ def box_units(state: BoxState, history: BoxHistory | None) -> dict[str, UnitCost
     return units
 
 
+@dataclass
+class _BoxFacts:
+    """What one box's meter row takes from its snapshot and its ledger history, neither of
+    which moves with the clock: computed when either changes, reused every second between.
+
+    Keyed on the snapshot's identity (a BoxState is frozen; a refresh makes a new one, and
+    holding it here keeps its id from being reused) and on the history's identity and
+    segment count (a history only grows; a ledger read afresh makes new ones)."""
+
+    state: BoxState
+    history: BoxHistory | None
+    segments: int
+    running: list[RunState]
+    units: dict[str, UnitCost]
+    gpu_max: float | None
+    idle_words: str
+    billed: float | None = None  # the rate `runs` were priced at
+    runs: dict[str, RunCost] | None = None
+
+
+@dataclass
+class _BoxRates:
+    box: BoxConfig
+    facts: InstanceInfo | None
+    rates: BoxRates
+    billing: dict[str, BoxRates] = field(default_factory=dict)  # with the ledger's state
+
+
+@dataclass
+class MeterCache:
+    """What `meter` keeps between folds so that a fold costs in proportion to what changed:
+    per box, the parts that depend only on its snapshot, its history and its rates. Every
+    figure that moves with the clock (the open segment, money so far, idle time) is still
+    worked out at each fold, so a fold with a cache equals one without."""
+
+    boxes: dict[str, _BoxFacts] = field(default_factory=dict)
+    rates: dict[str, _BoxRates] = field(default_factory=dict)
+
+    def box_rates(self, box: BoxConfig, facts: InstanceInfo | None, state: str) -> BoxRates:
+        """The box's rates from its config and the provider's facts (equal facts: the same),
+        in the `state` the ledger bills now."""
+        kept = self.rates.get(box.name)
+        if kept is None or not (kept.box is box or kept.box == box) \
+                or not (kept.facts is facts or kept.facts == facts):
+            kept = _BoxRates(box, facts, box_rates(box.provider, box.pricing, facts))
+            self.rates[box.name] = kept
+        rates = kept.billing.get(state)
+        if rates is None:
+            rates = kept.billing[state] = replace(kept.rates, state=state)
+        return rates
+
+    def box_facts(self, state: BoxState, history: BoxHistory | None) -> _BoxFacts:
+        """The snapshot's running runs, unit costs and GPU reading, kept while it and the
+        history stand."""
+        segments = len(history.events) if history is not None else 0
+        kept = self.boxes.get(state.name)
+        if kept is not None and kept.state is state and kept.history is history \
+                and kept.segments == segments:
+            return kept
+        utils = [g.util_pct for g in state.gpus if g.util_pct is not None]
+        gpu_max = max(utils) if utils else None
+        idle_words = "no run progressing"
+        if gpu_max is not None:
+            idle_words += ", GPUs under 5%"
+        else:
+            idle_words += f", and no GPU reading ({state.gpu_note or 'no nvidia-smi'})"
+        made = _BoxFacts(state, history, segments,
+                         [r for r in state.runs if r.health is Health.RUNNING],
+                         box_units(state, history), gpu_max, idle_words)
+        self.boxes[state.name] = made
+        return made
+
+    def keep_only(self, names: set[str]) -> None:
+        """Forget the boxes no longer in the config."""
+        for kept in (self.boxes, self.rates):
+            for name in [n for n in kept if n not in names]:
+                del kept[name]
+
+
+def _run_costs(facts: _BoxFacts, billed: float | None) -> dict[str, RunCost]:
+    """The running runs' costs at `billed` $/hr, kept until the rate changes."""
+    if facts.runs is not None and facts.billed == billed:
+        return facts.runs
+    runs: dict[str, RunCost] = {}
+    for run in facts.running:
+        cost = run_cost(billed, len(facts.running), run.epoch_seconds, run.eta_seconds)
+        if cost is not None:
+            runs[run.path] = cost
+    facts.billed, facts.runs = billed, runs
+    return runs
+
+
 def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, InstanceInfo],
           book: Book | Iterable[Event], idle_prev: Mapping[str, float], now: float,
-          day_start: float, provider_errors: Mapping[str, str] | None = None) -> FleetCost:
-    """Everything the panel and `status --json` show about money, at `now`."""
+          day_start: float, provider_errors: Mapping[str, str] | None = None,
+          cache: MeterCache | None = None) -> FleetCost:
+    """Everything the panel and `status --json` show about money, at `now`.
+
+    `cache`: kept by a caller that folds again and again (the meter, once a second), so
+    only boxes whose snapshot, history or rates changed are worked out afresh; the result
+    is the same as without it."""
     if not isinstance(book, Book):
         book = Book(book)
+    if cache is None:
+        cache = MeterCache()
     states = {b.name: b for b in boxes}
     costs: dict[str, BoxCost] = {}
     unpriced: list[str] = []
+    errors = provider_errors or {}
     for box in fleet.boxes:
         history = book.boxes.get(box.name)
         open_ = history.at(now) if history is not None else None
-        error = (provider_errors or {}).get(box.name)
-        rates = box_rates(box.provider, box.pricing, facts.get(box.name))
-        rates = replace(rates, state=open_.state if open_ is not None else "unknown")
+        error = errors.get(box.name)
+        rates = cache.box_rates(box, facts.get(box.name),
+                                open_.state if open_ is not None else "unknown")
         state = states.get(box.name)
         rate = open_.usd_per_hr if open_ is not None else None
         maybe = rates.running.usd_per_hr if open_ is None and rates.running else None
         if rate is None and maybe is None:
             unpriced.append(box.name)
-        runs: dict[str, RunCost] = {}
-        units: dict[str, UnitCost] = {}
+        runs: Mapping[str, RunCost] = {}
+        units: Mapping[str, UnitCost] = {}
         progressing = False
         gpu_max = None
         idle_words = "no run progressing"
         if state is not None:
-            running = [r for r in state.runs if r.health is Health.RUNNING]
-            progressing = bool(running)
+            kept = cache.box_facts(state, history)
+            progressing = bool(kept.running)
             billed = rate if rate is not None and rates.state in RUNNING_STATES else maybe
-            for run in running:
-                cost = run_cost(billed, len(running), run.epoch_seconds, run.eta_seconds)
-                if cost is not None:
-                    runs[run.path] = cost
-            units = box_units(state, history)
-            utils = [g.util_pct for g in state.gpus if g.util_pct is not None]
-            gpu_max = max(utils) if utils else None
-            if gpu_max is not None:
-                idle_words += ", GPUs under 5%"
-            else:
-                idle_words += f", and no GPU reading ({state.gpu_note or 'no nvidia-smi'})"
+            runs = _run_costs(kept, billed)
+            units = kept.units
+            gpu_max = kept.gpu_max
+            idle_words = kept.idle_words
         billed_running = rates.state in RUNNING_STATES and bool(rate and rate > 0)
         since = idle_since(idle_prev.get(box.name), billed_running, progressing, gpu_max, now)
         idle_usd = rate * (now - since) / 3600 if since is not None and rate else 0.0
@@ -374,6 +470,7 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
             gpu_busy_pct=state.busy.pct if state is not None else None,
             gpu_idle_usd=state.busy.idle_usd(rates.running.usd_per_hr if rates.running
                                              else None) if state is not None else None)
+    cache.keep_only(set(costs))
     accrued_total = sum(c.accrued_usd for c in costs.values())
     return FleetCost(
         boxes=costs,

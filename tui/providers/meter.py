@@ -11,8 +11,9 @@ box billing at its running rate, marked "may still be billing".
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +34,7 @@ from tui.model.instance import InstanceInfo, PowerOutcome, gone
 from tui.model.meter import (
     FAILED,
     FleetCost,
+    MeterCache,
     activity_marks,
     idle_on_record,
     meter,
@@ -48,6 +50,9 @@ PROVIDER_POLL_SECONDS = 60.0
 # A billing box the ledger has said nothing of for this long gets a "seen" note: if the
 # box leaves the config, its history runs to the last one, not to its last rate change.
 SEEN_EVERY_SECONDS = 900.0
+# An update told which boxes were refreshed compares only them with the ledger, but every
+# box at least this often: well inside the 15-minute seen notes and busy records.
+FULL_LOOK_SECONDS = 60.0
 
 
 def local_midnight(now: float) -> float:
@@ -93,6 +98,10 @@ class CostMeter:
         # when: the next record carries only what grew since.
         self.busy_written: dict[str, tuple[float, float]] = {}
         self.busy_written_at: dict[str, float] = {}
+        # What the once-a-second fold keeps of each box between folds (its runs' unit
+        # costs, its rates): a fold works out afresh only the boxes that changed.
+        self.fold_cache = MeterCache()
+        self._full_look_at = -math.inf  # when every box was last compared with the ledger
 
     def _client(self, provider: str) -> ProviderClient:
         if provider not in self.clients:
@@ -137,22 +146,31 @@ class CostMeter:
             jobs.append(one(box.name, box.provider, box.instance_id))
         await asyncio.gather(*jobs)
 
-    def update(self, boxes: Iterable[BoxState], only: str | None = None) -> FleetCost:
+    def update(self, boxes: Iterable[BoxState],
+               only: str | Collection[str] | None = None) -> FleetCost:
         """Fold the current picture; start a ledger segment where an observation says the
         state or rate changed, and an activity mark where the runs' activity did.
 
-        `only`: the box whose refresh caused this (nothing else was observed since the
-        last update), so only it is compared with the ledger; the fold covers all."""
+        `only`: the box (or boxes) whose refresh caused this (nothing else was observed
+        since the last update), so only they are compared with the ledger; the fold covers
+        all. Every box is compared at least every FULL_LOOK_SECONDS all the same, so what
+        the clock alone brings due (a seen note, a busy record) is not held up by a box
+        that is not refreshed."""
         now = self._clock()
         self.ledger.refresh()
         states = {b.name: b for b in boxes}
         book = self.ledger.book
+        watched = None if only is None else {only} if isinstance(only, str) else set(only)
+        if watched is not None and now - self._full_look_at >= FULL_LOOK_SECONDS:
+            watched = None
+        if watched is None:
+            self._full_look_at = now
         for box in self.fleet.boxes:
-            if only is not None and box.name != only:
-                continue
             state = states.get(box.name)
             if state is not None and state.connection in FAILED:
                 self.down_at[box.name] = now
+            if watched is not None and box.name not in watched:
+                continue
             known = self.running_rate.get(box.name) or known_running_rate(self.ledger, box.name)
             event = observe(box, self.facts.get(box.name), self.read_at.get(box.name, now)
                             if box.name in self.facts else None,
@@ -171,7 +189,7 @@ class CostMeter:
                 self.ledger.seen(Seen(now, box.name))
         self._restore_idle(states, now)
         cost = meter(self.fleet, states.values(), self.facts, book, self.idle, now,
-                     local_midnight(now), self.errors)
+                     local_midnight(now), self.errors, cache=self.fold_cache)
         self.idle = {n: c.idle_since for n, c in cost.boxes.items() if c.idle_since is not None}
         self.throughput.record(measurements(cost, states, now))
         return cost

@@ -402,21 +402,24 @@ class Runtime:
         updates costs a few meter folds, not 100 (each is over the whole fleet)."""
         if self.meter is not None and self._cost_timer is None:
             self._cost_timer = asyncio.get_running_loop().call_later(
-                self.coalesce_seconds, self._update_cost)
+                self.coalesce_seconds, self._update_cost, False)
 
-    def _update_cost(self) -> None:
+    def _update_cost(self, everything: bool = True) -> None:
         """Fold the money picture; ring once when a box starts burning idle or goes over
-        budget, and apply `on_budget`."""
+        budget, and apply `on_budget`.
+
+        `everything`: compare every box with the ledger (a provider poll, the start, a
+        config reload: news of any box); the coalesced fold after box refreshes compares
+        only the boxes refreshed since the last one (the meter still looks at all of them
+        every minute)."""
         if self._cost_timer is not None:
             self._cost_timer.cancel()
             self._cost_timer = None
         if self.meter is None or not self._running:
             return
         seen, self._seen = self._seen, set()
-        if len(seen) == 1:  # only what was observed is compared with the ledger
-            cost = self.meter.update(self.states.values(), only=next(iter(seen)))
-        else:
-            cost = self.meter.update(self.states.values())
+        cost = self.meter.update(self.states.values(),
+                                 only=None if everything or not seen else seen)
         decision, events = self.guardian.judge_costs(cost, self.states, self.busy)
         self.sink(CostChanged(cost))  # after the judgement: a header names its preemption
         self._rejudge_rest()  # the provider may read a box at rest running again
