@@ -136,6 +136,7 @@ class FleetScreen(Screen[None]):
         self._wanted: RunKey | None = None  # the run the user moved to, while it is shown
         self._typing = False  # the filter is being typed: from its key to enter or escape
         self._head_pending = False
+        self._footer_on_app = False  # the footer shows an app row's keys
 
     @property
     def gpurent(self) -> FleetView:
@@ -516,6 +517,9 @@ class FleetScreen(Screen[None]):
         box's, as the class binds them. The bindings are swapped in place, whatever key
         `[keys]` gave them, so a remap still holds."""
         on_app = self._on_app()
+        if on_app == self._footer_on_app:
+            return  # the same kind of row: the footer stays (a refresh is a frame per key)
+        self._footer_on_app = on_app
         table = self._bindings.key_to_bindings
         for key, bindings in list(table.items()):
             if any(b.id in ROW_BINDINGS for b in bindings):
