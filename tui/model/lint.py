@@ -215,12 +215,13 @@ def _timeouts(script: Script) -> list[Finding]:
     for fn in script.gpu_functions():
         modal = fn.provider == "modal"
         default = _default_words(script, fn)
-        fix = ("add timeout=SECONDS: epochs x seconds per epoch plus a margin"
-               + (f" (Modal allows 1 to {MODAL_MAX_TIMEOUT})" if modal else ""))
+        sized = ("epochs x seconds per epoch plus a margin"
+                 + (f" (Modal allows 1 to {MODAL_MAX_TIMEOUT})" if modal else ""))
         if not fn.has_timeout:
             out.append(_at(fn.call, ERROR, "GR101",
                            f"{_where(fn)} sets no timeout=: the guide's rule is to set it "
-                           f"explicitly, sized to the run ({default})", fix))
+                           f"explicitly, sized to the run ({default})",
+                           f"add timeout=SECONDS: {sized}"))
             continue
         if fn.timeout is None:
             continue  # only **options: taken as set (docs/lint.md)
@@ -228,6 +229,7 @@ def _timeouts(script: Script) -> list[Finding]:
         value = resolve(fn.timeout, scopes) or fn.timeout
         number = const_num(fn.timeout, scopes, script.rebound)
         shown = _shown(fn.timeout, number)
+        positive = f"set it to a positive number of seconds sized to the run: {sized}"
         if isinstance(value, ast.Constant) and value.value is None:
             words = ("which is Modal's 300 s default, not a timeout sized to the run: a "
                      "longer run is cut at 5 minutes (modal.com/docs/guide/timeouts); the "
@@ -235,14 +237,15 @@ def _timeouts(script: Script) -> list[Finding]:
                      "which is no number of seconds: Beam's SDK takes an int (-1 turns the "
                      "timeout off); set it explicitly, sized to the run")
             out.append(_at(value, ERROR, "GR101",
-                           f"{_where(fn)} has timeout=None, {words}", fix))
+                           f"{_where(fn)} has timeout=None, {words}",
+                           f"replace None with a number of seconds: {sized}"))
         elif isinstance(value, ast.Constant) and (isinstance(value.value, str | bytes | bool)
                                                   or value.value is Ellipsis):
             out.append(_at(fn.timeout, ERROR, "GR101",
                            f"{_where(fn)} has timeout={value.value!r}, a "
                            f"{type(value.value).__name__}, not a number of seconds: "
                            f"{'Modal' if modal else 'Beam'} wants an int",
-                           f"write it as a number, e.g. timeout=3600; {fix}"))
+                           "write it as a number, e.g. timeout=3600"))
         elif number is None:
             out.append(_at(fn.timeout, WARNING, "GR101",
                            f"{_where(fn)}: timeout= is set but not checked (not a constant: "
@@ -254,20 +257,29 @@ def _timeouts(script: Script) -> list[Finding]:
             out.append(_at(fn.timeout, ERROR, "GR101",
                            f"{_where(fn)} has timeout={shown}, outside the 1 to "
                            f"{MODAL_MAX_TIMEOUT} s Modal documents (modal.com/docs/guide/"
-                           "timeouts)", fix))
+                           "timeouts)", positive))
         elif modal and number > MODAL_MAX_TIMEOUT:
             out.append(_at(fn.timeout, ERROR, "GR101",
                            f"{_where(fn)} has timeout={shown}, above Modal's maximum of "
-                           f"{MODAL_MAX_TIMEOUT} s (24 h): Modal refuses it", fix))
+                           f"{MODAL_MAX_TIMEOUT} s (24 h): Modal refuses it",
+                           f"lower it to at most {MODAL_MAX_TIMEOUT} (Modal's maximum), "
+                           "sized to the run"))
+        elif modal and isinstance(number, float):
+            out.append(_at(fn.timeout, WARNING, "GR101",
+                           f"{_where(fn)} has timeout={shown}, a float: Modal's SDK takes "
+                           "an int and puts it in an integer protobuf field "
+                           "(timeout_secs), which refuses a float with a TypeError when "
+                           "the app is deployed",
+                           f"write it as a whole number, e.g. timeout={max(1, int(number))}"))
         elif not modal and number < 0:
             out.append(_at(fn.timeout, ERROR, "GR101",
                            f"{_where(fn)} has timeout={shown}, which turns the timeout "
-                           "off (Beam: -1 disables it): a hung job bills forever", fix))
+                           "off (Beam: -1 disables it): a hung job bills forever", positive))
         elif not modal and number < 1:
             out.append(_at(fn.timeout, ERROR, "GR101",
                            f"{_where(fn)} has timeout={shown}, not a positive number of "
                            "seconds: Beam documents a number of seconds, or -1 for none",
-                           fix))
+                           positive))
     return out
 
 
@@ -612,18 +624,20 @@ def _hf_home(script: Script) -> list[Finding]:
         return out
     mounts = script.all_mounts()
     fix = f".env({{\"HF_HOME\": {_mount_hint(mounts, 'hf')}}}) on the image"
-    return [*out, *_hf_verdict(gpu[0], [_Paths(settings)], mounts, fix, "", secret)]
+    return [*out, *_hf_verdict(_modal_image_site(script, gpu), [_Paths(settings)], mounts,
+                               fix, "", secret)]
 
 
-def _hf_verdict(fn: Serverless, groups: list[_Paths], mounts: list[Mount], fix: str,
+def _hf_verdict(site: ast.AST, groups: list[_Paths], mounts: list[Mount], fix: str,
                 whose: str, secret: bool) -> list[Finding]:
     """GR105 for these groups of settings, in order, against these mounts (`whose` names
-    a Beam function): constant work per group, however many settings each holds."""
+    a Beam function; `site` is where "not set" is said): constant work per group, however
+    many settings each holds."""
     firsts = [g.first for g in groups if g.first is not None]
     if not firsts:
         maybe = " (unless a named secret sets it: the linter cannot see inside one)" \
             if secret else ""
-        return [_at(fn.call, WARNING, "GR105",
+        return [_at(site, WARNING, "GR105",
                     f"HF_HOME is not set{whose}: Hugging Face downloads land in "
                     "~/.cache/huggingface on the container's disk and are fetched again on "
                     f"every cold start{maybe}", fix)]
@@ -639,6 +653,23 @@ def _hf_verdict(fn: Serverless, groups: list[_Paths], mounts: list[Mount], fix: 
     return [_at(firsts[0][0], WARNING, "GR105",
                 f"HF_HOME{whose} is computed at run time: the linter cannot tell whether "
                 "it is on a mounted volume", fix)]
+
+
+def _modal_image_site(script: Script, gpu: list[Serverless]) -> ast.AST:
+    """Where a Modal script's image warnings belong: the image expression the first GPU
+    function (by position) passes as image= (a name followed to what it is bound to),
+    else the script's first `modal.Image...` expression, else that first GPU function."""
+    first = min(gpu, key=lambda f: (f.call.lineno, f.call.col_offset))
+    image = keyword(first.call, "image")
+    if image is not None:
+        root = resolve(image.value, script.scopes(first.node))
+        if root is not None and any(_is_image_call(n) for n in ast.walk(root)):
+            return root
+    images = [n for n in script.nodes if _is_image_call(n) and hasattr(n, "lineno")]
+    if images:
+        return min(images, key=lambda n: (getattr(n, "lineno", 0),
+                                          getattr(n, "col_offset", 0)))
+    return first.call
 
 
 def _is_image_call(node: ast.AST) -> bool:
@@ -712,7 +743,7 @@ def _beam_hf_home(images: _Images, fn: Serverless,
     own = images.settings(key, by_node) if key is not None else _Paths([])
     hint = _mount_hint(fn.mounts, "hf").strip(chr(34))
     fix = f'Image(env_vars=["HF_HOME={hint}"]) as the image of `{fn.name}`'
-    return _hf_verdict(fn, [own, code], fn.mounts, fix, f" for `{fn.name}`", secret)
+    return _hf_verdict(fn.call, [own, code], fn.mounts, fix, f" for `{fn.name}`", secret)
 
 
 IMAGE_STEPS = ("apt_install", "run_commands", "add_commands", "dockerfile_commands",
@@ -771,17 +802,13 @@ def _opencv(script: Script) -> list[Finding]:
     if not gpu:
         return out
     words = set()
-    first_image: ast.AST | None = None
     for node in script.nodes:
-        if not isinstance(node, ast.Call):
-            continue
-        if _is_image_call(node):
-            first_image = first_image or node
-        words |= _image_words(script, node)
+        if isinstance(node, ast.Call):
+            words |= _image_words(script, node)
     missing = _missing_libs(words)
     if not missing:
         return out
-    return [*out, _at(first_image or gpu[0].call, WARNING, "GR106",
+    return [*out, _at(_modal_image_site(script, gpu), WARNING, "GR106",
                       f"the image does not install {' and '.join(missing)}: {_OPENCV_WHY}",
                       '.apt_install("libgl1", "libglib2.0-0") on the image')]
 
