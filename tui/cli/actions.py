@@ -7,12 +7,11 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tui.cli.ask import token_asked
 from tui.cli.fleet import box_named, load_fleet
 from tui.cli.output import print_report
-from tui.model.config import ServerlessConfig
+from tui.cli.serverless import serverless_push, serverless_stop
 from tui.model.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
@@ -24,7 +23,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.config)
     entry = next((e for e in fleet.serverless if e.name == args.box), None)
     if entry is not None:
-        return _serverless_push(entry, args.run)
+        return serverless_push(entry, args.run)
     box = box_named(fleet, args.box)
     journal = Journal()
     notice = token_notice(box, journal.entries)
@@ -43,60 +42,6 @@ def cmd_push(args: argparse.Namespace) -> int:
     return print_report(report)
 
 
-if TYPE_CHECKING:
-    from tui.actions.flows import Report
-    from tui.model.serverless_runs import ServerlessState
-
-
-def _serverless_push(entry: ServerlessConfig, run_name: str | None) -> int:
-    """`push NAME [RUN]` of a [[serverless]] entry: the panel's p, from the command line:
-    the volume read once, then each named run's weights copied to `local_dir`."""
-    from tui.actions.flows import Report
-    from tui.actions.serverless_push import push_run
-    from tui.model.text import clean
-    from tui.runtime.serverless import poll_entry
-    from tui.store.journal import Journal
-
-    async def push() -> Report:
-        state = await poll_entry(entry, None, time.time)
-        if state.error is not None:
-            return Report().fail(f"{entry.name}: {state.error}")
-        runs = [r for r in state.runs if run_name is None or run_name in (r.name, r.path)]
-        if not runs:
-            read = ", ".join(clean(r.name) for r in state.runs) or "none"
-            return Report().fail(f"{entry.name}: no run {run_name or ''} read on volume "
-                                 f"{entry.volume}:{entry.runs_path} (runs read: {read})")
-        journal, report = Journal(), Report()
-        for run in runs:
-            done = await push_run(entry, run, journal, time.time,
-                                  volume_path=state.volume_path(run.path))
-            report.lines += done.lines
-            report.code = max(report.code, done.code)
-        return report
-
-    return print_report(asyncio.run(push()))
-
-
-def _serverless_stop(entry: ServerlessConfig) -> int:
-    """`stop NAME` of a [[serverless]] entry: its app stopped and read back, journaled."""
-    import time
-
-    from tui.actions.serverless import stop_app
-    from tui.runtime.serverless import poll_entry
-    from tui.store.journal import Journal
-
-    async def stop() -> Report:
-        last: list[ServerlessState | None] = [None]
-
-        async def poll() -> ServerlessState:
-            state = last[0] = await poll_entry(entry, last[0], time.time)
-            return state
-
-        return await stop_app(entry, Journal(), poll, time.time)
-
-    return print_report(asyncio.run(stop()))
-
-
 def cmd_power(args: argparse.Namespace) -> int:
     from tui.actions.flows import power
     from tui.store.journal import Journal
@@ -109,7 +54,7 @@ def cmd_power(args: argparse.Namespace) -> int:
 
             print(start_words(entry), file=sys.stderr)
             return EXIT_USAGE
-        return _serverless_stop(entry)
+        return serverless_stop(entry)
     box = box_named(fleet, args.box)
     return print_report(asyncio.run(power(fleet, box, args.command, Journal())))
 
