@@ -257,3 +257,28 @@ def test_a_folder_named_with_escape_sequences_is_read_by_its_raw_name() -> None:
     assert "\x1b" not in red.path and red.raw_path == "runs/\x1b[31mred"
     assert plain_dir.raw_path is None  # nothing cleaned: its path is its name
     assert all(e.raw_path is None or len(e.raw_path) <= 1000 for e in volume_entries(listing))
+
+
+def test_a_stop_without_the_clis_stop_time_never_shrinks_the_cost() -> None:
+    """Beam's lists give no stop time: the moment a poll first saw the app stopped ends
+    its runs, kept poll after poll, so the cost shown before the stop never shrinks."""
+    from tui.model.serverless_view import carry_stop, settle_runs
+
+    entry = ServerlessConfig(name="b", provider="beam", app="yolo", volume="v",
+                             runs_path="/runs", gpu="H100:2", timeout=6 * 3600)
+    running = AppState("beam", "yolo", "running", 1, T0)
+    seen_at = T0 + 3600  # the last update was at 06:58, 2 min before
+    run = one_run(seen_at, updated_at="2026-12-05T06:58:00+00:00")
+    shown = judge_run(entry, running, run, seen_at).cost_usd
+    assert shown is not None
+    stopped = carry_stop(running, AppState("beam", "yolo", "stopped", 0), seen_at + 30)
+    assert stopped.stopped_at == seen_at + 30
+    again = carry_stop(stopped, AppState("beam", "yolo", "stopped", 0), seen_at + 600)
+    assert again.stopped_at == seen_at + 30  # the first sighting stays
+    (dead,) = settle_runs((run,), again)
+    after = judge_run(entry, again, dead, seen_at + 9999).cost_usd
+    assert after is not None and after >= shown
+    # a stop time the CLI gives (Modal's) wins; an app never seen running has none
+    told = AppState("modal", "yolo", "stopped", 0, stopped_at=T0 + 60)
+    assert carry_stop(running, told, seen_at) is told
+    assert carry_stop(None, AppState("beam", "yolo", "stopped", 0), seen_at).stopped_at is None

@@ -79,6 +79,17 @@ def settle_runs(runs: tuple[RunState, ...], app: AppState | None) -> tuple[RunSt
                  for r in runs)
 
 
+def carry_stop(before: AppState | None, after: AppState, now: float) -> AppState:
+    """The app as now read, with the time it stopped when its CLI gives none (Beam's
+    lists do not): the stop time seen before, else `now` for an app seen running
+    before, so a stopped app's cost never shrinks to its runs' last update."""
+    if after.state not in ENDED_APP or after.stopped_at is not None or before is None:
+        return after
+    if before.state in ENDED_APP:
+        return replace(after, stopped_at=before.stopped_at)
+    return replace(after, stopped_at=now)
+
+
 def run_end(run: RunState, now: float, app: AppState | None = None) -> float:
     """Until now for a live run; one killed by its app's stop until the stop (or its
     last update, when the CLI gives no stop time); a finished one until its last update
