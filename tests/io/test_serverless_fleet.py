@@ -371,7 +371,7 @@ def test_serverless_estimates_reach_status_costs_and_watch(
     assert main(["costs", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "Serverless apps (estimates" in out
-    assert "modal-yolo  modal app yolo-train (running (deployed), 1 task) H100:2: ~$" in out
+    assert "modal-yolo  [modal app yolo-train: running (deployed), 1 task]  H100:2: ~$" in out
     assert main(["costs", "--json", "--config", str(config)]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["serverless"]
     assert entry["name"] == "modal-yolo" and entry["spent_usd_est"] > 0
@@ -386,8 +386,8 @@ def test_serverless_estimates_reach_status_costs_and_watch(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    assert "watch: 0 box(es) (), 1 serverless app(s) (modal-yolo: modal app yolo-train)" \
-        in first, first
+    assert "watch: 0 box(es), 1 serverless app(s) (modal-yolo: modal app yolo-train)" \
+        in first, first  # no empty "()" for the boxes it has none of
 
 
 async def test_a_serverless_only_panel_counts_its_apps_and_runs(

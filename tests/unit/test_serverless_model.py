@@ -282,3 +282,24 @@ def test_a_stop_without_the_clis_stop_time_never_shrinks_the_cost() -> None:
     told = AppState("modal", "yolo", "stopped", 0, stopped_at=T0 + 60)
     assert carry_stop(running, told, seen_at) is told
     assert carry_stop(None, AppState("beam", "yolo", "stopped", 0), seen_at).stopped_at is None
+
+
+def test_app_cost_lines_are_to_the_cent_without_brackets_in_brackets() -> None:
+    from tui.model.cost import estimate_usd
+    from tui.model.serverless_doc import app_cost_lines
+    from tui.model.serverless_runs import ServerlessState
+    from tui.model.serverless_view import settle_runs
+
+    entry = ServerlessConfig(name="b1", provider="beam", app="trainer", volume="v",
+                             runs_path="/runs", gpu="A10G", timeout=6 * 3600)
+    app = AppState("beam", "trainer", "stopped", 0, T0,
+                   "v3 inactive, function/deployment", stopped_at=T0 + 1740)
+    now = T0 + 7200
+    runs = settle_runs((one_run(now, updated_at="2026-12-05T06:20:00+00:00"),), app)
+    state = ServerlessState(name="b1", provider="beam", app=app, runs=runs)
+    (line,) = app_cost_lines([(entry, state)], now)
+    assert line.startswith("b1  [beam app trainer: stopped (v3 inactive, "
+                           "function/deployment), 0 tasks]  A10G: ~$0.51 spent (est., ")
+    assert (estimate_usd(37.9612), estimate_usd(0.5081), estimate_usd(0.001)) == \
+        ("$37.96", "$0.51", "<$0.01")
+    assert estimate_usd(0) == "$0" and estimate_usd(1234.5) == "$1,234.50"
