@@ -189,7 +189,8 @@ async def test_the_panel_shows_both_and_s_stops_the_beam_app_once_the_cli_says_s
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
         assert "beam deployment stop <each active version of yolo-train>" in confirm.body
-        assert "modal" not in confirm.body.lower()
+        assert "modal" not in confirm.body.lower() and "commit" not in confirm.body
+        assert "what it saved there stays" in confirm.body  # a Beam volume has no commit
         await pilot.press("y")
         await until(pilot, lambda: any(c[:2] == ["deployment", "stop"] for c in beam.calls()))
         stops = [c for c in beam.calls() if c[:2] == ["deployment", "stop"]]

@@ -303,3 +303,22 @@ def test_app_cost_lines_are_to_the_cent_without_brackets_in_brackets() -> None:
     assert (estimate_usd(37.9612), estimate_usd(0.5081), estimate_usd(0.001)) == \
         ("$37.96", "$0.51", "<$0.01")
     assert estimate_usd(0) == "$0" and estimate_usd(1234.5) == "$1,234.50"
+
+
+def test_a_beam_run_is_told_of_its_losses_without_modals_commit() -> None:
+    """Beam volumes have no commit(): its ETA problem and its stop say what a Beam volume
+    keeps (what was saved to it), Modal's keep saying commit."""
+    from tui.model.serverless_view import stop_loss
+
+    now = T0 + 3 * 3600 + 50 * 60
+    run = one_run(now, eta_seconds=3 * 3600.0 + 20 * 60, updated_at="2026-12-05T09:48:00+00:00")
+    entry = ServerlessConfig(name="b", provider="beam", app="yolo", volume="v",
+                             runs_path="/runs", gpu="H100:2", timeout=6 * 3600)
+    beam_app = AppState("beam", "yolo", "running", 1, T0 - 60)
+    problem = judge_run(entry, beam_app, run, now).problem
+    assert problem is not None and problem.startswith("ETA 3h20m is past its 6 h timeout")
+    assert "commit" not in problem and "the last epochs are never run" in problem
+    assert "commit" not in stop_loss(entry) and "saved" in stop_loss(entry)
+    modal_problem = judge_run(ENTRY, APP, run, now).problem
+    assert modal_problem is not None and "committed each epoch" in modal_problem
+    assert "commit" in stop_loss(ENTRY)

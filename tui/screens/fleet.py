@@ -60,7 +60,7 @@ from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import Health, format_age
 from tui.model.serverless_doc import pairs, serverless_money
 from tui.model.serverless_runs import ServerlessState
-from tui.model.serverless_view import destroy_words, stop_command
+from tui.model.serverless_view import destroy_words, stop_command, stop_loss
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
@@ -596,9 +596,8 @@ class FleetScreen(Screen[None]):
                             severity="warning", markup=False)
                 return
             body = (f"`{stop_command(entry)}`: its running containers end "
-                    "now, a run not committed to the volume loses what it did since its "
-                    f"last commit. The volume {entry.volume} stays. The row reads stopped "
-                    "once the CLI says so.")
+                    f"now, {stop_loss(entry)}. The volume {entry.volume} stays. The row "
+                    "reads stopped once the CLI says so.")
             self.app.push_screen(ConfirmScreen(f"Stop {entry.provider} app {entry.app}?",
                                                body),
                                  partial(self._power_answer, box, "stop"))
