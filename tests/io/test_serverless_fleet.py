@@ -422,3 +422,28 @@ async def test_a_serverless_only_panel_counts_its_apps_and_runs(
         (main_line,) = [line for line in app_lines(view, "", app.clock()).lines
                         if line.run == "runs/exp1" and line.indent == 0]
         assert main_line.spark is None
+
+
+async def test_one_failed_push_is_one_toast_saying_why(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    """p on a run with no weights/ yet: one toast (the push-failed alarm, with why in
+    plain words), not the action's own toast beside it; the row keeps the outcome."""
+    modal.put("runs/torn/status.json", status_json(
+        epoch=0, total=40, started_at=iso(time.time() - 60), updated_at=iso(time.time())))
+    fleet = parse_config(serverless_only(tmp_path).read_text(), str(tmp_path / "fleet.toml"))
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "torn" in box_text(app, "modal-yolo"))
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        await select(pilot, screen, ("modal-yolo", "runs/torn"))
+        await pilot.press("p")
+        await until(pilot, lambda: "push failed" in box_text(app, "modal-yolo"))
+        await until(pilot, lambda: any("push failed" in f"{n.title} {n.message}"
+                                       for n in app._notifications))
+        await pilot.pause(0.3)
+        toasts = [f"{n.title}: {n.message}" for n in app._notifications
+                  if "push" in f"{n.title} {n.message}"]
+        assert len(toasts) == 1, toasts
+        assert "torn has no weights yet" in toasts[0] and "No such file" not in toasts[0]
