@@ -263,6 +263,8 @@ async def test_box_keys_on_an_app_row_start_nothing_and_a_stopped_app_ends_its_r
         active = screen.active_bindings
         assert active["enter"].binding.show is True and active["s"].binding.show is False
         assert active["s"].binding.description == "Stop box/app"
+        assert [active[k].binding.description for k in ("enter", "S", "D")] == \
+            ["Open run", "Start box", "Destroy box"]
         # the app stops outside the panel: its run ends with it, its cost stops there
         modal.app(state="stopped", tasks="0", stopped_at=iso(time.time() - 60))
         await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
@@ -413,6 +415,9 @@ async def test_a_serverless_only_panel_counts_its_apps_and_runs(
                 ("Stop app", True)
             assert active["enter"].binding.show is False
             assert active["p"].binding.show is True
+            # the help (?) says what each box key does here, not what it does to a box
+            assert [active[k].binding.description for k in ("enter", "S", "D")] == \
+                ["Open run (a box's only)", "How this app starts", "How to remove this app"]
         await pilot.press("enter")  # still says why, instead of nothing
         await until(pilot, lambda: any("opening a run is for a box" in n.message
                                        for n in app._notifications))

@@ -91,17 +91,26 @@ def news(old: BoxCost, new: BoxCost) -> bool:
 URGENCY = {Health.RUNNING: 0, Health.STALLED: 1, Health.DEAD: 1}
 
 
-ROW_BINDINGS = ("open", "stop")  # the bindings whose footer entry follows the cursor's row
+# The bindings whose footer and help (?) entries follow the cursor's row: on a serverless
+# app's row each says what the key does there, not what it does to a box.
+BOX_ROW_WORDS = {"open": "Open run", "stop": "Stop box/app", "start": "Start box",
+                 "destroy": "Destroy box"}
+APP_ROW_WORDS = {"open": "Open run (a box's only)", "stop": "Stop app",
+                 "start": "How this app starts", "destroy": "How to remove this app"}
+ROW_BINDINGS = tuple(BOX_ROW_WORDS)
 
 
 def row_binding(binding: Binding, on_app: bool) -> Binding:
-    """`binding` as the footer shows it on a serverless app's row, or on a box's."""
+    """`binding` as the footer and the help show it on a serverless app's row, or on a
+    box's."""
+    if binding.id not in BOX_ROW_WORDS:
+        return binding
+    words = (APP_ROW_WORDS if on_app else BOX_ROW_WORDS)[binding.id]
     if binding.id == "stop":
-        return replace(binding, show=on_app, description="Stop app" if on_app
-                       else "Stop box/app")
+        return replace(binding, show=on_app, description=words)
     if binding.id == "open":
-        return replace(binding, show=not on_app)
-    return binding
+        return replace(binding, show=not on_app, description=words)
+    return replace(binding, description=words)
 
 
 class FleetScreen(Screen[None]):
@@ -112,12 +121,15 @@ class FleetScreen(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_run", "Open run", id="open"),
-        Binding(FILTER_KEY, "filter", "Filter / go to box", id="filter"),
+        # Short in the footer (c Costs and ? Keys must fit in 80 columns); the help says
+        # the rest.
+        Binding(FILTER_KEY, "filter", "Filter", id="filter",
+                tooltip="runs, or go to a box by its name"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
         Binding("s", "stop", "Stop box/app", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
-        Binding("D", "destroy", "Destroy box (an app: how)", id="destroy", show=False),
+        Binding("D", "destroy", "Destroy box", id="destroy", show=False),
         Binding("L", "launch", "Launch a run", id="launch", show=False),
         Binding("w", "monitor", "Web monitor", id="monitor", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
@@ -153,7 +165,7 @@ class FleetScreen(Screen[None]):
         now = app.clock()
         yield FleetList(self._views(), now, clock=app.clock).data_bind(
             FleetScreen.filter, FleetScreen.selected)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "box_state", self._box_changed, init=False)
