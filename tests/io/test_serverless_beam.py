@@ -210,7 +210,8 @@ async def test_the_panel_shows_both_and_s_stops_the_beam_app_once_the_cli_says_s
         # the login lapses: the row says so in words, the last picture kept beside it
         beam.update(logged_in=False)
         await pilot.press("r")
-        await until(pilot, lambda: "not logged in" in box_text(app, "beam-yolo"))
+        # the app's own line (a poll begun before the lapse may say it on a run's first)
+        await until(pilot, lambda: "data below is" in box_text(app, "beam-yolo"))
         text = box_text(app, "beam-yolo")
         assert "log in with `beam config create` or set BEAM_TOKEN" in text
         assert "yolo-train: stopped" in text and "data below is" in text
