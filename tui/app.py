@@ -239,7 +239,7 @@ class GpurentApp(App[None]):
             # Its own screen (doctor, fetch) shows it, unless `x` cancelled it from here.
             if not item.quiet or item.outcome == CANCELLED:
                 self.post_message(ActionEnded(item.box, item.what, list(item.lines),
-                                              item.code, item.outcome))
+                                              item.code, item.outcome, item.alarmed))
         elif isinstance(item, ev.CostChanged):
             self.cost = item.cost
         elif isinstance(item, ev.ConfigReloaded):
@@ -294,6 +294,8 @@ class GpurentApp(App[None]):
         self._note(box, ended_text(message.what, message.code, message.outcome, message.lines,
                                    stamp))
         self._results[box] = message.what
+        if message.alarmed:  # the alarm's toast says it, with why: one toast, not two
+            return
         toast, severity = ended_toast(box, message.what, message.code, message.outcome)
         self.notify(toast, severity=severity, timeout=TOAST_SECONDS)
 

@@ -63,6 +63,7 @@ class ActionEnded(Message):
     lines: list[str]
     code: int
     outcome: str | None = None
+    alarmed: bool = False  # its failure rang an alarm, whose toast says it: no second one
 
 
 # --- what the screens ask the app for ("attributes down, messages up") -------------------

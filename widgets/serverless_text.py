@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from tui.model.config import ServerlessConfig
-from tui.model.cost import usd
+from tui.model.cost import estimate_usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost
 from tui.model.serverless_runs import ServerlessState
@@ -57,7 +57,7 @@ def app_head_line(view: ServerlessView, total_usd: float | None) -> Text:
     text.append(app_words(app) if app else "not read yet", style=colour)
     text.append(f" · {entry.gpu}")
     if total_usd is not None:
-        text.append(f" · ~{usd(total_usd)} est.", style="dim")
+        text.append(f" · ~{estimate_usd(total_usd)} est.", style="dim")
     return text
 
 
@@ -103,7 +103,7 @@ def app_lines(view: ServerlessView, filter_text: str, now: float) -> BoxLines:
         if said or verdict.cost_usd is not None:
             text = Text(said or "", style="bold red" if verdict.problem else "")
             if verdict.cost_usd is not None:
-                text.append(f"{' · ' if said else ''}~{usd(verdict.cost_usd)} of GPU time "
+                text.append(f"{' · ' if said else ''}~{estimate_usd(verdict.cost_usd)} of GPU time "
                             "(est.)", style="dim")
             lines.append(Line(text, 2, run=run.path))
     if hidden:

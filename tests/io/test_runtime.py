@@ -169,6 +169,32 @@ def test_one_push_failed_rule() -> None:
     assert not push_failed("stop", 1, "failed")
 
 
+async def test_a_failed_push_on_a_box_is_one_toast(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
+        isolated_dirs: Path) -> None:
+    """The push-failed alarm's toast says it, with why; the action's own short toast is
+    not shown beside it (the box's line keeps the outcome)."""
+    server = sshd_factory()
+    root = runs_root_with(tmp_path, "yolox_completed")
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the push wants a folder")
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, "gpu-1", runs_roots=[str(root)],
+                                            push={"local_dir": str(blocked)})],
+                       known_hosts=[server.known_hosts_line()])
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "gpu-1"))
+        app.push("gpu-1", None)
+        await until(pilot, lambda: "push failed" in box_text(app, "gpu-1"))
+        await until(pilot, lambda: any("push failed" in f"{n.title} {n.message}"
+                                       for n in app._notifications))
+        await pilot.pause(0.3)
+        toasts = [f"{n.title}: {n.message}" for n in app._notifications
+                  if "push" in f"{n.title} {n.message}"]
+        assert len(toasts) == 1, toasts
+        assert toasts[0].startswith("push failed on gpu-1: gpu-1: push failed: ")
+
+
 async def test_a_fetch_holds_its_box_as_a_push_does(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
         isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:

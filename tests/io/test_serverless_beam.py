@@ -189,7 +189,8 @@ async def test_the_panel_shows_both_and_s_stops_the_beam_app_once_the_cli_says_s
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
         assert "beam deployment stop <each active version of yolo-train>" in confirm.body
-        assert "modal" not in confirm.body.lower()
+        assert "modal" not in confirm.body.lower() and "commit" not in confirm.body
+        assert "what it saved there stays" in confirm.body  # a Beam volume has no commit
         await pilot.press("y")
         await until(pilot, lambda: any(c[:2] == ["deployment", "stop"] for c in beam.calls()))
         stops = [c for c in beam.calls() if c[:2] == ["deployment", "stop"]]
@@ -209,7 +210,8 @@ async def test_the_panel_shows_both_and_s_stops_the_beam_app_once_the_cli_says_s
         # the login lapses: the row says so in words, the last picture kept beside it
         beam.update(logged_in=False)
         await pilot.press("r")
-        await until(pilot, lambda: "not logged in" in box_text(app, "beam-yolo"))
+        # the app's own line (a poll begun before the lapse may say it on a run's first)
+        await until(pilot, lambda: "data below is" in box_text(app, "beam-yolo"))
         text = box_text(app, "beam-yolo")
         assert "log in with `beam config create` or set BEAM_TOKEN" in text
         assert "yolo-train: stopped" in text and "data below is" in text
@@ -345,3 +347,28 @@ async def test_a_beam_file_changing_while_copied_is_not_kept(tmp_path: Path,
     assert not (folder / "last.pt").exists()
     (line,) = journal.entries
     assert line["outcome"] == "failed" and line["verified"] is False
+
+
+def test_stopping_a_beam_app_never_shrinks_what_its_run_cost(tmp_path: Path,
+                                                            beam: BeamStandIn) -> None:
+    """Beam's lists carry no stop time (its ended task drops out of `task list
+    --filter status=running`): the cost runs until the poll that saw it stopped."""
+    from tui.model.serverless_view import judge_runs
+    from tui.providers.beam_cli import stop_app
+
+    entry = ServerlessConfig(**ENTRY)  # type: ignore[arg-type]
+    clock = [time.time()]
+    first = asyncio.run(poll_entry(entry, None, lambda: clock[0]))
+    assert first.app is not None and first.app.state == "running"
+    (shown,) = judge_runs(entry, first.app, first.runs, clock[0])
+    assert shown.cost_usd is not None
+    asyncio.run(stop_app("yolo-train"))
+    clock[0] += 30
+    second = asyncio.run(poll_entry(entry, first, lambda: clock[0]))
+    assert second.app is not None and second.app.state == "stopped"
+    assert beam.running_tasks() == [] and second.app.stopped_at == clock[0]
+    clock[0] += 3600
+    third = asyncio.run(poll_entry(entry, second, lambda: clock[0]))
+    assert third.app is not None and third.app.stopped_at == clock[0] - 3600
+    (after,) = judge_runs(entry, third.app, third.runs, clock[0])
+    assert after.cost_usd is not None and after.cost_usd >= shown.cost_usd

@@ -263,6 +263,8 @@ async def test_box_keys_on_an_app_row_start_nothing_and_a_stopped_app_ends_its_r
         active = screen.active_bindings
         assert active["enter"].binding.show is True and active["s"].binding.show is False
         assert active["s"].binding.description == "Stop box/app"
+        assert [active[k].binding.description for k in ("enter", "S", "D")] == \
+            ["Open run", "Start box", "Destroy box"]
         # the app stops outside the panel: its run ends with it, its cost stops there
         modal.app(state="stopped", tasks="0", stopped_at=iso(time.time() - 60))
         await until(pilot, lambda: "yolo-train: stopped" in box_text(app, "modal-yolo"))
@@ -371,7 +373,7 @@ def test_serverless_estimates_reach_status_costs_and_watch(
     assert main(["costs", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "Serverless apps (estimates" in out
-    assert "modal-yolo  modal app yolo-train (running (deployed), 1 task) H100:2: ~$" in out
+    assert "modal-yolo  [modal app yolo-train: running (deployed), 1 task]  H100:2: ~$" in out
     assert main(["costs", "--json", "--config", str(config)]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["serverless"]
     assert entry["name"] == "modal-yolo" and entry["spent_usd_est"] > 0
@@ -386,8 +388,8 @@ def test_serverless_estimates_reach_status_costs_and_watch(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    assert "watch: 0 box(es) (), 1 serverless app(s) (modal-yolo: modal app yolo-train)" \
-        in first, first
+    assert "watch: 0 box(es), 1 serverless app(s) (modal-yolo: modal app yolo-train)" \
+        in first, first  # no empty "()" for the boxes it has none of
 
 
 async def test_a_serverless_only_panel_counts_its_apps_and_runs(
@@ -413,6 +415,9 @@ async def test_a_serverless_only_panel_counts_its_apps_and_runs(
                 ("Stop app", True)
             assert active["enter"].binding.show is False
             assert active["p"].binding.show is True
+            # the help (?) says what each box key does here, not what it does to a box
+            assert [active[k].binding.description for k in ("enter", "S", "D")] == \
+                ["Open run (a box's only)", "How this app starts", "How to remove this app"]
         await pilot.press("enter")  # still says why, instead of nothing
         await until(pilot, lambda: any("opening a run is for a box" in n.message
                                        for n in app._notifications))
@@ -422,3 +427,28 @@ async def test_a_serverless_only_panel_counts_its_apps_and_runs(
         (main_line,) = [line for line in app_lines(view, "", app.clock()).lines
                         if line.run == "runs/exp1" and line.indent == 0]
         assert main_line.spark is None
+
+
+async def test_one_failed_push_is_one_toast_saying_why(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    """p on a run with no weights/ yet: one toast (the push-failed alarm, with why in
+    plain words), not the action's own toast beside it; the row keeps the outcome."""
+    modal.put("runs/torn/status.json", status_json(
+        epoch=0, total=40, started_at=iso(time.time() - 60), updated_at=iso(time.time())))
+    fleet = parse_config(serverless_only(tmp_path).read_text(), str(tmp_path / "fleet.toml"))
+    app = GpurentApp(fleet)
+    app.runtime.serverless_seconds = 0.3
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: "torn" in box_text(app, "modal-yolo"))
+        screen = app.screen_stack[0]
+        assert isinstance(screen, FleetScreen)
+        await select(pilot, screen, ("modal-yolo", "runs/torn"))
+        await pilot.press("p")
+        await until(pilot, lambda: "push failed" in box_text(app, "modal-yolo"))
+        await until(pilot, lambda: any("push failed" in f"{n.title} {n.message}"
+                                       for n in app._notifications))
+        await pilot.pause(0.3)
+        toasts = [f"{n.title}: {n.message}" for n in app._notifications
+                  if "push" in f"{n.title} {n.message}"]
+        assert len(toasts) == 1, toasts
+        assert "torn has no weights yet" in toasts[0] and "No such file" not in toasts[0]

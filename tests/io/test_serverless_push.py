@@ -87,3 +87,15 @@ async def test_no_local_dir_and_a_link_in_the_way_are_refused(tmp_path: Path,
                             env=modal.env)
     assert report.code != 0 and "symbolic link" in report.lines[-1]
     assert not list((tmp_path / "elsewhere").iterdir())
+
+
+async def test_a_run_without_weights_yet_says_so_not_the_clis_error(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    modal.put("runs/torn/status.json", status_json())
+    (run,) = fold_runs((), [VolumeRead("runs/torn", status_json().encode())], "/runs", 0.0)
+    report = await push_run(entry(tmp_path), run, Journal(tmp_path / "journal.jsonl"),
+                            lambda: 1.0, env=modal.env)
+    assert report.code != 0
+    assert report.lines[-1] == "torn has no weights yet (no runs/torn/weights on volume " \
+        "runs-vol)", report.lines
+    assert not any("No such file" in line for line in report.lines)

@@ -95,3 +95,20 @@ async def test_runs_that_go_away_leave_the_cursors_header_in_view() -> None:
         assert screen.fleet_list.is_visible(screen.selected)
         assert header_visible(screen, screen.selected[0])
         assert runpod.name in [k[0] for k in screen.fleet_list.order]
+
+
+async def test_the_footer_keeps_costs_and_keys_clear_of_the_palette_at_80_columns() -> None:
+    """Every footer key lies whole left of the command palette's: `c Costs` and `? Keys`
+    (the key to all the others) are not drawn over or cut at 80 columns."""
+    from textual.widgets import Footer
+
+    app = GpurentApp(parse_config(CONFIG, "fleet.toml"), states=fleet_states(),
+                     live=False, clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        keys = {c.description: c.region for c in app.screen.query_one(Footer).children
+                if hasattr(c, "description")}
+        palette = keys.pop("palette")
+        assert {"Costs", "Keys", "Refresh now", "Filter"} <= set(keys), keys
+        for name, region in keys.items():
+            assert region.right <= palette.x, (name, region, palette)

@@ -257,3 +257,68 @@ def test_a_folder_named_with_escape_sequences_is_read_by_its_raw_name() -> None:
     assert "\x1b" not in red.path and red.raw_path == "runs/\x1b[31mred"
     assert plain_dir.raw_path is None  # nothing cleaned: its path is its name
     assert all(e.raw_path is None or len(e.raw_path) <= 1000 for e in volume_entries(listing))
+
+
+def test_a_stop_without_the_clis_stop_time_never_shrinks_the_cost() -> None:
+    """Beam's lists give no stop time: the moment a poll first saw the app stopped ends
+    its runs, kept poll after poll, so the cost shown before the stop never shrinks."""
+    from tui.model.serverless_view import carry_stop, settle_runs
+
+    entry = ServerlessConfig(name="b", provider="beam", app="yolo", volume="v",
+                             runs_path="/runs", gpu="H100:2", timeout=6 * 3600)
+    running = AppState("beam", "yolo", "running", 1, T0)
+    seen_at = T0 + 3600  # the last update was at 06:58, 2 min before
+    run = one_run(seen_at, updated_at="2026-12-05T06:58:00+00:00")
+    shown = judge_run(entry, running, run, seen_at).cost_usd
+    assert shown is not None
+    stopped = carry_stop(running, AppState("beam", "yolo", "stopped", 0), seen_at + 30)
+    assert stopped.stopped_at == seen_at + 30
+    again = carry_stop(stopped, AppState("beam", "yolo", "stopped", 0), seen_at + 600)
+    assert again.stopped_at == seen_at + 30  # the first sighting stays
+    (dead,) = settle_runs((run,), again)
+    after = judge_run(entry, again, dead, seen_at + 9999).cost_usd
+    assert after is not None and after >= shown
+    # a stop time the CLI gives (Modal's) wins; an app never seen running has none
+    told = AppState("modal", "yolo", "stopped", 0, stopped_at=T0 + 60)
+    assert carry_stop(running, told, seen_at) is told
+    assert carry_stop(None, AppState("beam", "yolo", "stopped", 0), seen_at).stopped_at is None
+
+
+def test_app_cost_lines_are_to_the_cent_without_brackets_in_brackets() -> None:
+    from tui.model.cost import estimate_usd
+    from tui.model.serverless_doc import app_cost_lines
+    from tui.model.serverless_runs import ServerlessState
+    from tui.model.serverless_view import settle_runs
+
+    entry = ServerlessConfig(name="b1", provider="beam", app="trainer", volume="v",
+                             runs_path="/runs", gpu="A10G", timeout=6 * 3600)
+    app = AppState("beam", "trainer", "stopped", 0, T0,
+                   "v3 inactive, function/deployment", stopped_at=T0 + 1740)
+    now = T0 + 7200
+    runs = settle_runs((one_run(now, updated_at="2026-12-05T06:20:00+00:00"),), app)
+    state = ServerlessState(name="b1", provider="beam", app=app, runs=runs)
+    (line,) = app_cost_lines([(entry, state)], now)
+    assert line.startswith("b1  [beam app trainer: stopped (v3 inactive, "
+                           "function/deployment), 0 tasks]  A10G: ~$0.51 spent (est., ")
+    assert (estimate_usd(37.9612), estimate_usd(0.5081), estimate_usd(0.001)) == \
+        ("$37.96", "$0.51", "<$0.01")
+    assert estimate_usd(0) == "$0" and estimate_usd(1234.5) == "$1,234.50"
+
+
+def test_a_beam_run_is_told_of_its_losses_without_modals_commit() -> None:
+    """Beam volumes have no commit(): its ETA problem and its stop say what a Beam volume
+    keeps (what was saved to it), Modal's keep saying commit."""
+    from tui.model.serverless_view import stop_loss
+
+    now = T0 + 3 * 3600 + 50 * 60
+    run = one_run(now, eta_seconds=3 * 3600.0 + 20 * 60, updated_at="2026-12-05T09:48:00+00:00")
+    entry = ServerlessConfig(name="b", provider="beam", app="yolo", volume="v",
+                             runs_path="/runs", gpu="H100:2", timeout=6 * 3600)
+    beam_app = AppState("beam", "yolo", "running", 1, T0 - 60)
+    problem = judge_run(entry, beam_app, run, now).problem
+    assert problem is not None and problem.startswith("ETA 3h20m is past its 6 h timeout")
+    assert "commit" not in problem and "the last epochs are never run" in problem
+    assert "commit" not in stop_loss(entry) and "saved" in stop_loss(entry)
+    modal_problem = judge_run(ENTRY, APP, run, now).problem
+    assert modal_problem is not None and "committed each epoch" in modal_problem
+    assert "commit" in stop_loss(ENTRY)

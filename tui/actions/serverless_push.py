@@ -81,7 +81,14 @@ async def push_run(entry: ServerlessConfig, run: RunState, journal: Journal,
     base = Path(entry.local_dir).expanduser()
     destination = base / safe_component(entry.name) / run_folder(run.name, run.path)
     try:
-        before = _listed(await api.list_volume(entry.volume, weights_dir, **options))
+        try:
+            before = _listed(await api.list_volume(entry.volume, weights_dir, **options))
+        except ServerlessError as exc:
+            if exc.kind != "path_missing":
+                raise
+            # A run that has not saved an epoch yet: said plainly, not as the CLI's error.
+            return report.fail(f"{run.name} has no weights yet (no {weights_dir} on volume "
+                               f"{entry.volume})")
         wanted = [name for name in WEIGHTS if name in before]
         if not wanted:
             return report.fail(f"{run.name}: no best.pt or last.pt in {entry.volume}:"

@@ -116,6 +116,16 @@ def usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def estimate_usd(value: float) -> str:
+    """An estimated amount to the cent ($0.51, $37.96): its last digits are not known, and
+    estimates side by side read alike; a rate keeps usd()'s precision."""
+    if value == 0:
+        return "$0"
+    if 0 < abs(value) < 0.005:
+        return "<$0.01" if value > 0 else "-<$0.01"
+    return f"${value:,.2f}"
+
+
 def stopped_usd_per_hr(disk_gb: float, usd_per_gb_month: float, hours_per_month: float) -> float:
     """Disk GB x storage $/GB-month / hours-per-month (the provider's convention)."""
     return disk_gb * usd_per_gb_month / hours_per_month

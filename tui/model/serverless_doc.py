@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.config import ServerlessConfig
-from tui.model.cost import usd
+from tui.model.cost import estimate_usd, usd
 from tui.model.runs import RunState, format_age
 from tui.model.serverless_prices import prices_dated, published_price, usd_per_second
 from tui.model.serverless_runs import ServerlessState
@@ -110,7 +110,8 @@ def serverless_lines(entry: ServerlessConfig, state: ServerlessState, now: float
     _, cost = _total(verdicts)
     rate = usd_per_second(entry.provider, entry.gpu, entry.usd_per_gpu_second)
     if rate is not None:
-        spent = f"~{usd(cost)} for the runs read" if cost is not None else "nothing read yet"
+        spent = f"~{estimate_usd(cost)} for the runs read" if cost is not None \
+            else "nothing read yet"
         out.append(f"  cost: {spent} (estimate: GPU-seconds x {usd(rate)}/s for {entry.gpu}, "
                    f"{price_source(entry)})")
     if not state.runs and app is not None and not state.runs_error and \
@@ -173,7 +174,7 @@ def money_words(money: ServerlessMoney) -> str:
     """`serverless: ~$8.21/hr est., ~$4.10 spent est. (2 apps, 1 running)`."""
     rate = f"~{usd(money.usd_per_hr)}/hr est." if money.usd_per_hr is not None \
         else "$0/hr est." if money.apps_running == 0 else "rate unknown (no price)"
-    spent = f"~{usd(money.spent_usd)} spent est." if money.spent_usd is not None \
+    spent = f"~{estimate_usd(money.spent_usd)} spent est." if money.spent_usd is not None \
         else "nothing priced yet"
     return (f"serverless: {rate}, {spent} ({money.apps} app{'s' if money.apps != 1 else ''}"
             f", {money.apps_running} running; not in the fleet's totals or budget)")
@@ -191,10 +192,10 @@ def app_cost_lines(entries: Sequence[Entry], now: float) -> list[str]:
     out = []
     for entry, state in entries:
         money = serverless_money([(entry, state)], now)
-        spent = f"~{usd(money.spent_usd)} spent" if money.spent_usd is not None \
+        spent = f"~{estimate_usd(money.spent_usd)} spent" if money.spent_usd is not None \
             else "nothing priced"
         rate = f", ~{usd(money.usd_per_hr)}/hr now" if money.usd_per_hr else ""
         said = app_words(state.app) if state.app else (state.error or "not read")
-        out.append(f"{entry.name}  {entry.provider} app {entry.app} ({said}) {entry.gpu}: "
+        out.append(f"{entry.name}  [{entry.provider} app {entry.app}: {said}]  {entry.gpu}: "
                    f"{spent}{rate} (est., {price_source(entry)})")
     return out

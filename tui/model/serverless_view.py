@@ -23,6 +23,17 @@ STOP_COMMANDS = {
     "modal": "modal app stop {app}",
     "beam": "beam deployment stop <each active version of {app}>",
 }
+# What a kill (a stop, the timeout) costs a run, in each provider's volume terms: a Modal
+# volume keeps only what was committed (volume.commit()); a Beam volume is a shared file
+# system with no commit, so what was written there stays and only unsaved work is lost.
+STOP_LOSS = {
+    "modal": "a run not committed to the volume loses what it did since its last commit",
+    "beam": "a run loses what it had not yet saved to the volume; what it saved there stays",
+}
+LATE_LOSS = {
+    "modal": "the last epochs are lost unless the volume is committed each epoch",
+    "beam": "the last epochs are never run; what it saved to the volume stays",
+}
 START_COMMANDS = {
     "modal": "`modal run` / `modal deploy`",
     "beam": "`beam deploy` and invoking the deployment",
@@ -79,6 +90,17 @@ def settle_runs(runs: tuple[RunState, ...], app: AppState | None) -> tuple[RunSt
                  for r in runs)
 
 
+def carry_stop(before: AppState | None, after: AppState, now: float) -> AppState:
+    """The app as now read, with the time it stopped when its CLI gives none (Beam's
+    lists do not): the stop time seen before, else `now` for an app seen running
+    before, so a stopped app's cost never shrinks to its runs' last update."""
+    if after.state not in ENDED_APP or after.stopped_at is not None or before is None:
+        return after
+    if before.state in ENDED_APP:
+        return replace(after, stopped_at=before.stopped_at)
+    return replace(after, stopped_at=now)
+
+
 def run_end(run: RunState, now: float, app: AppState | None = None) -> float:
     """Until now for a live run; one killed by its app's stop until the stop (or its
     last update, when the CLI gives no stop time); a finished one until its last update
@@ -111,8 +133,8 @@ def judge_run(entry: ServerlessConfig, app: AppState | None, run: RunState,
         eta = run.eta_seconds
         if problem is None and eta is not None and eta > left:
             problem = (f"ETA {format_age(eta)} is past its {limit} timeout (killed in "
-                       f"{format_age(left)}, {format_age(eta - left)} short): the last "
-                       "epochs are lost unless the volume is committed each epoch; raise "
+                       f"{format_age(left)}, {format_age(eta - left)} short): "
+                       f"{LATE_LOSS.get(entry.provider, LATE_LOSS['beam'])}; raise "
                        "timeout= or resume from last.pt")
     elif live and not entry.timeout and entry.script_unbounded:
         countdown = "no timeout to count down: the script sets none"
@@ -158,6 +180,11 @@ def stop_command(entry: ServerlessConfig) -> str:
     """The provider's stop as its users would type it (`modal app stop yolo-train`)."""
     form = STOP_COMMANDS.get(entry.provider, f"{entry.provider} stop {{app}}")
     return form.format(app=entry.app)
+
+
+def stop_loss(entry: ServerlessConfig) -> str:
+    """What stopping the app costs its run, in its provider's volume terms."""
+    return STOP_LOSS.get(entry.provider, STOP_LOSS["beam"])
 
 
 def start_words(entry: ServerlessConfig) -> str:

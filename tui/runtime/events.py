@@ -92,6 +92,7 @@ class ActionEnded:
     code: int
     outcome: str | None = None
     quiet: bool = False
+    alarmed: bool = False  # its failure rang an alarm (PUSH_FAILED) right after this event
 
 
 @dataclass(frozen=True)

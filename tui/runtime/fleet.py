@@ -642,11 +642,13 @@ class Runtime:
 
     def _ended(self, box: str, what: str, title: str, lines: list[str], code: int,
                outcome: str | None, quiet: bool = False) -> None:
-        self.sink(ActionEnded(box, what, title, tuple(lines), code, outcome, quiet))
-        if self.live and push_failed(what, code, outcome):
-            self._ring(self.guardian.alert([event(
-                PUSH_FAILED, box, f"{box}: {what} failed: {'; '.join(lines[-2:])}",
-                self.clock())]))
+        rung = self.guardian.alert([event(
+            PUSH_FAILED, box, f"{box}: {what} failed: {'; '.join(lines[-2:])}",
+            self.clock())]) if self.live and push_failed(what, code, outcome) else []
+        # The alarm's toast says the failure and why: the panel shows no second one.
+        self.sink(ActionEnded(box, what, title, tuple(lines), code, outcome, quiet,
+                              bool(rung)))
+        self._ring(rung)
         self._pushes_read()
         self._storage_notices()
         watcher = self.watchers.get(box)

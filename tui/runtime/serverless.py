@@ -22,7 +22,7 @@ from tui.model.serverless_runs import (
     fold_runs,
     run_folders,
 )
-from tui.model.serverless_view import settle_runs
+from tui.model.serverless_view import carry_stop, settle_runs
 from tui.providers.serverless import adapter, cli_options, volume_join
 
 SERVERLESS_POLL_SECONDS = 30.0
@@ -74,7 +74,8 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
     options = cli_options(entry, env)
     try:
         api = adapter(entry.provider)
-        app = await api.app_state(entry.app, timeout=timeout, **options)
+        app = carry_stop(state.app, await api.app_state(entry.app, timeout=timeout,
+                                                        **options), clock())
     except ServerlessError as exc:
         return replace(state, error=str(exc), error_kind=exc.kind, checked_at=clock())
     runs_error = None

@@ -151,9 +151,10 @@ class Watch:
     async def run(self, stop: asyncio.Event) -> int:
         """Watch until `stop` is set; 0 once everything is closed."""
         boxes = ", ".join(b.name for b in self.fleet.boxes)
+        boxes = f" ({boxes})" if boxes else ""
         apps = ", ".join(f"{e.name}: {e.provider} app {e.app}" for e in self.fleet.serverless)
         apps = f", {len(self.fleet.serverless)} serverless app(s) ({apps})" if apps else ""
-        self.log(f"watch: {len(self.fleet.boxes)} box(es) ({boxes}){apps} from "
+        self.log(f"watch: {len(self.fleet.boxes)} box(es){boxes}{apps} from "
                  f"{self.fleet.source}"
                  + (f"; alerts to {self.sender.where or ''}"
                     f"{' and a command' if self.fleet.alerts.command else ''}"

@@ -60,7 +60,7 @@ from tui.model.preemption import OFFER as PREEMPTED_OFFER
 from tui.model.runs import Health, format_age
 from tui.model.serverless_doc import pairs, serverless_money
 from tui.model.serverless_runs import ServerlessState
-from tui.model.serverless_view import destroy_words, stop_command
+from tui.model.serverless_view import destroy_words, stop_command, stop_loss
 from tui.model.sizing import human_bytes, project_disk
 from tui.model.text import clean
 from tui.screens.confirm import ConfirmScreen, DestroyScreen
@@ -91,17 +91,26 @@ def news(old: BoxCost, new: BoxCost) -> bool:
 URGENCY = {Health.RUNNING: 0, Health.STALLED: 1, Health.DEAD: 1}
 
 
-ROW_BINDINGS = ("open", "stop")  # the bindings whose footer entry follows the cursor's row
+# The bindings whose footer and help (?) entries follow the cursor's row: on a serverless
+# app's row each says what the key does there, not what it does to a box.
+BOX_ROW_WORDS = {"open": "Open run", "stop": "Stop box/app", "start": "Start box",
+                 "destroy": "Destroy box"}
+APP_ROW_WORDS = {"open": "Open run (a box's only)", "stop": "Stop app",
+                 "start": "How this app starts", "destroy": "How to remove this app"}
+ROW_BINDINGS = tuple(BOX_ROW_WORDS)
 
 
 def row_binding(binding: Binding, on_app: bool) -> Binding:
-    """`binding` as the footer shows it on a serverless app's row, or on a box's."""
+    """`binding` as the footer and the help show it on a serverless app's row, or on a
+    box's."""
+    if binding.id not in BOX_ROW_WORDS:
+        return binding
+    words = (APP_ROW_WORDS if on_app else BOX_ROW_WORDS)[binding.id]
     if binding.id == "stop":
-        return replace(binding, show=on_app, description="Stop app" if on_app
-                       else "Stop box/app")
+        return replace(binding, show=on_app, description=words)
     if binding.id == "open":
-        return replace(binding, show=not on_app)
-    return binding
+        return replace(binding, show=not on_app, description=words)
+    return replace(binding, description=words)
 
 
 class FleetScreen(Screen[None]):
@@ -112,12 +121,15 @@ class FleetScreen(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_run", "Open run", id="open"),
-        Binding(FILTER_KEY, "filter", "Filter / go to box", id="filter"),
+        # Short in the footer (c Costs and ? Keys must fit in 80 columns); the help says
+        # the rest.
+        Binding(FILTER_KEY, "filter", "Filter", id="filter",
+                tooltip="runs, or go to a box by its name"),
         Binding("p", "push", "Push run", id="push"),
         Binding("P", "push_box", "Push box", id="push_box", show=False),
         Binding("s", "stop", "Stop box/app", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
-        Binding("D", "destroy", "Destroy box (an app: how)", id="destroy", show=False),
+        Binding("D", "destroy", "Destroy box", id="destroy", show=False),
         Binding("L", "launch", "Launch a run", id="launch", show=False),
         Binding("w", "monitor", "Web monitor", id="monitor", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
@@ -154,7 +166,7 @@ class FleetScreen(Screen[None]):
         now = app.clock()
         yield FleetList(self._views(), now, clock=app.clock).data_bind(
             FleetScreen.filter, FleetScreen.selected)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "box_state", self._box_changed, init=False)
@@ -600,9 +612,8 @@ class FleetScreen(Screen[None]):
                             severity="warning", markup=False)
                 return
             body = (f"`{stop_command(entry)}`: its running containers end "
-                    "now, a run not committed to the volume loses what it did since its "
-                    f"last commit. The volume {entry.volume} stays. The row reads stopped "
-                    "once the CLI says so.")
+                    f"now, {stop_loss(entry)}. The volume {entry.volume} stays. The row "
+                    "reads stopped once the CLI says so.")
             self.app.push_screen(ConfirmScreen(f"Stop {entry.provider} app {entry.app}?",
                                                body),
                                  partial(self._power_answer, box, "stop"))
