@@ -131,7 +131,7 @@ def provider_stop_said(app: GpurentApp) -> str | None:
 async def test_a_start_the_provider_refused_leaves_our_stop_on_screen(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """s then S on the demo's RunPod box, whose GPU the marketplace rents to someone else
-    while it is stopped: RunPod answers the start 409. The box still reads our stop and
+    for 90 s after it stops: RunPod answers the start 409. The box still reads our stop and
     the start's refusal, never "stopped by the provider", and no PREEMPTED alarm rings."""
     demo = DemoFleet(settle_seconds=0.5)
     async with demo as fleet:
