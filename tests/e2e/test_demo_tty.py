@@ -329,8 +329,9 @@ def test_a_start_refused_after_our_stop_still_reads_our_stop(tmux: Tmux,
         assert "by the provider" not in screen and "preempted" not in screen, screen
         time.sleep(0.25)
     screen = demo.screen()
-    assert re.search(r"stopped \(by you, \d\d:\d\d\)", screen), screen
-    assert "1 stopped" in screen and "unreachable" not in screen, screen
+    section = screen.split(f"■ {box} ", 1)[-1].split("\n■ ", 1)[0]  # its lines only
+    assert re.search(r"stopped \(by you, \d\d:\d\d\)", section), screen
+    assert "unreachable" not in section and "1 stopped" in screen, screen
     quit_clean(demo)
 
 
