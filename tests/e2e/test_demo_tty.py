@@ -285,6 +285,56 @@ def test_push_stop_start_destroy_each_end_in_a_true_outcome(tmux: Tmux, tmp_path
     quit_clean(demo)
 
 
+def test_a_start_refused_after_our_stop_still_reads_our_stop(tmux: Tmux,
+                                                            tmp_path: Path) -> None:
+    """s then S on runpod-a100, as the README tells: the marketplace rents its GPU out
+    for 90 s after it stops, so RunPod answers the start 409. The screen keeps our stop and
+    says the start failed; never "stopped by the provider" (a false preemption)."""
+    demo = start_demo(tmux, tmp_path, (120, 40))
+    wait_drawn(demo)
+    send = functools.partial(demo.tmux, "send-keys", "-t", tmux.session)
+    wait = functools.partial(wait_for, shown=demo.tmux.screen)
+    box, run = "runpod-a100", "sweep-yolox-n-lr01"  # a run that stays (hung, not replayed)
+
+    def ended(action: str) -> list[dict[str, Any]]:
+        return [e for e in demo.journal() if e.get("box") == box and e["action"] == action]
+
+    send("/")
+    wait("the filter field", lambda: "filter runs by name" in demo.screen(), 10)
+    send("-l", run)
+    wait(f"{run} typed into the filter", lambda: run in demo.screen().split("3/3 boxes")[0],
+         10)
+    send("Enter")
+    wait(f"only {run} on screen", lambda: "hidden by the filter" in demo.screen(), 10)
+    time.sleep(1.0)  # the field gives the focus back to the run's row
+
+    send("s")
+    wait("the stop confirmation", lambda: f"Stop {box}?" in demo.screen(), 10)
+    send("y")
+    wait(f"{box} stopped, by us, on screen", lambda: ended("stop")
+         and "stopped (by you" in demo.screen(), 30)
+    time.sleep(1.0)  # its section redrawn, the focus back on the run's row
+
+    send("S")
+    wait("the start confirmation", lambda: f"Start {box}?" in demo.screen(), 10)
+    send("y")
+    start = wait("the start's end in the journal", lambda: ended("start"), 30)
+    assert isinstance(start, list)
+    assert start[0]["outcome"] == "failed" and "409" in start[0]["message"], start
+    assert "not enough free GPUs" in start[0]["message"], start
+    wait("the refusal on screen", lambda: "start failed" in demo.screen(), 10)
+    deadline = time.monotonic() + 8.0  # the panel judges again each second; money in 5 s
+    while time.monotonic() < deadline:
+        screen = demo.screen()
+        assert "by the provider" not in screen and "preempted" not in screen, screen
+        time.sleep(0.25)
+    screen = demo.screen()
+    section = screen.split(f"■ {box} ", 1)[-1].split("\n■ ", 1)[0]  # its lines only
+    assert re.search(r"stopped \(by you, \d\d:\d\d\)", section), screen
+    assert "unreachable" not in section and "1 stopped" in screen, screen
+    quit_clean(demo)
+
+
 @pytest.mark.parametrize("required", ["1", ""])
 def test_a_missing_tmux_fails_where_it_is_required(tmp_path: Path, required: str) -> None:
     """scripts/test-all (CI) sets GPURENT_REQUIRE_TMUX=1: the proof that the demo's keys

@@ -20,6 +20,16 @@ async def until(pilot: Pilot, check: Callable[[], bool], timeout: float = 60.0) 
     raise AssertionError("the panel never showed the expected state")
 
 
+async def throughout(pilot: Pilot, check: Callable[[], str | None], seconds: float) -> None:
+    """Let the panel run for `seconds`, failing at the first moment `check()` names
+    something wrong (its words are the failure's): what must never show, not only at
+    one instant."""
+    for _ in range(int(seconds / 0.05)):
+        wrong = check()
+        assert wrong is None, wrong
+        await pilot.pause(0.05)
+
+
 def box_text(app: GpurentApp, name: str) -> str:
     """The fleet list's text for one box, whatever screen is on top."""
     screen = app.screen_stack[0]
