@@ -1,7 +1,8 @@
 """`gpurent-tui profile` against real sshd boxes whose LibreYOLO is missing or hostile, and
-a box where a run is training (refused unless --force); a profile given up (cancelled,
-the command interrupted) or past its own deadline leaves nothing running on the box.
-The real profiler on the CPU is in tests/e2e/test_profile_training.py."""
+a box where a run is training (refused unless --force); the cores counted are the box
+python's own (its affinity); a profile given up (cancelled, the command interrupted)
+or past its own deadline leaves nothing running on the box. The real profiler on the
+CPU is in tests/e2e/test_profile_training.py."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def fleet_with(tmp_path: Path, sshd_factory: Callable[..., Sshd],
 
 
 ARGS = ["--data", "/nowhere/data.yaml", "--weights", "/nowhere/w.pt", "--device", "cpu"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def journal_lines() -> list[dict[str, Any]]:
@@ -144,7 +146,26 @@ def test_a_box_with_no_configured_rate_is_priced_at_what_the_ledger_billed_it(
     assert cell["usd_per_1k_images"] == pytest.approx(3.49 / 3600 / 35.37 * 1000, rel=1e-3)
 
 
-ROOT = Path(__file__).resolve().parents[2]
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin to one")
+def test_the_cores_said_are_the_ones_the_box_python_may_run_on(
+        tmp_path: Path, fleet_with: Callable[..., FleetConfig],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A container or taskset gives the trainer fewer cores than the machine has: those
+    are the cores its loader workers share, and the ones the advice counts."""
+    real = make_venv(tmp_path / "bare")
+    pinned = tmp_path / "pinned-python"
+    pinned.write_text(f"""#!{sys.executable}
+import os, sys
+os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+os.execv({str(real)!r}, [{str(real)!r}] + sys.argv[1:])
+""")
+    pinned.chmod(0o755)
+    fleet = fleet_with(pinned)
+    main(["--config", fleet.source, "profile", "box", *ARGS, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cpus"] == 1 and os.cpu_count() != 1
+
+
 async def test_a_cancelled_profile_ends_on_the_box(
         tmp_path: Path, fleet_with: Callable[..., FleetConfig]) -> None:
     """The panel's x (the runtime cancels the action's task): the on-box program and the
