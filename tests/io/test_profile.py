@@ -1,10 +1,18 @@
 """`gpurent-tui profile` against real sshd boxes whose LibreYOLO is missing or hostile, and
-a box where a run is training (refused unless --force). The real profiler on the CPU is in
-tests/e2e/test_profile_training.py."""
+a box where a run is training (refused unless --force); the cores counted are the box
+python's own (its affinity); a profile given up (cancelled, the command interrupted)
+or past its own deadline leaves nothing running on the box. The real profiler on the
+CPU is in tests/e2e/test_profile_training.py."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,12 +21,20 @@ import pytest
 from support.box_python import make_venv
 from support.disk_runs import running_root
 from support.fleets import box_entry, make_fleet
-from support.profile_box import hostile_libreyolo
+from support.libreyolo_train import wait_for
+from support.profile_box import hostile_libreyolo, nothing_left, profiling
 from support.sshd import KeyPair, Sshd
 
 from tui.__main__ import main
+from tui.actions.onbox_run import run_onbox
+from tui.actions.preflight import params_bytes, program
+from tui.actions.profile import profile_box
 from tui.model.bill import Event
 from tui.model.config import FleetConfig
+from tui.model.preflight import interpreter_command
+from tui.model.profile import ProfileRequest
+from tui.remote.hostkeys import host_key_store
+from tui.remote.session import BoxSession
 from tui.store.journal import Journal
 from tui.store.ledger import Ledger
 
@@ -36,6 +52,7 @@ def fleet_with(tmp_path: Path, sshd_factory: Callable[..., Sshd],
 
 
 ARGS = ["--data", "/nowhere/data.yaml", "--weights", "/nowhere/w.pt", "--device", "cpu"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def journal_lines() -> list[dict[str, Any]]:
@@ -127,3 +144,80 @@ def test_a_box_with_no_configured_rate_is_priced_at_what_the_ledger_billed_it(
     cell = doc["cells"][0]
     assert cell["img_per_s"] == pytest.approx(35.37, abs=0.01)
     assert cell["usd_per_1k_images"] == pytest.approx(3.49 / 3600 / 35.37 * 1000, rel=1e-3)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin to one")
+def test_the_cores_said_are_the_ones_the_box_python_may_run_on(
+        tmp_path: Path, fleet_with: Callable[..., FleetConfig],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A container or taskset gives the trainer fewer cores than the machine has: those
+    are the cores its loader workers share, and the ones the advice counts."""
+    real = make_venv(tmp_path / "bare")
+    pinned = tmp_path / "pinned-python"
+    pinned.write_text(f"""#!{sys.executable}
+import os, sys
+os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+os.execv({str(real)!r}, [{str(real)!r}] + sys.argv[1:])
+""")
+    pinned.chmod(0o755)
+    fleet = fleet_with(pinned)
+    main(["--config", fleet.source, "profile", "box", *ARGS, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cpus"] == 1 and os.cpu_count() != 1
+
+
+async def test_a_cancelled_profile_ends_on_the_box(
+        tmp_path: Path, fleet_with: Callable[..., FleetConfig]) -> None:
+    """The panel's x (the runtime cancels the action's task): the on-box program and the
+    profiler it started, workers and all, end within seconds, not when the setting would
+    have finished (up to 15 minutes later)."""
+    venv = tmp_path / "slow"
+    fleet = fleet_with(hostile_libreyolo(venv, "slow"))
+    request = ProfileRequest(data="/d.yaml", weights="/w.pt", device="cpu",
+                             grid=("workers=0,2",))
+    task = asyncio.create_task(profile_box(fleet, fleet.boxes[0], request))
+    await asyncio.to_thread(wait_for, lambda: profiling(venv), 60, 0.1)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(nothing_left, venv)
+
+
+def test_an_interrupted_profile_command_ends_on_the_box(
+        tmp_path: Path, fleet_with: Callable[..., FleetConfig]) -> None:
+    """Ctrl+C of `gpurent-tui profile` (its connection goes with it): the same."""
+    venv = tmp_path / "slow"
+    fleet = fleet_with(hostile_libreyolo(venv, "slow"))
+    proc = subprocess.Popen([sys.executable, "-m", "tui", "--config", fleet.source, "profile",
+                             "box", *ARGS], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: profiling(venv), 60, 0.1)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    nothing_left(venv)
+
+
+async def test_a_profile_past_its_own_deadline_ends_with_its_profiler(
+        tmp_path: Path, fleet_with: Callable[..., FleetConfig]) -> None:
+    """The program's own alarm (set a little inside the client's deadline) ends the
+    profiler it started too, and the client reads it as the program stopping itself."""
+    venv = tmp_path / "slow"
+    fleet = fleet_with(hostile_libreyolo(venv, "slow"))
+    box = fleet.boxes[0]
+    params = {"mode": "profile", "data": "/d.yaml", "weights": "/w.pt", "size": "n",
+              "imgsz": 64, "device": "cpu", "steps": 2, "warmup": 0, "deadline": 4,
+              "tool_timeout": 600, "cells": [{"batch": 16, "workers": 2}]}
+    session = BoxSession(box, fleet, host_key_store(fleet))
+    try:
+        ran = await run_onbox(session, interpreter_command(box.python), program("profile"),
+                              params_bytes(params), deadline=60, what="profile")
+    finally:
+        await session.close()
+    assert (ran.ended, ran.signal) == ("signal", "ALRM"), ran
+    await asyncio.to_thread(nothing_left, venv)

@@ -4,9 +4,15 @@ answers the H200's recorded profile."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from pathlib import Path
 
+import pytest
+
 from support.box_python import make_venv, site_packages
+from support.libreyolo_train import wait_for
 
 _HOSTILE_CLI = r'''
 """A hostile `libreyolo` CLI: what `profile run` does is read from mode.txt beside it."""
@@ -14,13 +20,18 @@ import json
 import os
 import sys
 
+LOADER = "gpurent-standin-loader"
+
 
 def entrypoint():
     mode = open(os.path.join(os.path.dirname(__file__), "mode.txt")).read().strip()
     args = sys.argv[1:]
     project = args[args.index("--project") + 1]
     if mode == "slow":  # a profile that takes its time: it is cancelled before it ends
+        import subprocess
         import time
+        # a dataloader worker of its own, as torch's DataLoader forks them
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", LOADER])
         time.sleep(120)
         return 0
     if mode == "garbage":
@@ -52,6 +63,7 @@ def entrypoint():
 '''
 
 
+LOADER = "gpurent-standin-loader"  # in the argv of the slow profiler's loader worker
 DATA = Path(__file__).resolve().parents[1] / "data" / "libreyolo-profile-h200"
 
 
@@ -67,3 +79,46 @@ def hostile_libreyolo(directory: Path, mode: str) -> Path:
     if mode == "recorded":
         (package / "cli" / "recorded.json").write_bytes((DATA / "profile-1.json").read_bytes())
     return python
+
+
+def box_processes(marker: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose command line holds `marker` (a
+    venv's path: the on-box program, the profiler it started, that one's workers); the
+    test box is this machine, so its /proc is ours to read."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                "utf-8", "replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in cmdline and state not in ("Z", "X"):
+            found.append((int(entry.name), cmdline.strip()))
+    return found
+
+
+GONE_WITHIN = 10.0  # seconds: the program's beat is 2 s; sshd and the kill take the rest
+
+
+def profiling(venv: Path) -> list[tuple[int, str]]:
+    """The slow profile's processes once all three run (the on-box program, the profiler
+    it started, that one's loader worker); empty until then."""
+    found = box_processes(str(venv))
+    return found if any(LOADER in cmd for _, cmd in found) and \
+        any("profile run" in cmd for _, cmd in found) and len(found) >= 3 else []
+
+
+def nothing_left(venv: Path) -> None:
+    """Every process of the profile ends within GONE_WITHIN seconds; else the test fails
+    naming what still runs (and the test kills it, so nothing outlives the test)."""
+    try:
+        wait_for(lambda: not box_processes(str(venv)), GONE_WITHIN, 0.1)
+    except TimeoutError:
+        left = box_processes(str(venv))
+        for pid, _ in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"still running on the box {GONE_WITHIN:g} s later: {left}")

@@ -4,14 +4,16 @@ says that in one line). Both are journaled; the palette offers it per box."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
 from support.box_python import make_venv
 from support.disk_runs import running_root
 from support.fleets import box_entry, make_fleet, runs_root_with
+from support.libreyolo_train import wait_for
 from support.pilot import box_text, until
-from support.profile_box import hostile_libreyolo
+from support.profile_box import hostile_libreyolo, nothing_left, profiling
 from support.sshd import KeyPair, Sshd
 from textual.widgets import Input, Static
 
@@ -70,6 +72,8 @@ async def test_P_on_a_run_profiles_its_box_refused_while_it_trains(
 
 async def test_a_running_profile_is_cancelled_like_any_action(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """Cancelled from the palette: journaled as cancelled, and within seconds nothing of
+    it runs on the box (the on-box program, the profiler, its loader worker)."""
     root = runs_root_with(tmp_path, "yolox_completed")
     server = sshd_factory()
     fleet = make_fleet(tmp_path, [box_entry(
@@ -89,9 +93,11 @@ async def test_a_running_profile_is_cancelled_like_any_action(
         await until(pilot, lambda: "setting 1 of 1: batch 16, workers 8" in str(
             screen.query_one("#body", Static).render()))
         assert app.busy.get("gpu-1") == "profile"
+        await asyncio.to_thread(wait_for, lambda: profiling(tmp_path / "slow"), 60, 0.1)
         cancel = next(c for c in app.get_system_commands(screen)
                       if c.title == "Cancel profile on gpu-1")  # the palette's entry
         cancel.callback()
         await until(pilot, lambda: "gpu-1" not in app.busy)
+        await asyncio.to_thread(nothing_left, tmp_path / "slow")
     entry = [e for e in Journal().entries if e["action"] == "profile"][-1]
     assert entry["outcome"] == "cancelled"

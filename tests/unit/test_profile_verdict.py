@@ -4,8 +4,10 @@ figures are not."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from tui.model.profile import (
     parse_cell,
     parse_grid,
     run_settings,
+    suggested_workers,
     table_rows,
     usd_per_1k_images,
     verdict,
@@ -126,3 +129,54 @@ def test_model_size_and_run_settings() -> None:
         "data": "/d/data.yaml"}
     assert run_settings({"batch": "-1", "workers": "99999", "imgsz": "x",
                          "device": "0\x1b[2J"}) == {}
+
+
+LESS_WORK = ("less loader work per image (images stored near the training size, lighter "
+             "augmentation)")
+
+
+def test_twelve_workers_on_16_cores_are_never_told_to_try_12() -> None:
+    """The recorded starved step, had it run with 12 workers: the advice is more (up to a
+    core short of 16), never the setting just measured."""
+    cell = parse_cell(recorded(1), 16, 12)
+    said = verdict([cell], (16, 12), 16, RATE)
+    assert said == ("dataloader-bound: 12 of 16 cores feeding, 54% of each step waits on "
+                    "data; try --workers 15 (--try workers=... measures it); a faster GPU "
+                    "buys nothing")
+
+
+def test_eight_workers_on_two_cores_are_told_the_cores_are_covered_not_to_shrink() -> None:
+    cell = parse_cell(recorded(1), 16, 8)
+    said = verdict([cell], (16, 8), 2, RATE)
+    assert said == ("dataloader-bound: 8 loader workers on 2 cores feeding, 54% of each step "
+                    "waits on data; the workers already cover the box's 2 cores, so more "
+                    f"buy nothing; {LESS_WORK} or a box with more cores per GPU would help; "
+                    "a faster GPU buys nothing")
+    one_core = verdict([parse_cell(recorded(1), 16, 0)], (16, 0), 1, RATE)
+    assert "the workers already cover the box's 1 core, so more buy nothing" in one_core
+
+
+def test_more_workers_measured_without_gain_are_not_suggested_again() -> None:
+    """A grid tried 1 and 12 workers and 12 fed no faster (under the 5% a change must
+    win by): 12 is not offered as news; what else would help is."""
+    slow = parse_cell(recorded(1), 16, 1)
+    same = dataclasses.replace(parse_cell(recorded(1), 16, 12), img_per_s=36.0)
+    said = verdict([slow, same], (16, 1), 16, RATE)
+    assert said == ("dataloader-bound: 1 of 16 cores feeding, 54% of each step waits on "
+                    "data; more workers measured little or no gain (--workers 12: 36 img/s "
+                    f"against 35); {LESS_WORK} would help; a faster GPU buys nothing")
+
+
+@pytest.mark.parametrize("cpus", [None, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128])
+def test_an_unmeasured_suggestion_only_ever_adds_workers_the_cores_can_run(
+        cpus: int | None) -> None:
+    for workers in range(0, 40):
+        more = suggested_workers(cpus, workers)
+        if cpus is not None and workers >= cpus - 1:
+            assert more is None
+            continue
+        assert more is not None and more > workers
+        assert cpus is None or more <= cpus - 1
+        said = verdict([parse_cell(recorded(1), 16, workers)], (16, workers), cpus, RATE)
+        offered = [int(n) for n in re.findall(r"--workers (\d+)", said)]
+        assert offered == [more], said

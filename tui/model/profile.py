@@ -195,11 +195,58 @@ def reading(cell: Cell) -> str:
     return "unknown"
 
 
-def suggested_workers(cpus: int | None, workers: int) -> int:
-    """Three quarters of the box's cores, at most 16: enough loaders, a core left over."""
-    if not cpus or cpus < 1:
+def workers_cover_cores(cpus: int | None, workers: int) -> bool:
+    """The loader workers already have every core but the training loop's own: more
+    workers would only queue for the same cores."""
+    return cpus is not None and cpus >= 1 and workers >= cpus - 1
+
+
+def suggested_workers(cpus: int | None, workers: int) -> int | None:
+    """More loader workers to try for a dataloader-bound step, always more than the
+    `workers` measured; None when the workers already cover the cores.
+
+    Three quarters of the cores, at most 16 (enough loaders, cores left for the
+    training loop); where that is not more than now, twice the workers; never past
+    one less than the cores. Cores unknown: twice the workers, at least 8."""
+    if cpus is None or cpus < 1:
         return max(8, workers * 2)
-    return max(1, min(16, cpus * 3 // 4))
+    if workers_cover_cores(cpus, workers):
+        return None
+    return max(min(16, cpus * 3 // 4), min(cpus - 1, max(1, workers * 2)))
+
+
+# What helps a step starved of data once more workers do not: each image costs the
+# loader less, or the box has more cores for it. (Faster storage is not said: the
+# figures do not tell reading from decoding; nor a bigger batch: a step's images
+# cost the loader the same, and on the H200 batch 128 fed slower than 16.)
+LESS_PER_IMAGE = "less loader work per image (images stored near the training size, " \
+    "lighter augmentation)"
+
+
+def _feeding(workers: int, cpus: int | None) -> str:
+    if cpus is None:
+        return f"{workers} loader workers feeding"
+    if workers <= cpus:
+        return f"{workers} of {cpus} cores feeding"
+    return f"{workers} loader workers on {cpus} cores feeding"
+
+
+def _loader_advice(cells: Sequence[Cell], start: Cell, cpus: int | None) -> str:
+    """For a dataloader-bound step no measured setting beat: more workers where the
+    cores allow and no setting with more was measured; else what else would help."""
+    if workers_cover_cores(cpus, start.workers):
+        return (f"the workers already cover the box's {cpus} core{'s' * (cpus != 1)}, so "
+                f"more buy nothing; {LESS_PER_IMAGE} or a box with more cores per GPU "
+                "would help")
+    tried = [c for c in cells if c.measured and c.batch == start.batch
+             and c.workers > start.workers]
+    if tried:
+        most = max(tried, key=lambda c: c.workers)
+        return (f"more workers measured little or no gain (--workers {most.workers}: "
+                f"{most.img_per_s:.0f} img/s against {start.img_per_s:.0f}); "
+                f"{LESS_PER_IMAGE} would help")
+    return (f"try --workers {suggested_workers(cpus, start.workers)} "
+            "(--try workers=... measures it)")
 
 
 def verdict(cells: Sequence[Cell], first: tuple[int, int], cpus: int | None,
@@ -227,11 +274,10 @@ def verdict(cells: Sequence[Cell], first: tuple[int, int], cpus: int | None,
         flags += [f"--batch {better.batch}"] if better.batch != start.batch else []
         change = f"try {' '.join(flags)} ({gain(better)})"
     if kind == "dataloader-bound":
-        feeding = f"{start.workers} of {cpus} cores" if cpus else f"{start.workers} workers"
-        advice = change or (f"try --workers {suggested_workers(cpus, start.workers)} "
-                            "(--try workers=... measures it)")
-        return (f"dataloader-bound: {feeding} feeding, {_pct(start.dataload_frac)} of each "
-                f"step waits on data; {advice}; a faster GPU buys nothing")
+        advice = change or _loader_advice(cells, start, cpus)
+        return (f"dataloader-bound: {_feeding(start.workers, cpus)}, "
+                f"{_pct(start.dataload_frac)} of each step waits on data; {advice}; "
+                "a faster GPU buys nothing")
     if on_cpu:  # no GPU in the step: its busy share says nothing
         return "profiled on the CPU, so no GPU was measured" + (f"; {change}" if change else "")
     if kind == "host / launch-bound":

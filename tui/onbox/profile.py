@@ -20,6 +20,14 @@ Each cell runs in a fresh temporary project folder, removed afterwards; only the
 scalar fields of its profile.json come back (the kernel lists stay on the box).
 LibreYOLO's output goes to files, read back capped, so a tool that prints
 without end fills neither memory nor the frame. Nothing runs through a shell.
+
+Nothing outlives the client or the deadline: the profiler runs in a session of
+its own (its process group holds the dataloader workers it forks), and that
+whole group is killed when a beat (`{"beat": N}` every BEAT_SECONDS) cannot be
+written, which is how the client's going shows here (sshd closes our stdout
+with the channel), and when this program's own alarm, SIGTERM or SIGHUP comes.
+Otherwise a cancelled profile would run on to the end of its setting, up to a
+quarter of an hour of someone's rented GPU, for nobody.
 """
 
 import json
@@ -29,8 +37,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
-from tui.onbox.prelude import _NONCE, emit, stage
+from tui.onbox.prelude import _NONCE, CLIENT_GONE, emit, stage
 
 OUT_CAP = 1 << 16  # bytes read back of LibreYOLO's stdout (its --json answer is ~250)
 ERR_TAIL = 2000  # bytes of its stderr kept, from the end: where the error is
@@ -43,6 +52,10 @@ SCALARS = ("bound", "bound_why", "step_ms", "img_per_s", "dataload_ms", "dataloa
            "launches_per_step", "cuda_mallocs_per_step", "memory_pressure", "peak_vram_mb",
            "tensorcore_pct", "model")
 CONFIG_KEYS = ("batch", "workers", "imgsz", "device", "size", "data", "amp")
+BEAT_SECONDS = 2.0
+ENDING_SIGNALS = ("SIGALRM", "SIGTERM", "SIGHUP")
+# The profiler running now and its folder: what an ending takes down with it.
+_RUNNING = {"proc": None, "project": None}
 LIBREYOLO_CLI = ("import sys; sys.argv[0] = 'libreyolo'; "
                  "from libreyolo.cli import entrypoint; sys.exit(entrypoint())")
 
@@ -104,6 +117,65 @@ def picked(doc):
     return out
 
 
+def cpu_count():
+    """The cores this process may run on (a container's CPU set, taskset): what the
+    dataloader workers can use, which os.cpu_count() (the whole machine) overstates."""
+    try:
+        return len(os.sched_getaffinity(0)) or os.cpu_count()
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def kill_group(proc):
+    """SIGKILL the profiler's process group: it and every worker it forked. Its pid names
+    the group while any member lives, so this never reaches a stranger's processes."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def end_profiler():
+    """Kill the running profiler's whole group and remove its folder: a setting cut short
+    measured nothing worth keeping."""
+    proc, project = _RUNNING["proc"], _RUNNING["project"]
+    if proc is not None:
+        kill_group(proc)
+        try:
+            proc.wait(timeout=2)
+        except Exception:
+            pass
+    if project:
+        shutil.rmtree(project, ignore_errors=True)
+
+
+def end_with(signum, frame):
+    """An ending signal: the profiler goes first, then this program by that same signal
+    (the client reads SIGALRM as the program's own deadline)."""
+    end_profiler()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+class Heartbeat(threading.Thread):
+    """A beat every BEAT_SECONDS; one that cannot be written means the client is gone
+    (cancelled, interrupted, its link dropped), and then the profile ends, now."""
+
+    def __init__(self):
+        threading.Thread.__init__(self, daemon=True)
+        self.stopped = threading.Event()
+
+    def run(self):
+        beats = 0
+        while not self.stopped.wait(BEAT_SECONDS):
+            beats += 1
+            try:
+                emit({"beat": beats})
+            except (OSError, ValueError):  # a closed pipe, or a closed file
+                end_profiler()
+                os._exit(CLIENT_GONE)
+
+
 def run_cell(params, cell, index):
     stage("profile cell %d" % index)
     project = tempfile.mkdtemp(prefix="gpurent-profile-")
@@ -116,16 +188,19 @@ def run_cell(params, cell, index):
             "--steps", str(int(params["steps"])), "--warmup", str(int(params["warmup"])),
             "--project", os.path.join(project, "p"), "--json"]
     data = {"batch": cell["batch"], "workers": cell["workers"]}
+    _RUNNING["project"] = project
     try:
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            # a session of its own: its group (it, its dataloader workers) ends whole
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    cwd=project)
+                                    cwd=project, start_new_session=True)
+            _RUNNING["proc"] = proc
             try:
                 data["rc"] = proc.wait(timeout=float(params.get("tool_timeout") or 900))
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
                 data["timeout"] = True
+            kill_group(proc)  # past its time, or workers left behind by its end
+            proc.wait()
         data["cli"] = json_document(read_capped(out_path, OUT_CAP))
         data["err"] = read_capped(err_path, ERR_TAIL, tail=True)
         # profile.json where LibreYOLO writes it in this cell's own folder, never a path
@@ -139,6 +214,7 @@ def run_cell(params, cell, index):
     except OSError as exc:
         data["error"] = errstr(exc)
     finally:
+        _RUNNING["proc"] = _RUNNING["project"] = None
         shutil.rmtree(project, ignore_errors=True)
     return data
 
@@ -164,11 +240,15 @@ def main(params_text, nonce):
     params = json.loads(params_text)
     _NONCE[0] = str(nonce)
     sys.stdout = sys.stderr  # only frames go to the real stdout
+    for name in ENDING_SIGNALS:
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), end_with)
     deadline = int(params.get("deadline") or 0)
     if deadline > 0 and hasattr(signal, "alarm"):
         signal.alarm(deadline)
+    Heartbeat().start()
     try:
-        emit({"part": "host", "data": {"cpus": os.cpu_count(),
+        emit({"part": "host", "data": {"cpus": cpu_count(),
                                        "libreyolo": libreyolo_installed()}})
         if params.get("mode") == "config":
             emit({"part": "config", "data": config_part(params)})
@@ -180,6 +260,7 @@ def main(params_text, nonce):
             emit({"fatal": "unknown mode %r" % params.get("mode")})
             return 2
     except Exception as exc:
+        end_profiler()
         emit({"fatal": errstr(exc)})
         return 3
     emit({"done": True})
