@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from tui.app import GpurentApp
 from tui.model.config import FleetConfig, parse_config
 from tui.runtime.events import ServerlessChanged
 from tui.runtime.fleet import Runtime
+from tui.runtime.serverless import poll_entry
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
@@ -303,6 +305,50 @@ def test_a_missing_volume_or_app_is_a_problem_and_status_fails(
     config = serverless_only(tmp_path)
     assert main(["status", "--config", str(config)]) == 1
     assert "! modal app yolo-train is missing" in capsys.readouterr().out
+
+
+def test_a_finished_run_app_that_dropped_off_its_list_is_at_rest_not_a_problem(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    """`modal run` makes a temporary app; `modal app list` drops it a while after it
+    stops. Its runs on the volume still read, ended: at rest, `status` exits 0, the cost
+    is what it was; a run still claiming to train keeps it a problem; an app never
+    listed with no runs is still said as not found."""
+    now = time.time()
+    modal.put("runs/exp1/status.json", status_json(
+        state="completed", epoch=40, total=40, started_at=iso(now - 7200),
+        updated_at=iso(now - 3600), eta=None))
+    modal.update(apps=[])  # stopped long ago: no longer in `modal app list`
+    config = serverless_only(tmp_path)
+    assert main(["status", "--config", str(config)]) == 0
+    table = capsys.readouterr().out
+    assert "[modal app yolo-train: not listed any more (its runs ended)]" in table, table
+    assert "!" not in table, table
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["state"] == "missing" and app["problem"] is None and app["error"] is None
+    assert app["app_detail"] == "not listed any more (its runs ended)"
+    (run,) = app["runs"]
+    assert run["health"] == "completed"
+    assert run["gpu_seconds"] == pytest.approx(3600 * 2, abs=5)  # start to last update
+    (entry,) = parse_config(config.read_text(), str(config)).serverless
+    state = asyncio.run(poll_entry(entry, None, time.time))
+    head = app_lines(ServerlessView(state, entry), "", time.time()).lines[0].text
+    assert "not listed any more" in head.plain and "! " not in head.plain
+    assert not any("yellow" in str(span.style) or "red" in str(span.style)
+                   for span in head.spans), head.spans
+    # a second run that still says it trains: nothing runs it, a problem
+    modal.put("runs/exp2/status.json", status_json(started_at=iso(now - 600),
+                                                   updated_at=iso(now - 30)))
+    assert main(["status", "--config", str(config)]) == 1
+    table = capsys.readouterr().out
+    assert "! modal app yolo-train is missing" in table
+    assert "but run exp2 still says it trains" in table
+    # a misnamed app: never listed, no runs at all: not found, as before
+    shutil.rmtree(modal.volume_dir / "runs")
+    (modal.volume_dir / "runs").mkdir()
+    assert main(["status", "--config", str(config)]) == 1
+    assert "! modal app yolo-train is missing: not in modal app list" in \
+        capsys.readouterr().out
 
 
 def test_push_and_destroy_on_the_command_line_and_a_second_stop_is_refused(
