@@ -133,8 +133,13 @@ def test_gpu_specs_and_prices() -> None:
     assert usd_per_second("beam", "rtx4090:2", None) == pytest.approx(2 * 0.000192)
     assert usd_per_second("beam", "A10G", None) == pytest.approx(0.000292)
     assert usd_per_second("beam", "A10G", 0.001) == pytest.approx(0.001)  # config wins
-    problem = price_problem("beam", "T4", None)  # not in the dated table
-    assert problem is not None and "known: RTX4090, A10G, H100" in problem
+    # the other stored copy of the same page, read the same day
+    assert usd_per_second("beam", "A100-40", None) == pytest.approx(0.000764)
+    assert usd_per_second("beam", "a100-80:2", None) == pytest.approx(2 * 0.000955)
+    assert usd_per_second("beam", "T4", None) == pytest.approx(0.000150)
+    problem = price_problem("beam", "L40S", None)  # in no copy of Beam's page
+    assert problem is not None and \
+        "known: RTX4090, A10G, H100, T4, A100-40, A100-80" in problem
     assert prices_dated("modal") == "2026-05-07" and prices_dated("beam") == "2026-12-05"
     assert prices_dated("nobody") is None
 
