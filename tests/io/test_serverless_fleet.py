@@ -17,6 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.modal_standin import BIN, ModalStandIn, status_json
 from support.pilot import box_text, until
@@ -349,6 +352,90 @@ def test_a_finished_run_app_that_dropped_off_its_list_is_at_rest_not_a_problem(
     assert main(["status", "--config", str(config)]) == 1
     assert "! modal app yolo-train is missing: not in modal app list" in \
         capsys.readouterr().out
+
+
+def row_lines(config: Path) -> list[Text]:
+    """The app's lines as the panel's fleet list draws them, from one poll of the stand-in."""
+    (entry,) = parse_config(config.read_text(), str(config)).serverless
+    state = asyncio.run(poll_entry(entry, None, time.time))
+    return [line.text for line in app_lines(ServerlessView(state, entry), "",
+                                             time.time()).lines]
+
+
+def styles_of(text: Text, words: str) -> set[Style]:
+    """The styles the console renders `words` of `text` in (every segment they cover)."""
+    console = Console(width=400, color_system="truecolor", force_terminal=True)
+    start = text.plain.index(words)
+    styles, at = set(), 0
+    for segment in console.render(text):
+        end = at + len(segment.text)
+        if segment.text.strip() and at < start + len(words) and end > start:
+            styles.add(segment.style or Style())
+        at = end
+    return styles
+
+
+def test_an_eta_past_the_timeout_is_drawn_bold_red_on_the_row(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    config = serverless_only(tmp_path)
+    (line,) = [t for t in row_lines(config) if "ETA 8h00m is past its 6 h timeout" in t.plain]
+    styles = styles_of(line, "ETA 8h00m is past its 6 h timeout")
+    assert styles and all(s.bold and s.color is not None and s.color.name == "red"
+                          for s in styles), styles
+    assert all(s.dim for s in styles_of(line, "of GPU time (est.)"))  # the cost: dimmed
+    # an ETA inside the timeout: the countdown, not red
+    now = time.time()
+    modal.put("runs/exp1/status.json", status_json(
+        epoch=3, total=40, started_at=iso(now - 3600), updated_at=iso(now - 30),
+        eta=3600.0))
+    (line,) = [t for t in row_lines(config) if "killed by its 6 h timeout in" in t.plain]
+    assert not any(s.color is not None and s.color.name == "red"
+                   for s in styles_of(line, "killed by its 6 h timeout in")), line.spans
+
+
+@pytest.mark.parametrize("problem", [{"version": "1.4.2"}, {"version": "banana"}])
+def test_a_modal_cli_too_old_is_said_on_the_row_and_fails_status(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str],
+        problem: dict[str, str]) -> None:
+    modal.update(**problem)
+    config = serverless_only(tmp_path)
+    lines = row_lines(config)
+    row = "\n".join(t.plain for t in lines)
+    assert "modal app yolo-train: not read yet" in row and "pip install -U modal" in row, row
+    (said,) = [t for t in lines if t.plain.startswith("! ")]
+    assert "1.5.0" in said.plain and str(said.style) == "bold red"
+    assert main(["status", "--json", "--config", str(config)]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["error_kind"] == "cli_too_old" and "pip install -U modal" in app["error"]
+    assert app["state"] is None and app["runs"] == []
+    assert main(["status", "--config", str(config)]) == 1
+    table = capsys.readouterr().out
+    assert "modal-yolo  [modal app yolo-train: not read]" in table
+    assert "! modal " in table and "pip install -U modal" in table
+    # nothing but the version was asked of a CLI too old to be read
+    assert {tuple(c) for c in modal.calls()} == {("--version",)}
+
+
+def test_a_serverless_runs_loss_reaches_the_row_and_status(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    doc = json.loads(status_json(epoch=5, total=40, started_at=iso(now - 3600),
+                                 updated_at=iso(now - 30), eta=1800.0))
+    modal.put("runs/exp1/status.json", json.dumps({**doc, "train_loss": 0.8731}))
+    config = serverless_only(tmp_path)
+    assert any("loss 0.8731" in t.plain for t in row_lines(config))
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    (run,) = app["runs"]
+    assert run["train_loss"] == 0.8731 and run["current_epoch"] == 5
+    assert main(["status", "--config", str(config)]) == 0
+    assert "loss 0.8731" in capsys.readouterr().out
+    # the next epoch's loss replaces it
+    modal.put("runs/exp1/status.json", json.dumps({**doc, "current_epoch": 6,
+                                                   "train_loss": 0.7502}))
+    main(["status", "--json", "--config", str(config)])
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["runs"][0]["train_loss"] == 0.7502
 
 
 def test_push_and_destroy_on_the_command_line_and_a_second_stop_is_refused(
