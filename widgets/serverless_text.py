@@ -53,7 +53,8 @@ def app_head_line(view: ServerlessView, total_usd: float | None) -> Text:
     text.append(f"{entry.provider} app {entry.app}: ")
     app = state.app
     colour = "green" if app and app.state == "running" else \
-        "yellow" if app is None or app.state in ("missing", "unknown") else ""
+        "yellow" if app is None or app.state == "unknown" or \
+        (app.state == "missing" and state.problem) else ""
     text.append(app_words(app) if app else "not read yet", style=colour)
     text.append(f" · {entry.gpu}")
     if total_usd is not None:

@@ -263,6 +263,29 @@ def row_text(config: Path, beam: BeamStandIn) -> str:
                      app_lines(ServerlessView(state, entry), "", time.time()).lines)
 
 
+def test_a_deleted_deployment_whose_runs_ended_is_at_rest_not_a_problem(
+        tmp_path: Path, beam: BeamStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    """A deployment deleted after its run finished: its runs on the volume still read,
+    ended; at rest, `status` exits 0. No deployment and no runs: still not found."""
+    now = time.time()
+    beam.put("runs/exp1/status.json", status_json(
+        state="failed", epoch=7, total=40, started_at=iso(now - 7200),
+        updated_at=iso(now - 3600), eta=None))
+    beam.update(deployments=[], tasks=[])
+    config = failing_config(tmp_path)
+    row = row_text(config, beam)
+    assert "beam app yolo-train: not listed any more (its runs ended)" in row, row
+    assert "! " not in row, row
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["state"] == "missing" and app["problem"] is None
+    assert [r["health"] for r in app["runs"]] == ["failed"]
+    shutil.rmtree(beam.volume_dir / "runs" / "exp1")
+    assert main(["status", "--config", str(config)]) == 1
+    assert "! beam app yolo-train is missing: no deployment named yolo-train" in \
+        capsys.readouterr().out
+
+
 @pytest.mark.parametrize("mode", list(FAILURES))
 def test_a_cli_failure_reads_as_clear_words_on_the_row_and_in_status(
         tmp_path: Path, beam: BeamStandIn, capsys: pytest.CaptureFixture[str],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.modal_standin import BIN, ModalStandIn, status_json
 from support.pilot import box_text, until
@@ -27,6 +31,7 @@ from tui.app import GpurentApp
 from tui.model.config import FleetConfig, parse_config
 from tui.runtime.events import ServerlessChanged
 from tui.runtime.fleet import Runtime
+from tui.runtime.serverless import poll_entry
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
 from tui.store.journal import Journal
@@ -303,6 +308,134 @@ def test_a_missing_volume_or_app_is_a_problem_and_status_fails(
     config = serverless_only(tmp_path)
     assert main(["status", "--config", str(config)]) == 1
     assert "! modal app yolo-train is missing" in capsys.readouterr().out
+
+
+def test_a_finished_run_app_that_dropped_off_its_list_is_at_rest_not_a_problem(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    """`modal run` makes a temporary app; `modal app list` drops it a while after it
+    stops. Its runs on the volume still read, ended: at rest, `status` exits 0, the cost
+    is what it was; a run still claiming to train keeps it a problem; an app never
+    listed with no runs is still said as not found."""
+    now = time.time()
+    modal.put("runs/exp1/status.json", status_json(
+        state="completed", epoch=40, total=40, started_at=iso(now - 7200),
+        updated_at=iso(now - 3600), eta=None))
+    modal.update(apps=[])  # stopped long ago: no longer in `modal app list`
+    config = serverless_only(tmp_path)
+    assert main(["status", "--config", str(config)]) == 0
+    table = capsys.readouterr().out
+    assert "[modal app yolo-train: not listed any more (its runs ended)]" in table, table
+    assert "!" not in table, table
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["state"] == "missing" and app["problem"] is None and app["error"] is None
+    assert app["app_detail"] == "not listed any more (its runs ended)"
+    (run,) = app["runs"]
+    assert run["health"] == "completed"
+    assert run["gpu_seconds"] == pytest.approx(3600 * 2, abs=5)  # start to last update
+    (entry,) = parse_config(config.read_text(), str(config)).serverless
+    state = asyncio.run(poll_entry(entry, None, time.time))
+    head = app_lines(ServerlessView(state, entry), "", time.time()).lines[0].text
+    assert "not listed any more" in head.plain and "! " not in head.plain
+    assert not any("yellow" in str(span.style) or "red" in str(span.style)
+                   for span in head.spans), head.spans
+    # a second run that still says it trains: nothing runs it, a problem
+    modal.put("runs/exp2/status.json", status_json(started_at=iso(now - 600),
+                                                   updated_at=iso(now - 30)))
+    assert main(["status", "--config", str(config)]) == 1
+    table = capsys.readouterr().out
+    assert "! modal app yolo-train is missing" in table
+    assert "but run exp2 still says it trains" in table
+    # a misnamed app: never listed, no runs at all: not found, as before
+    shutil.rmtree(modal.volume_dir / "runs")
+    (modal.volume_dir / "runs").mkdir()
+    assert main(["status", "--config", str(config)]) == 1
+    assert "! modal app yolo-train is missing: not in modal app list" in \
+        capsys.readouterr().out
+
+
+def row_lines(config: Path) -> list[Text]:
+    """The app's lines as the panel's fleet list draws them, from one poll of the stand-in."""
+    (entry,) = parse_config(config.read_text(), str(config)).serverless
+    state = asyncio.run(poll_entry(entry, None, time.time))
+    return [line.text for line in app_lines(ServerlessView(state, entry), "",
+                                             time.time()).lines]
+
+
+def styles_of(text: Text, words: str) -> set[Style]:
+    """The styles the console renders `words` of `text` in (every segment they cover)."""
+    console = Console(width=400, color_system="truecolor", force_terminal=True)
+    start = text.plain.index(words)
+    styles, at = set(), 0
+    for segment in console.render(text):
+        end = at + len(segment.text)
+        if segment.text.strip() and at < start + len(words) and end > start:
+            styles.add(segment.style or Style())
+        at = end
+    return styles
+
+
+def test_an_eta_past_the_timeout_is_drawn_bold_red_on_the_row(
+        tmp_path: Path, modal: ModalStandIn) -> None:
+    config = serverless_only(tmp_path)
+    (line,) = [t for t in row_lines(config) if "ETA 8h00m is past its 6 h timeout" in t.plain]
+    styles = styles_of(line, "ETA 8h00m is past its 6 h timeout")
+    assert styles and all(s.bold and s.color is not None and s.color.name == "red"
+                          for s in styles), styles
+    assert all(s.dim for s in styles_of(line, "of GPU time (est.)"))  # the cost: dimmed
+    # an ETA inside the timeout: the countdown, not red
+    now = time.time()
+    modal.put("runs/exp1/status.json", status_json(
+        epoch=3, total=40, started_at=iso(now - 3600), updated_at=iso(now - 30),
+        eta=3600.0))
+    (line,) = [t for t in row_lines(config) if "killed by its 6 h timeout in" in t.plain]
+    assert not any(s.color is not None and s.color.name == "red"
+                   for s in styles_of(line, "killed by its 6 h timeout in")), line.spans
+
+
+@pytest.mark.parametrize("problem", [{"version": "1.4.2"}, {"version": "banana"}])
+def test_a_modal_cli_too_old_is_said_on_the_row_and_fails_status(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str],
+        problem: dict[str, str]) -> None:
+    modal.update(**problem)
+    config = serverless_only(tmp_path)
+    lines = row_lines(config)
+    row = "\n".join(t.plain for t in lines)
+    assert "modal app yolo-train: not read yet" in row and "pip install -U modal" in row, row
+    (said,) = [t for t in lines if t.plain.startswith("! ")]
+    assert "1.5.0" in said.plain and str(said.style) == "bold red"
+    assert main(["status", "--json", "--config", str(config)]) == 1
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["error_kind"] == "cli_too_old" and "pip install -U modal" in app["error"]
+    assert app["state"] is None and app["runs"] == []
+    assert main(["status", "--config", str(config)]) == 1
+    table = capsys.readouterr().out
+    assert "modal-yolo  [modal app yolo-train: not read]" in table
+    assert "! modal " in table and "pip install -U modal" in table
+    # nothing but the version was asked of a CLI too old to be read
+    assert {tuple(c) for c in modal.calls()} == {("--version",)}
+
+
+def test_a_serverless_runs_loss_reaches_the_row_and_status(
+        tmp_path: Path, modal: ModalStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    doc = json.loads(status_json(epoch=5, total=40, started_at=iso(now - 3600),
+                                 updated_at=iso(now - 30), eta=1800.0))
+    modal.put("runs/exp1/status.json", json.dumps({**doc, "train_loss": 0.8731}))
+    config = serverless_only(tmp_path)
+    assert any("loss 0.8731" in t.plain for t in row_lines(config))
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    (run,) = app["runs"]
+    assert run["train_loss"] == 0.8731 and run["current_epoch"] == 5
+    assert main(["status", "--config", str(config)]) == 0
+    assert "loss 0.8731" in capsys.readouterr().out
+    # the next epoch's loss replaces it
+    modal.put("runs/exp1/status.json", json.dumps({**doc, "current_epoch": 6,
+                                                   "train_loss": 0.7502}))
+    main(["status", "--json", "--config", str(config)])
+    (app,) = json.loads(capsys.readouterr().out)["serverless"]
+    assert app["runs"][0]["train_loss"] == 0.7502
 
 
 def test_push_and_destroy_on_the_command_line_and_a_second_stop_is_refused(

@@ -13,7 +13,7 @@ from tui.model.modal_output import app_from_list, classify, parse_size, version_
 from tui.model.runs import Health
 from tui.model.serverless import AppState, VolumeEntry, same_listing
 from tui.model.serverless_prices import gpu_spec, price_problem, prices_dated, usd_per_second
-from tui.model.serverless_runs import VolumeRead, fold_runs, run_folders
+from tui.model.serverless_runs import VolumeRead, app_problem, at_rest, fold_runs, run_folders
 from tui.model.serverless_view import app_words, judge_run, timeout_words
 
 T0 = 1796450400.0  # 2026-12-05 06:00:00 UTC: the run started
@@ -133,8 +133,13 @@ def test_gpu_specs_and_prices() -> None:
     assert usd_per_second("beam", "rtx4090:2", None) == pytest.approx(2 * 0.000192)
     assert usd_per_second("beam", "A10G", None) == pytest.approx(0.000292)
     assert usd_per_second("beam", "A10G", 0.001) == pytest.approx(0.001)  # config wins
-    problem = price_problem("beam", "T4", None)  # not in the dated table
-    assert problem is not None and "known: RTX4090, A10G, H100" in problem
+    # the other stored copy of the same page, read the same day
+    assert usd_per_second("beam", "A100-40", None) == pytest.approx(0.000764)
+    assert usd_per_second("beam", "a100-80:2", None) == pytest.approx(2 * 0.000955)
+    assert usd_per_second("beam", "T4", None) == pytest.approx(0.000150)
+    problem = price_problem("beam", "L40S", None)  # in no copy of Beam's page
+    assert problem is not None and \
+        "known: RTX4090, A10G, H100, T4, A100-40, A100-80" in problem
     assert prices_dated("modal") == "2026-05-07" and prices_dated("beam") == "2026-12-05"
     assert prices_dated("nobody") is None
 
@@ -322,3 +327,28 @@ def test_a_beam_run_is_told_of_its_losses_without_modals_commit() -> None:
     modal_problem = judge_run(ENTRY, APP, run, now).problem
     assert modal_problem is not None and "committed each epoch" in modal_problem
     assert "commit" in stop_loss(ENTRY)
+
+
+def test_a_missing_app_is_judged_by_what_its_runs_say() -> None:
+    """At rest only with an ended run and none claiming to train; a run whose status.json
+    cannot be read claims nothing, so it never makes a misnamed app look at rest."""
+    gone = AppState("modal", "yolo", "missing", detail="not in modal app list")
+    at = T0 + 3600
+    done = fold_runs((), [VolumeRead("runs/a", status(
+        state="completed", current_epoch=10, updated_at="2026-12-05T06:30:00+00:00"))],
+        "/runs", at)
+    torn = fold_runs((), [VolumeRead("runs/b", b"{not json")], "/runs", at)
+    live = fold_runs((), [VolumeRead("runs/c", status(
+        updated_at="2026-12-05T06:59:00+00:00"))], "/runs", at)
+    assert [r.health for r in done + torn + live] == \
+        [Health.COMPLETED, Health.UNREADABLE, Health.RUNNING]
+    assert app_problem(gone, done) is None and app_problem(gone, done + torn) is None
+    assert at_rest(gone, done).detail == "not listed any more (its runs ended)"
+    assert app_words(at_rest(gone, done)) == "not listed any more (its runs ended)"
+    assert app_problem(gone, ()) == "modal app yolo is missing: not in modal app list"
+    assert app_problem(gone, torn) == app_problem(gone, ())
+    said = app_problem(gone, done + live)
+    assert said is not None and "but run c still says it trains" in said
+    assert at_rest(gone, done + live) == gone
+    running = AppState("modal", "yolo", "running")
+    assert app_problem(running, live) is None and at_rest(running, done) == running

@@ -25,12 +25,18 @@ PUBLISHED: dict[str, dict[str, float]] = {
     },
     # Beam's pricing page (docs.beam.cloud/v2/resources/pricing-and-billing) read on
     # 2026-12-05, per second as it states them (docs/serverless-beam.md, "Prices"). Beam
-    # names the GPUs in its SDK's GpuType as gpu="RTX4090" / "A10G" / "H100". CPU
-    # ($0.0000528/core/s) and RAM ($0.0000056/GB/s) are billed on top, not counted here.
+    # names the GPUs in its SDK's GpuType as gpu="RTX4090" / "A10G" / "H100" / "T4" /
+    # "A100-40" / "A100-80". CPU ($0.0000528/core/s) and RAM ($0.0000056/GB/s) are
+    # billed on top, not counted here.
     "beam": {
         "RTX4090": 0.000192,
         "A10G": 0.000292,
         "H100": 0.000972,
+        # not in the page's newer copy; from the other stored copy of the same page
+        # (its publication date unknown), which also prices the H100 at $0.001222/s
+        "T4": 0.000150,
+        "A100-40": 0.000764,
+        "A100-80": 0.000955,
     },
 }
 

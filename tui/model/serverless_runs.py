@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from tui.model.runs import RunState, fold_run
+from tui.model.runs import Health, RunState, fold_run
 from tui.model.serverless import AppState, VolumeEntry
 
 MAX_RUNS = 16  # runs read per poll: the latest by their folder's time
@@ -52,11 +52,36 @@ class ServerlessState:
         return dict(self.raw_paths).get(path, path)
 
 
-def app_problem(app: AppState) -> str | None:
-    """A missing app is a problem: nothing runs it and its runs read only history."""
+AT_REST = "not listed any more (its runs ended)"
+ENDED = (Health.COMPLETED, Health.FAILED, Health.DEAD)
+CLAIMS_LIVE = (Health.RUNNING, Health.STALLED)
+
+
+def app_problem(app: AppState, runs: Sequence[RunState] = ()) -> str | None:
+    """Whether a missing app is a problem, judged by its runs as their own status.json
+    says (folded, before settle_runs marks live ones dead). A provider lists a stopped
+    app only for a while (`modal run` makes a temporary app), so one missing with every
+    run ended is at rest, not a problem; one missing with a run that still claims to
+    train is (nothing runs it), and one missing with no run ended is not found at all
+    (a misnamed app). A run whose status.json cannot be read claims nothing either way."""
     if app.state != "missing":
         return None
+    live = [r for r in runs if r.health in CLAIMS_LIVE]
+    if live:
+        where = app.detail or "not in its app list"
+        return (f"{app.provider} app {app.app} is missing ({where}) but run "
+                f"{live[0].name} still says it trains: nothing runs it, so it was killed "
+                "or its status.json was never updated")
+    if any(r.health in ENDED for r in runs):
+        return None
     return f"{app.provider} app {app.app} is missing: {app.detail or 'not in its app list'}"
+
+
+def at_rest(app: AppState, runs: Sequence[RunState]) -> AppState:
+    """The app as the row says it: a missing app whose runs all ended reads at rest."""
+    if app.state != "missing" or app_problem(app, runs) is not None:
+        return app
+    return replace(app, detail=AT_REST)
 
 
 def run_folders(entries: Sequence[VolumeEntry], limit: int = MAX_RUNS) -> list[VolumeEntry]:

@@ -15,6 +15,7 @@ from tui.model.config import ServerlessConfig
 from tui.model.runs import Health, RunState, format_age, parse_time
 from tui.model.serverless import AppState
 from tui.model.serverless_prices import gpu_spec, usd_per_second
+from tui.model.serverless_runs import AT_REST
 
 LIVE = (Health.RUNNING, Health.STALLED)
 # What `s` runs, and what starts an app, in each provider's own commands (its adapter in
@@ -168,6 +169,8 @@ def app_words(app: AppState | None, error: str | None = None) -> str:
     """`running (deployed), 1 task`, `stopped`, `missing`: the app's line."""
     if app is None:
         return f"not read yet{': ' + error if error else ''}"
+    if app.state == "missing" and app.detail == AT_REST:
+        return AT_REST  # a finished temporary app dropped off its list: nothing wrong
     words = app.state
     if app.detail and app.detail != app.state:
         words += f" ({app.detail})"

@@ -19,6 +19,7 @@ from tui.model.serverless_runs import (
     ServerlessState,
     VolumeRead,
     app_problem,
+    at_rest,
     fold_runs,
     run_folders,
 )
@@ -79,7 +80,7 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
     except ServerlessError as exc:
         return replace(state, error=str(exc), error_kind=exc.kind, checked_at=clock())
     runs_error = None
-    problem = app_problem(app)
+    problem: str | None = None
     try:
         listing = await api.list_volume(entry.volume, entry.runs_path, timeout=timeout,
                                         **options)
@@ -89,8 +90,7 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
                            checked_at=clock(), ok_at=clock())
         listing = []
         if await _volume_missing(api, entry, options, timeout):
-            problem = "; ".join(p for p in (problem, f"volume {entry.volume} is missing "
-                                            f"({exc}): check `volume` in the config") if p)
+            problem = f"volume {entry.volume} is missing ({exc}): check `volume` in the config"
         else:
             runs_error = f"no {entry.runs_path} on volume {entry.volume} yet ({exc})"
     gate = asyncio.Semaphore(READS_AT_ONCE)
@@ -102,7 +102,11 @@ async def poll_entry(entry: ServerlessConfig, previous: ServerlessState | None,
     folders = run_folders(listing)
     reads = await asyncio.gather(*(read(f) for f in folders))
     now = clock()
-    runs = settle_runs(fold_runs(state.runs, reads, entry.runs_path, now), app)
+    folded = fold_runs(state.runs, reads, entry.runs_path, now)
+    # judged on the runs as they say, before settle_runs reads a live one dead
+    problem = "; ".join(p for p in (app_problem(app, folded), problem) if p) or None
+    app = at_rest(app, folded)
+    runs = settle_runs(folded, app)
     return ServerlessState(name=entry.name, provider=entry.provider, app=app, runs=runs,
                            error=None, error_kind=None, checked_at=now, ok_at=now,
                            runs_error=runs_error, problem=problem,
