@@ -178,6 +178,65 @@ async def test_boxes_whose_sshd_never_sends_a_banner_delay_nobody(
     assert len(held) == 6 and hung_states == {Connection.CONNECTING}  # still waiting, alone
 
 
+async def test_silent_boxes_behind_a_jump_host_delay_nobody_behind_it(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """Sixteen boxes behind one jump host whose sshd takes the connection and never sends
+    a banner (two windows' worth of the jump host's slots), listed first, and three good
+    boxes behind the same jump host: the three answer long before any silent box times
+    out. A handshake gives its jump-host slot back once it has taken
+    JUMP_HOLD_SECONDS (its endpoint's it keeps), so the silent ones wait out their
+    timeouts alone."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # kept open, never a byte sent
+
+    hung = await asyncio.start_server(silent, "127.0.0.1", 0)
+    hung_port = hung.sockets[0].getsockname()[1]
+    jump = sshd_factory("jump", allow_tcp_forwarding=True)
+    good = sshd_factory("good", allow_tcp_forwarding=False)
+    via = f"root@127.0.0.1:{jump.port}"
+    root = runs_root_with(tmp_path, RUN)
+    boxes = [{"name": f"hung-{i:02d}", "host": "127.0.0.1", "port": hung_port,
+              "user": "root", "identity_file": str(client_key.private_path), "jump": via}
+             for i in range(16)]
+    boxes += [box_entry(good, client_key, f"ok-{i}", runs_roots=[str(root)], jump=via)
+              for i in range(3)]
+    timeout = 10
+    fleet = make_fleet(tmp_path, boxes,
+                       known_hosts=[jump.known_hosts_line(), good.known_hosts_line()],
+                       timeout_seconds=timeout)
+    loop = asyncio.get_running_loop()
+    answered: dict[str, float] = {}
+
+    def sink(item: Event) -> None:
+        if isinstance(item, BoxChanged) and item.state.connection is Connection.OK:
+            answered.setdefault(item.state.name, loop.time())
+
+    runtime = Runtime(fleet, sink)
+    started = loop.time()
+    runtime.start()
+    try:
+        while len(answered) < 3 and loop.time() - started < 2 * timeout + 5:
+            await asyncio.sleep(0.05)
+        hung_states = {runtime.states[f"hung-{i:02d}"].connection for i in range(16)}
+    finally:
+        await runtime.aclose()
+        hung.close()
+        for writer in held:
+            writer.close()
+    assert sorted(answered) == ["ok-0", "ok-1", "ok-2"]
+    slowest = max(answered.values()) - started
+    print(f"good boxes behind the jump host answered after {slowest:.2f} s")
+    # Before: the first eight held the jump host's eight slots for their whole timeout,
+    # then the next eight did: the good boxes answered after two timeouts (~20 s).
+    assert slowest < timeout / 2, \
+        f"the answering boxes waited {slowest:.1f} s behind the silent ones"
+    # Still waiting, alone; and the silent endpoint's own bound still holds: eight of
+    # them in flight there (per_endpoint), the other eight queued for its slots.
+    assert len(held) == 8 and hung_states == {Connection.CONNECTING}
+
+
 class CountingVast(VastServer):
     """Vast's API, answering each request after 50 ms, counting requests in flight."""
 
