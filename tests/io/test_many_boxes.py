@@ -9,7 +9,10 @@ of `status`, and none reads refused. The fleet's handshake slots (8 per endpoint
 default) keep what the server drops to a few, each tried again soon; with the slots
 forced wide ([connect] per_endpoint = 1000) the server drops half the twenty, which
 the tests refuse; with the retries off as well, half the boxes read unreachable.
-test_a_drop_past_max_startups_is_tried_again shows the retries alone.
+test_a_drop_past_max_startups_is_tried_again shows the retries alone. With
+per_endpoint set to the server's start (3), the server drops none at all, round after
+round. Silent boxes (an endpoint that never sends a banner) delay nobody, reached
+directly or behind the jump host that the answering boxes are behind.
 """
 
 from __future__ import annotations
@@ -107,6 +110,38 @@ def test_twenty_boxes_behind_one_strict_jump_host_all_answer_the_first_round(
     assert logins(jump) == 1        # one connection to the jump host for all twenty
     assert logins(inner) == BOXES   # one per box, through it
     assert drops(inner) < BOXES // 2  # as on one endpoint: no more than a few, tried again
+
+
+START = 3   # STRICT's start: sshd may drop a new connection from 3 in flight
+ROUNDS = 10
+
+
+@pytest.mark.parametrize("behind_jump_host", [False, True],
+                         ids=["one endpoint", "behind one jump host"])
+def test_per_endpoint_at_max_startups_start_drops_nothing_round_after_round(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str], behind_jump_host: bool) -> None:
+    """The documented recipe: [connect] per_endpoint set to the endpoint's MaxStartups
+    start. sshd's log shows no dropped connection at all, in ten rounds of twenty
+    handshakes. sshd counts a login until its session process takes over, a moment after
+    the client reads it logged in; a slot given back at that word let the next handshake
+    in early, and sshd dropped one in about two rounds of five (one of six behind the
+    jump host), so each handshake keeps its slot until the server answers on the new
+    connection (hops.taken_over)."""
+    if behind_jump_host:
+        jump = sshd_factory("jump", max_startups=STRICT, allow_tcp_forwarding=True)
+        inner = sshd_factory("inner", max_startups=STRICT, allow_tcp_forwarding=False)
+        entries = twenty_boxes(tmp_path, inner, client_key, jump=f"root@127.0.0.1:{jump.port}")
+        servers, known = [jump, inner], [jump.known_hosts_line(), inner.known_hosts_line()]
+    else:
+        inner = sshd_factory("proxy", max_startups=STRICT)
+        entries = twenty_boxes(tmp_path, inner, client_key)
+        servers, known = [inner], [inner.known_hosts_line()]
+    fleet = make_fleet(tmp_path, entries, known_hosts=known, connect={"per_endpoint": START})
+    for _ in range(ROUNDS):  # each `status` logs every box in anew
+        assert_every_box_answered(status_json(fleet, capsys))
+    assert logins(inner) == BOXES * ROUNDS
+    assert [drops(server) for server in servers] == [0] * len(servers)
 
 
 async def test_a_drop_past_max_startups_is_tried_again(

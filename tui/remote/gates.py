@@ -1,10 +1,11 @@
 """Slots for SSH handshakes: at most so many in flight per endpoint and per jump host.
 
-An endpoint's gate is held from the TCP connect to the end of the login (that is
-when sshd counts a connection against its MaxStartups) and nothing longer: a
-box's kept connection holds no slot. A jump host's gate is held at most
-JUMP_HOLD_SECONDS, then given back while the handshake goes on, so boxes that
-never answer do not hold up the others behind that jump host. Which gates a
+An endpoint's gate is held from the TCP connect until the server has taken the
+login over (hops.taken_over: as long as sshd counts a connection against its
+MaxStartups) and nothing longer: a box's kept connection holds no slot. A jump
+host's gate is held at most JUMP_HOLD_SECONDS, then given back while the
+handshake goes on, so boxes that never answer do not hold up the others behind
+that jump host. Which gates a
 handshake takes, for how long, and the configured sizes are tui.model.fanout's;
 here they are waited for.
 
