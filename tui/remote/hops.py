@@ -177,12 +177,18 @@ async def taken_over(conn: asyncssh.SSHClientConnection, timeout: float) -> None
     against its MaxStartups until the process that serves the logged-in session takes
     over, a moment after the client is told it logged in: a slot given back at that word
     lets the next handshake in while the server still counts this one, and a server at
-    its MaxStartups start drops it. Only that process answers a channel open, so one is
-    opened and closed at once (a refusal is an answer too)."""
+    its MaxStartups start drops it. Only that process answers a global request, so one
+    is asked: `keepalive@openssh.com`, what OpenSSH's ServerAliveInterval sends and
+    every server answers (a refusal is an answer), with no effect on the box, where a
+    channel would run its shell. asyncssh asks it so for its own keepalives but offers
+    no public call (it is pinned below 2.25); without the call the slot is given back
+    at the login, as before."""
+    ask = getattr(conn, "_make_global_request", None)
+    if ask is None:
+        return
     with contextlib.suppress(asyncssh.Error, OSError):  # TimeoutError among them
         async with asyncio.timeout(timeout):
-            chan, _ = await conn.create_session(asyncssh.SSHClientSession)
-            chan.close()
+            await ask(b"keepalive@openssh.com")
 
 
 def refused_message(who: str, hop: Hop, tries: int, error: BaseException) -> str:
