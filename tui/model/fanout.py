@@ -28,6 +28,10 @@ DEFAULT_PER_PROVIDER = 4     # provider API requests in flight at once, per prov
 # A handshake through a jump host gives that jump host's slot back after this long, and
 # goes on (holding its endpoint's): about a handshake over a 100 ms round trip.
 JUMP_HOLD_SECONDS = 0.5
+# After a login, a handshake keeps its endpoint slot until the server answers on the new
+# connection (as sshd counts it), but no longer than this: a server that never answers
+# a global request must not hold its slot, or the box, for a whole timeout.
+TAKEN_OVER_SECONDS = 2.0
 # A handshake dropped before the server's banner (MaxStartups, or nothing behind a
 # proxy's port) is tried again this many times, soon and jittered, within the timeout.
 REFUSED_RETRIES = 6

@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from tui.model.box import Connection
-from tui.model.fanout import REFUSED_RETRIES, ConnectLimits, refused_delay
+from tui.model.fanout import (
+    REFUSED_RETRIES,
+    TAKEN_OVER_SECONDS,
+    ConnectLimits,
+    refused_delay,
+)
 from tui.remote.errors import BoxError, describe_os_error
 from tui.remote.gates import loop_gates
 from tui.remote.hostkeys import (
@@ -107,7 +112,11 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
                     outcome.refused = True
                     error: BaseException = exc
                 else:
-                    await taken_over(conn, timeout)
+                    try:
+                        await taken_over(conn, min(timeout, TAKEN_OVER_SECONDS))
+                    except BaseException:  # cancelled: the login is nobody's to close
+                        conn.close()
+                        raise
                     outcome.logged_in = True
                     return conn, client
             tries += 1
@@ -181,8 +190,8 @@ async def taken_over(conn: asyncssh.SSHClientConnection, timeout: float) -> None
     is asked: `keepalive@openssh.com`, what OpenSSH's ServerAliveInterval sends and
     every server answers (a refusal is an answer), with no effect on the box, where a
     channel would run its shell. asyncssh asks it so for its own keepalives but offers
-    no public call (it is pinned below 2.25); without the call the slot is given back
-    at the login, as before."""
+    no public call (it is pinned below 2.25); without the call, or with no answer
+    within `timeout`, the slot is given back at once."""
     ask = getattr(conn, "_make_global_request", None)
     if ask is None:
         return
