@@ -9,7 +9,10 @@ of `status`, and none reads refused. The fleet's handshake slots (8 per endpoint
 default) keep what the server drops to a few, each tried again soon; with the slots
 forced wide ([connect] per_endpoint = 1000) the server drops half the twenty, which
 the tests refuse; with the retries off as well, half the boxes read unreachable.
-test_a_drop_past_max_startups_is_tried_again shows the retries alone.
+test_a_drop_past_max_startups_is_tried_again shows the retries alone. With
+per_endpoint set to the server's start (3), the server drops none at all, round after
+round. Silent boxes (an endpoint that never sends a banner) delay nobody, reached
+directly or behind the jump host that the answering boxes are behind.
 """
 
 from __future__ import annotations
@@ -109,6 +112,38 @@ def test_twenty_boxes_behind_one_strict_jump_host_all_answer_the_first_round(
     assert drops(inner) < BOXES // 2  # as on one endpoint: no more than a few, tried again
 
 
+START = 3   # STRICT's start: sshd may drop a new connection from 3 in flight
+ROUNDS = 10
+
+
+@pytest.mark.parametrize("behind_jump_host", [False, True],
+                         ids=["one endpoint", "behind one jump host"])
+def test_per_endpoint_at_max_startups_start_drops_nothing_round_after_round(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str], behind_jump_host: bool) -> None:
+    """The documented recipe: [connect] per_endpoint set to the endpoint's MaxStartups
+    start. sshd's log shows no dropped connection at all, in ten rounds of twenty
+    handshakes. sshd counts a login until its session process takes over, a moment after
+    the client reads it logged in; a slot given back at that word let the next handshake
+    in early, and sshd dropped one in about two rounds of five (one of six behind the
+    jump host), so each handshake keeps its slot until the server answers on the new
+    connection (hops.taken_over)."""
+    if behind_jump_host:
+        jump = sshd_factory("jump", max_startups=STRICT, allow_tcp_forwarding=True)
+        inner = sshd_factory("inner", max_startups=STRICT, allow_tcp_forwarding=False)
+        entries = twenty_boxes(tmp_path, inner, client_key, jump=f"root@127.0.0.1:{jump.port}")
+        servers, known = [jump, inner], [jump.known_hosts_line(), inner.known_hosts_line()]
+    else:
+        inner = sshd_factory("proxy", max_startups=STRICT)
+        entries = twenty_boxes(tmp_path, inner, client_key)
+        servers, known = [inner], [inner.known_hosts_line()]
+    fleet = make_fleet(tmp_path, entries, known_hosts=known, connect={"per_endpoint": START})
+    for _ in range(ROUNDS):  # each `status` logs every box in anew
+        assert_every_box_answered(status_json(fleet, capsys))
+    assert logins(inner) == BOXES * ROUNDS
+    assert [drops(server) for server in servers] == [0] * len(servers)
+
+
 async def test_a_drop_past_max_startups_is_tried_again(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
     """With the slots forced wide, twenty handshakes at once trip the server: the dropped
@@ -176,6 +211,65 @@ async def test_boxes_whose_sshd_never_sends_a_banner_delay_nobody(
     slowest = max(answered.values()) - started
     assert slowest < 10, f"the answering boxes waited {slowest:.1f} s behind the silent ones"
     assert len(held) == 6 and hung_states == {Connection.CONNECTING}  # still waiting, alone
+
+
+async def test_silent_boxes_behind_a_jump_host_delay_nobody_behind_it(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """Sixteen boxes behind one jump host whose sshd takes the connection and never sends
+    a banner (two windows' worth of the jump host's slots), listed first, and three good
+    boxes behind the same jump host: the three answer long before any silent box times
+    out. A handshake gives its jump-host slot back once it has taken
+    JUMP_HOLD_SECONDS (its endpoint's it keeps), so the silent ones wait out their
+    timeouts alone."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # kept open, never a byte sent
+
+    hung = await asyncio.start_server(silent, "127.0.0.1", 0)
+    hung_port = hung.sockets[0].getsockname()[1]
+    jump = sshd_factory("jump", allow_tcp_forwarding=True)
+    good = sshd_factory("good", allow_tcp_forwarding=False)
+    via = f"root@127.0.0.1:{jump.port}"
+    root = runs_root_with(tmp_path, RUN)
+    boxes = [{"name": f"hung-{i:02d}", "host": "127.0.0.1", "port": hung_port,
+              "user": "root", "identity_file": str(client_key.private_path), "jump": via}
+             for i in range(16)]
+    boxes += [box_entry(good, client_key, f"ok-{i}", runs_roots=[str(root)], jump=via)
+              for i in range(3)]
+    timeout = 10
+    fleet = make_fleet(tmp_path, boxes,
+                       known_hosts=[jump.known_hosts_line(), good.known_hosts_line()],
+                       timeout_seconds=timeout)
+    loop = asyncio.get_running_loop()
+    answered: dict[str, float] = {}
+
+    def sink(item: Event) -> None:
+        if isinstance(item, BoxChanged) and item.state.connection is Connection.OK:
+            answered.setdefault(item.state.name, loop.time())
+
+    runtime = Runtime(fleet, sink)
+    started = loop.time()
+    runtime.start()
+    try:
+        while len(answered) < 3 and loop.time() - started < 2 * timeout + 5:
+            await asyncio.sleep(0.05)
+        hung_states = {runtime.states[f"hung-{i:02d}"].connection for i in range(16)}
+    finally:
+        await runtime.aclose()
+        hung.close()
+        for writer in held:
+            writer.close()
+    assert sorted(answered) == ["ok-0", "ok-1", "ok-2"]
+    slowest = max(answered.values()) - started
+    print(f"good boxes behind the jump host answered after {slowest:.2f} s")
+    # Before: the first eight held the jump host's eight slots for their whole timeout,
+    # then the next eight did: the good boxes answered after two timeouts (~20 s).
+    assert slowest < timeout / 2, \
+        f"the answering boxes waited {slowest:.1f} s behind the silent ones"
+    # Still waiting, alone; and the silent endpoint's own bound still holds: eight of
+    # them in flight there (per_endpoint), the other eight queued for its slots.
+    assert len(held) == 8 and hung_states == {Connection.CONNECTING}
 
 
 class CountingVast(VastServer):

@@ -11,11 +11,13 @@ from tui.model.config import ConfigError, parse_config
 from tui.model.config_diff import config_changes, needs_restart
 from tui.model.fanout import (
     FD_MARGIN,
+    JUMP_HOLD_SECONDS,
     REFUSED_CAP_SECONDS,
     BoxRoute,
     ConnectLimits,
     files_needed,
     files_warning,
+    gate_hold,
     gate_limit,
     handshake_gates,
     narrowed,
@@ -32,22 +34,28 @@ def test_a_direct_handshake_waits_at_its_endpoint_only() -> None:
     assert handshake_gates([("proxy.example", 22)]) == (("endpoint", (("proxy.example", 22),)),)
 
 
-def test_a_tunnelled_handshake_waits_at_its_jump_host_then_its_endpoint() -> None:
+def test_a_tunnelled_handshake_waits_at_its_endpoint_then_its_jump_host() -> None:
     route = [("bastion", 2222), ("10.0.0.5", 22)]
     assert handshake_gates(route) == (
-        ("jump host", (("bastion", 2222),)),
-        ("endpoint", (("bastion", 2222), ("10.0.0.5", 22))))
+        ("endpoint", (("bastion", 2222), ("10.0.0.5", 22))),
+        ("jump host", (("bastion", 2222),)))
     # The same address behind another jump host is another server: another endpoint.
     other = handshake_gates([("other-bastion", 22), ("10.0.0.5", 22)])
-    assert other[1] != handshake_gates(route)[1]
+    assert other[0] != handshake_gates(route)[0]
     with pytest.raises(ValueError):
         handshake_gates([])
 
 
 def test_gate_limits_come_from_the_config() -> None:
     limits = ConnectLimits(per_endpoint=3, per_jump_host=5)
-    jump, endpoint = handshake_gates([("j", 22), ("b", 22)])
+    endpoint, jump = handshake_gates([("j", 22), ("b", 22)])
     assert gate_limit(jump, limits) == 5 and gate_limit(endpoint, limits) == 3
+
+
+def test_an_endpoint_slot_is_held_to_the_end_a_jump_host_slot_briefly() -> None:
+    endpoint, jump = handshake_gates([("j", 22), ("b", 22)])
+    assert gate_hold(endpoint) is None  # the server counts the handshake to its end
+    assert gate_hold(jump) == JUMP_HOLD_SECONDS and 0 < JUMP_HOLD_SECONDS <= 1
 
 
 def test_defaults_stay_under_openssh_max_startups() -> None:
@@ -167,12 +175,30 @@ async def test_slots_take_the_jump_host_and_the_endpoint() -> None:
     limits = ConnectLimits(per_endpoint=2, per_jump_host=3)
     route = [("j", 22), ("b", 22)]
     async with gates.slots(route, limits) as outcome:
-        jump, endpoint = (gates.gates[k] for k in handshake_gates(route))
+        endpoint, jump = (gates.gates[k] for k in handshake_gates(route))
         assert jump.in_flight == endpoint.in_flight == 1
         assert (jump.limit, endpoint.limit) == (3, 2)
         outcome.refused = True
     assert jump.in_flight == endpoint.in_flight == 0
     assert endpoint.refused == 1 and jump.refused == 0 and gates.refused == 1
+
+
+async def test_a_long_handshake_gives_its_jump_host_slot_back_and_keeps_its_endpoint() -> None:
+    gates = Gates()
+    limits = ConnectLimits(per_endpoint=2, per_jump_host=1)
+    silent, other = [("j", 22), ("dead", 22)], [("j", 22), ("b", 22)]
+    async with gates.slots(silent, limits) as slow:
+        endpoint, jump = (gates.gates[k] for k in handshake_gates(silent))
+        assert jump.in_flight == endpoint.in_flight == 1
+        await asyncio.sleep(JUMP_HOLD_SECONDS + 0.1)
+        assert jump.in_flight == 0 and endpoint.in_flight == 1  # the server still counts it
+        async with gates.slots(other, limits) as fast:  # not held up behind it
+            assert jump.in_flight == 1
+            fast.logged_in = True
+        assert jump.in_flight == 0
+        slow.refused = True
+    assert endpoint.in_flight == 0 and endpoint.refused == 1
+    assert jump.in_flight == 0 and jump.most == 1  # given back once, not twice
 
 
 async def test_a_waiter_cancelled_after_it_was_handed_the_slot_passes_it_on() -> None:

@@ -8,6 +8,13 @@ proxy serves every pod on one host and port, told apart by user), and a jump hos
 carries every box behind it: opening them all at once would trip it. So a handshake
 waits for a slot at its endpoint (the server, as reached through the hops before it)
 and, through a tunnel, at the jump host it goes through.
+
+The endpoint slot is held for the whole handshake: that is what the server counts. The
+jump host's slot is held for at most JUMP_HOLD_SECONDS: the jump host counts no
+handshake of a box behind it (its sshd forwards bytes), and one that has taken that
+long is waiting on the network (a box whose sshd never sends its banner, a slow link),
+costing the tunnel nothing; held to its timeout, eight silent boxes would hold every
+other box behind that jump host for as long.
 """
 
 from __future__ import annotations
@@ -18,6 +25,13 @@ from dataclasses import dataclass
 DEFAULT_PER_ENDPOINT = 8     # under OpenSSH's default MaxStartups of 10
 DEFAULT_PER_JUMP_HOST = 8    # handshakes through one jump host's tunnel at once
 DEFAULT_PER_PROVIDER = 4     # provider API requests in flight at once, per provider
+# A handshake through a jump host gives that jump host's slot back after this long, and
+# goes on (holding its endpoint's): about a handshake over a 100 ms round trip.
+JUMP_HOLD_SECONDS = 0.5
+# After a login, a handshake keeps its endpoint slot until the server answers on the new
+# connection (as sshd counts it), but no longer than this: a server that never answers
+# a global request must not hold its slot, or the box, for a whole timeout.
+TAKEN_OVER_SECONDS = 2.0
 # A handshake dropped before the server's banner (MaxStartups, or nothing behind a
 # proxy's port) is tried again this many times, soon and jittered, within the timeout.
 REFUSED_RETRIES = 6
@@ -42,22 +56,31 @@ class ConnectLimits:
 
 def handshake_gates(route: Sequence[Endpoint]) -> tuple[GateKey, ...]:
     """The slots a handshake with the last of `route` (jump hosts first) waits for, in
-    the order to take them: the jump host it goes through (when tunnelled), then its
-    endpoint. An endpoint is keyed by the whole route to it: 127.0.0.1:22 behind one
-    jump host is another server than 127.0.0.1:22 here. The user is not part of the
-    key: boxes told apart by user on one proxy share its MaxStartups."""
+    the order to take them: its endpoint, then the jump host it goes through (when
+    tunnelled). Endpoint first: a box waiting for a busy endpoint (one whose sshd holds
+    its connections silent) must not sit on a jump-host slot the boxes behind that jump
+    host at other endpoints need. An endpoint is keyed by the whole route to it:
+    127.0.0.1:22 behind one jump host is another server than 127.0.0.1:22 here. The user
+    is not part of the key: boxes told apart by user on one proxy share its
+    MaxStartups."""
     if not route:
         raise ValueError("a handshake needs at least one hop")
     path = tuple(route)
     endpoint: GateKey = ("endpoint", path)
     if len(path) == 1:
         return (endpoint,)
-    return (("jump host", path[:-1]), endpoint)
+    return (endpoint, ("jump host", path[:-1]))
 
 
 def gate_limit(key: GateKey, limits: ConnectLimits) -> int:
     """The configured number of handshakes in flight at once through `key`."""
     return limits.per_endpoint if key[0] == "endpoint" else limits.per_jump_host
+
+
+def gate_hold(key: GateKey) -> float | None:
+    """The longest a handshake holds its slot at `key`: None (to its end) at an
+    endpoint, whose server counts it; JUMP_HOLD_SECONDS at a jump host, which does not."""
+    return None if key[0] == "endpoint" else JUMP_HOLD_SECONDS
 
 
 def narrowed(window: int, in_flight: int) -> int:

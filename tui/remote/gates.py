@@ -1,9 +1,13 @@
 """Slots for SSH handshakes: at most so many in flight per endpoint and per jump host.
 
-A gate is held from the TCP connect to the end of the login (that is when sshd
-counts a connection against its MaxStartups) and nothing longer: a box's kept
-connection holds no slot. Which gates a handshake takes, and the configured
-sizes, are tui.model.fanout's; here they are waited for.
+An endpoint's gate is held from the TCP connect until the server has taken the
+login over (hops.taken_over: as long as sshd counts a connection against its
+MaxStartups) and nothing longer: a box's kept connection holds no slot. A jump
+host's gate is held at most JUMP_HOLD_SECONDS, then given back while the
+handshake goes on, so boxes that never answer do not hold up the others behind
+that jump host. Which gates a
+handshake takes, for how long, and the configured sizes are tui.model.fanout's;
+here they are waited for.
 
 A gate's window starts at its configured size and narrows to half of what was
 in flight when the server drops a handshake before its banner (a server
@@ -21,7 +25,15 @@ import contextlib
 import weakref
 from collections.abc import AsyncIterator, Sequence
 
-from tui.model.fanout import ConnectLimits, Endpoint, GateKey, gate_limit, handshake_gates, narrowed
+from tui.model.fanout import (
+    ConnectLimits,
+    Endpoint,
+    GateKey,
+    gate_hold,
+    gate_limit,
+    handshake_gates,
+    narrowed,
+)
 
 
 class Gate:
@@ -111,20 +123,43 @@ class Gates:
     async def slots(self, route: Sequence[Endpoint], limits: ConnectLimits
                     ) -> AsyncIterator[Outcome]:
         """Hold a slot at every gate of a handshake with the last of `route` while the
-        body runs; the body says how it went through the Outcome it is given."""
-        taken: list[Gate] = []
+        body runs (a jump host's for at most its hold: fanout.gate_hold); the body says
+        how it went through the Outcome it is given."""
+        taken: list[_Held] = []
         outcome = Outcome()
+        loop = asyncio.get_running_loop()
         try:
             for key in handshake_gates(route):
                 gate = self.gate(key, limits)
                 await gate.acquire()
-                taken.append(gate)
+                held = _Held(key, gate)
+                taken.append(held)
+                hold = gate_hold(key)
+                if hold is not None:
+                    held.timer = loop.call_later(hold, held.give_back)
             yield outcome
         finally:
-            for gate in reversed(taken):
-                is_endpoint = gate is taken[-1]
-                gate.release(refused=outcome.refused and is_endpoint,
-                             logged_in=outcome.logged_in)
+            for held in reversed(taken):
+                held.give_back(refused=outcome.refused and held.key[0] == "endpoint",
+                               logged_in=outcome.logged_in)
+
+
+class _Held:
+    """One slot a handshake holds: given back once, at its hold's end or the
+    handshake's, whichever comes first."""
+
+    def __init__(self, key: GateKey, gate: Gate) -> None:
+        self.key = key
+        self.gate = gate
+        self.timer: asyncio.TimerHandle | None = None
+        self.held = True
+
+    def give_back(self, *, refused: bool = False, logged_in: bool = False) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.held:
+            self.held = False
+            self.gate.release(refused=refused, logged_in=logged_in)
 
 
 class Outcome:

@@ -13,8 +13,10 @@ its failure) instead of each logging in on its own.
 Every handshake first takes a slot at its endpoint and at the jump host it goes
 through (tui.remote.gates), so a fleet of many boxes on one endpoint, or behind
 one jump host, never has more unauthenticated connections in flight there
-than the fleet's [connect] allows; one the server drops before its banner
-anyway is tried again soon rather than read as the box being down.
+than the fleet's [connect] allows (the endpoint's slot is kept until the
+server has taken the login over, as sshd counts it); one the server drops
+before its banner anyway is tried again soon rather than read as the box
+being down.
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from tui.model.box import Connection
-from tui.model.fanout import REFUSED_RETRIES, ConnectLimits, refused_delay
+from tui.model.fanout import (
+    REFUSED_RETRIES,
+    TAKEN_OVER_SECONDS,
+    ConnectLimits,
+    refused_delay,
+)
 from tui.remote.errors import BoxError, describe_os_error
 from tui.remote.gates import loop_gates
 from tui.remote.hostkeys import (
@@ -105,6 +112,11 @@ async def open_hop(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, *,
                     outcome.refused = True
                     error: BaseException = exc
                 else:
+                    try:
+                        await taken_over(conn, min(timeout, TAKEN_OVER_SECONDS))
+                    except BaseException:  # cancelled: the login is nobody's to close
+                        conn.close()
+                        raise
                     outcome.logged_in = True
                     return conn, client
             tries += 1
@@ -169,13 +181,32 @@ async def _login(hop: Hop, tunnel: asyncssh.SSHClientConnection | None, client: 
     ), timeout)
 
 
+async def taken_over(conn: asyncssh.SSHClientConnection, timeout: float) -> None:
+    """Return once the server has taken the new login over. sshd counts a connection
+    against its MaxStartups until the process that serves the logged-in session takes
+    over, a moment after the client is told it logged in: a slot given back at that word
+    lets the next handshake in while the server still counts this one, and a server at
+    its MaxStartups start drops it. Only that process answers a global request, so one
+    is asked: `keepalive@openssh.com`, what OpenSSH's ServerAliveInterval sends and
+    every server answers (a refusal is an answer), with no effect on the box, where a
+    channel would run its shell. asyncssh asks it so for its own keepalives but offers
+    no public call (it is pinned below 2.25); without the call, or with no answer
+    within `timeout`, the slot is given back at once."""
+    ask = getattr(conn, "_make_global_request", None)
+    if ask is None:
+        return
+    with contextlib.suppress(asyncssh.Error, OSError):  # TimeoutError among them
+        async with asyncio.timeout(timeout):
+            await ask(b"keepalive@openssh.com")
+
+
 def refused_message(who: str, hop: Hop, tries: int, error: BaseException) -> str:
     """Words for a hop that dropped every try before its SSH banner."""
     times = "once" if tries == 1 else f"{tries} times"
     return (f"{who} ({hop.host}:{hop.port}) closed the connection before its SSH banner, "
             f"{times} ({error or type(error).__name__}): it is turning new connections "
-            "away (sshd's MaxStartups: lower [connect] per_endpoint) or nothing answers "
-            "behind that port")
+            "away (sshd's MaxStartups: set [connect] per_endpoint to its start) or "
+            "nothing answers behind that port")
 
 
 Opener = Callable[[], Awaitable[tuple[asyncssh.SSHClientConnection, HopClient]]]
