@@ -155,6 +155,34 @@ async def test_gpu_underused_once_per_run_after_fifteen_minutes(
         await watcher.session.close()
 
 
+async def test_gpu_underused_is_not_sent_again_after_a_restart(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """The alert sent, the panel restarts (a new guardian over the same journal) more than
+    the cool-down later: the run was told already (journal.alerts.jsonl), so not again."""
+    fleet, _ = h200_fleet(tmp_path, sshd_factory, client_key, "util-17.txt",
+                          alerts={"gpu_underused_minutes": 1, "cooldown_minutes": 1})
+    clock = Clock()
+    journal = tmp_path / "journal.jsonl"
+    guardian = Guardian(fleet, Journal(journal), clock=clock)
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    told = []
+    try:
+        for minute in range(3):
+            if minute:
+                clock.now += 60
+            state = await look(watcher)
+            _, events = guardian.judge_costs(billed(fleet, state), {"box": state}, set())
+            told += [e for e in events if e.kind == GPU_UNDERUSED]
+        assert [e.run for e in told] == ["live"]
+        clock.now += 120  # past the cool-down
+        state = await look(watcher)
+        restarted = Guardian(fleet, Journal(journal), clock=clock)
+        _, events = restarted.judge_costs(billed(fleet, state), {"box": state}, set())
+        assert [e for e in events if e.kind == GPU_UNDERUSED] == []
+    finally:
+        await watcher.session.close()
+
+
 async def test_thresholds_come_from_the_fleet_config(
         tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
     """`[alerts] gpu_underused_pct = 10` and a 17 % GPU: no alert however long."""
