@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,6 +125,31 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
     assert main(["costs", "--json", "--config", fleet.source]) == 0
     (box,) = json.loads(capsys.readouterr().out)["boxes"]
     assert (box["gpu_busy_pct"], box["gpu_busy_covered_s"]) == (17.0, 70.0)
+
+
+def test_one_shot_status_runs_a_moment_apart_write_each_second_once(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, isolated_dirs: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two `status` runs moments apart each read the driver's 14 s window; the second
+    record covers only the seconds after the first record's end, so `costs` never counts
+    a second twice (it said 28 s before)."""
+    server = sshd_factory("box", env=replaying_nvidia_smi(tmp_path / "bin", "util-17.txt"))
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key,
+                                            pricing={"running_usd_per_hr": RATE})],
+                       known_hosts=[server.known_hosts_line()])
+    began = time.time()
+    for _ in range(2):
+        assert main(["status", "--json", "--config", fleet.source]) == 0
+    took = time.time() - began
+    capsys.readouterr()
+    records = [json.loads(line) for line in ledger_path(isolated_dirs).read_text().splitlines()]
+    first, second = [r for r in records if r.get("kind") == "gpu_busy"]
+    assert first["covered_s"] == 14.0
+    assert 0 < second["covered_s"] <= round(second["t"] - first["t"], 3) + 0.001
+    assert main(["costs", "--json", "--config", fleet.source]) == 0
+    (box,) = json.loads(capsys.readouterr().out)["boxes"]
+    assert 14.0 < box["gpu_busy_covered_s"] <= 14.0 + took + 0.1 < 28.0
+    assert box["gpu_busy_pct"] == 17.0
 
 
 def test_an_old_ledger_says_not_measured_never_zero(

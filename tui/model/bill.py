@@ -403,17 +403,32 @@ def _rate_over(history: BoxHistory, a: float, b: float) -> float:
     return event.usd_per_hr if event is not None and event.state in RUNNING_STATES else 0.0
 
 
-def restored_busy(history: BoxHistory | None) -> BusyIntegral:
-    """The box's busy integral as the ledger kept it, since its last destroyed segment (a
-    box of the same name rented again is another card): what a starting panel or `watch`
-    carries on from, so a restart does not reset the busy figure. No windows: the trailing
-    alert waits for new ones."""
-    if history is None or not history.busy:
-        return BusyIntegral()
+def _this_card(history: BoxHistory) -> list[Busy]:
+    """The box's busy records since its last destroyed segment (a box of the same name
+    rented again is another card)."""
     since = next((e.t for e in reversed(history.events) if e.state == "destroyed"), None)
     lo = 0 if since is None else bisect_left(history.busy_times, since)
-    records = history.busy[lo:]
-    return BusyIntegral(sum(r.covered_s for r in records), sum(r.busy_s for r in records))
+    return history.busy[lo:]
+
+
+def last_busy_end(history: BoxHistory | None) -> float | None:
+    """When the box's last busy record ends: seconds before it are in the ledger already,
+    so a new record covers only what came after (two `status` runs a moment apart)."""
+    records = _this_card(history) if history is not None else []
+    return records[-1].t if records else None
+
+
+def restored_busy(history: BoxHistory | None) -> BusyIntegral:
+    """The box's busy integral as the ledger kept it, since its last destroyed segment:
+    what a starting panel or `watch` carries on from, so a restart does not reset the
+    busy figure. It ends where the last record ends, so a first window reaching back
+    before that adds only its newer seconds. No windows: the trailing alert waits for
+    new ones."""
+    records = _this_card(history) if history is not None else []
+    if not records:
+        return BusyIntegral()
+    return BusyIntegral(sum(r.covered_s for r in records), sum(r.busy_s for r in records),
+                        records[-1].t)
 
 
 def gpu_busy(history: BoxHistory, start: float, end: float) -> GpuBusy | None:
