@@ -1,9 +1,10 @@
 """The `costs` command's output: the JSON document (schema gpurent.costs/1) and a table.
 
 Per box and for the fleet: the billed parts (running, stopped, idle, unseen, after the
-last run), and from the ledger's gpu_busy records `gpu_busy_pct`, `gpu_idle_usd` and
-`gpu_busy_covered_s`: null where no meter recorded the box's GPUs ("not measured", never
-0 %). docs/commands.md is the reference."""
+last run), and from the ledger's gpu_busy records `gpu_busy_pct`, `gpu_idle_usd` (the
+running money x (1 - busy)), `gpu_busy_covered_s` and `gpu_busy_billed_s`: null where no
+meter recorded the box's GPUs ("not measured", never 0 %). docs/commands.md is the
+reference."""
 
 from __future__ import annotations
 
