@@ -140,7 +140,8 @@ def run_detail_line(run: RunState, now: float, cost: RunCost | None = None,
     money = run_money(cost)
     if money:
         parts.append(money)
-    gpu = busy_note(run.busy, cost.usd_per_hr if cost else None)
+    gpu = busy_note(run.busy, unit.billed_usd if unit is not None else None,
+                    unit.billed_s if unit is not None else None)
     if gpu:
         parts.append(gpu)
     if unit is not None and unit.images_per_second is not None:

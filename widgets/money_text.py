@@ -6,7 +6,7 @@ import math
 
 from rich.text import Text
 
-from tui.model.busy import BusyIntegral
+from tui.model.busy import BusyIntegral, coverage_words
 from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.meter import BoxCost, FleetCost
 from tui.model.runs import format_age
@@ -27,14 +27,17 @@ def fleet_money(cost: FleetCost | None) -> Text:
     return text
 
 
-def busy_note(busy: BusyIntegral | None, usd_per_hr: float | None) -> str | None:
-    """`GPU 17% busy ($0.21 idle)`: the driver's busy average over the billed time and
-    the money its unused share cost; nothing before the first window."""
+def busy_note(busy: BusyIntegral | None, billed_usd: float | None,
+              billed_s: float | None = None) -> str | None:
+    """`GPU 17% busy over 14 s of 2.0 h billed ($5.79 idle)`: the driver's busy average,
+    how much of the billed time it rests on, and the unused share of the money billed
+    (`billed_usd` over `billed_s`); nothing before the first window."""
     pct = busy.pct if busy is not None else None
     if busy is None or pct is None:
         return None
-    idle = busy.idle_usd(usd_per_hr)
-    return f"GPU {pct:.0f}% busy" + (f" ({usd(idle)} idle)" if idle is not None else "")
+    idle = busy.idle_usd(billed_usd)
+    return (f"GPU {pct:.0f}% busy {coverage_words(busy.covered_s, billed_s)}"
+            + (f" ({usd(idle)} idle)" if idle is not None else ""))
 
 
 def box_money_line(cost: BoxCost | None, now: float, busy: BusyIntegral | None = None, *,
@@ -59,7 +62,7 @@ def box_money_line(cost: BoxCost | None, now: float, busy: BusyIntegral | None =
         text.append(f"{usd(rate.usd_per_hr)}/hr", style="bold")
         text.append(f" {rates.state} ({rate.source})", style="dim")
         text.append(f" · spent {usd(cost.accrued_usd)}")
-    gpu = busy_note(busy, rates.running.usd_per_hr if rates.running else None)
+    gpu = busy_note(busy, cost.gpu_busy_billed_usd, cost.gpu_busy_billed_s)
     if gpu:
         text.append(f" · {gpu}")
     if rates.stopped is not None and rates.state not in ("stopped", "destroyed"):

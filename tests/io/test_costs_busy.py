@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,15 +97,21 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
     records = [json.loads(line) for line in ledger_path(isolated_dirs).read_text().splitlines()]
     busy = [(r["t"], r["covered_s"], r["busy_s"]) for r in records if r.get("kind") == "gpu_busy"]
     assert busy == [(START, 14.0, 2.38), (START + 900, 28.0, 4.76), (START + 1350, 14.0, 2.38)]
+    # the box is stopped as the runtime closes (nothing billed after: the fake clock's
+    # ledger would otherwise bill on until today)
+    Ledger(ledger_path(isolated_dirs)).record(Event(clock.now, "box", "stopped", 0.0, "config"))
 
     assert main(["costs", "--json", "--config", fleet.source]) == 0
     (box,) = json.loads(capsys.readouterr().out)["boxes"]
-    idle = round(RATE * 56 * 0.83 / 3600, 6)
-    assert (box["gpu_busy_pct"], box["gpu_idle_usd"], box["gpu_busy_covered_s"]) == (
-        17.0, idle, 56.0)
+    assert box["running"]["hours"] == round(1350 / 3600, 4)  # billed running 22.5 min
+    # the 56 covered seconds' 17 % stands for the whole: billed $ x (1 - 0.17)
+    idle = RATE * 1350 / 3600 * (1 - 0.17)  # $1.0862625 (rounded to 6 places)
+    assert (box["gpu_busy_pct"], box["gpu_idle_usd"], box["gpu_busy_covered_s"],
+            box["gpu_busy_billed_s"]) == (17.0, pytest.approx(idle, abs=1e-6), 56.0, 1350.0)
     assert main(["costs", "--config", fleet.source]) == 0
-    row = capsys.readouterr().out.splitlines()[2]  # the title, the header, then the box
-    assert " 17.0 %     $0.0451 " in row  # 46.48 idle GPU-seconds at $3.49/hr
+    out = capsys.readouterr().out.splitlines()
+    assert " 17.0 %       $1.09 " in out[2]  # the title, the header, then the box
+    assert "box: GPU busy over 56 s of 22 min billed" in out
 
     # A restart carries on from the ledger: 56 s before any look, 70 s after one more,
     # and only the new 14 s are written.
@@ -124,6 +131,59 @@ async def test_costs_reads_the_busy_records_a_live_runtime_wrote(
     assert main(["costs", "--json", "--config", fleet.source]) == 0
     (box,) = json.loads(capsys.readouterr().out)["boxes"]
     assert (box["gpu_busy_pct"], box["gpu_busy_covered_s"]) == (17.0, 70.0)
+
+
+def test_one_shot_status_runs_a_moment_apart_write_each_second_once(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, isolated_dirs: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two `status` runs moments apart each read the driver's 14 s window; the second
+    record covers only the seconds after the first record's end, so `costs` never counts
+    a second twice (it said 28 s before)."""
+    server = sshd_factory("box", env=replaying_nvidia_smi(tmp_path / "bin", "util-17.txt"))
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key,
+                                            pricing={"running_usd_per_hr": RATE})],
+                       known_hosts=[server.known_hosts_line()])
+    began = time.time()
+    for _ in range(2):
+        assert main(["status", "--json", "--config", fleet.source]) == 0
+    took = time.time() - began
+    capsys.readouterr()
+    records = [json.loads(line) for line in ledger_path(isolated_dirs).read_text().splitlines()]
+    first, second = [r for r in records if r.get("kind") == "gpu_busy"]
+    assert first["covered_s"] == 14.0
+    assert 0 < second["covered_s"] <= round(second["t"] - first["t"], 3) + 0.001
+    assert main(["costs", "--json", "--config", fleet.source]) == 0
+    (box,) = json.loads(capsys.readouterr().out)["boxes"]
+    assert 14.0 < box["gpu_busy_covered_s"] <= 14.0 + took + 0.1 < 28.0
+    assert box["gpu_busy_pct"] == 17.0
+
+
+def test_one_shot_status_prices_the_billed_time_not_only_the_covered_seconds(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair, isolated_dirs: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A box billed running for 2 h at $3.49/hr ($6.98); one `status` reads the driver's
+    14 s window at 17 %: the idle GPU money is billed $ x (1 - 0.17), about $5.79 (not
+    the 14 s's $0.0113), and the words say how thin the sample is."""
+    server = sshd_factory("box", env=replaying_nvidia_smi(tmp_path / "bin", "util-17.txt"))
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key,
+                                            pricing={"running_usd_per_hr": RATE})],
+                       known_hosts=[server.known_hosts_line()])
+    rented = time.time() - 7200
+    Ledger(ledger_path(isolated_dirs)).record(Event(rented, "box", "running", RATE, "config"))
+    before = time.time()
+    assert main(["status", "--json", "--config", fleet.source]) == 0
+    after = time.time()
+    (box,) = json.loads(capsys.readouterr().out)["boxes"]
+    cost = box["cost"]
+    assert (cost["gpu_busy_pct"], box["gpu_busy_covered_s"]) == (17.0, 14.0)
+    low, high = (RATE * (t - rented) / 3600 * (1 - 0.17) for t in (before, after))
+    assert low - 1e-6 <= cost["gpu_idle_usd"] <= high + 1e-6
+    assert round(cost["gpu_idle_usd"], 2) == 5.79
+    assert cost["gpu_busy_covered_s"] == 14.0
+    assert 7200 <= cost["gpu_busy_billed_s"] <= 7200 + (after - before) + 0.1
+    assert low - 1e-4 <= box["gpu_idle_usd"] <= high + 1e-4  # the box's own figure too
+    assert main(["status", "--config", fleet.source]) == 0
+    assert "GPU 17% busy over 14 s of 2.0 h billed ($5.79 idle)" in capsys.readouterr().out
 
 
 def test_an_old_ledger_says_not_measured_never_zero(
@@ -149,6 +209,7 @@ def test_hostile_busy_lines_are_skipped_and_counted(
     skipped (counted on stderr); the one good record is the whole figure."""
     path = ledger_path(isolated_dirs)
     Ledger(path).record(Event(START, "a", "running", 3.6, "config"))
+    Ledger(path).record(Event(START + 60, "a", "stopped", 0.0, "config"))  # billed 60 s
     good = {"v": 1, "kind": "gpu_busy", "t": START + 60, "box": "a", "covered_s": 60.0,
             "busy_s": 15.0}
     bad = [{**good, "busy_s": 61.0}, {**good, "covered_s": -5}, {**good, "busy_s": -1},
@@ -168,5 +229,5 @@ def test_hostile_busy_lines_are_skipped_and_counted(
     captured = capsys.readouterr()
     (a,) = json.loads(captured.out)["boxes"]
     assert (a["gpu_busy_pct"], a["gpu_idle_usd"], a["gpu_busy_covered_s"]) == (
-        25.0, round(3.6 * 45 / 3600, 6), 60.0)
+        25.0, round(3.6 * 60 / 3600 * (1 - 0.25), 6), 60.0)
     assert f"cost ledger {path}: 14 unreadable line(s) skipped" in captured.err

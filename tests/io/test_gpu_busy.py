@@ -20,6 +20,7 @@ from tui.model.bill import Event
 from tui.model.box import BoxState, Connection
 from tui.model.config import FleetConfig
 from tui.model.meter import FleetCost, meter
+from tui.model.metrics_doc import metric_families
 from tui.model.runs import Health
 from tui.model.status_doc import box_document, status_table
 from tui.model.watchdog import fold_guard, guard_document
@@ -88,7 +89,7 @@ async def test_the_busy_integral_and_idle_money_over_dense_and_sparse_refreshes(
     """Three driver averages (17 %, 39 %, 70 %, each over 14.00 s): the second is read
     10 s after the first, so only its last 10 s are new; the third 30 s later, so it
     covers its own 14 s and the 16 s gap is not guessed. One `utilization.gpu` read per
-    refresh said 0 % every time."""
+    refresh said 0 % every time. The idle money is the billed running $ x (1 - busy)."""
     fleet, bin_dir = h200_fleet(tmp_path, sshd_factory, client_key,
                                 "util-17.txt", "util-39.txt", "util-70.txt")
     clock = Clock()
@@ -104,23 +105,36 @@ async def test_the_busy_integral_and_idle_money_over_dense_and_sparse_refreshes(
         assert state.runs[0].busy == state.busy  # the run progressed the whole time
         cost = billed(fleet, state)
         doc = box_document(state, cost.boxes["box"])
-        pct, idle = round(100 * busy / covered, 1), round(RATE * (covered - busy) / 3600, 4)
-        assert (doc["gpu_busy_pct"], doc["gpu_idle_usd"]) == (42.3, idle) == (42.3, 0.0213)
+        # billed running since START - 14: 54 s at $3.49/hr; the 38 covered seconds' busy
+        # share stands for all of them: idle = billed $ x (1 - busy / covered)
+        pct, billed_usd = round(100 * busy / covered, 1), RATE * 54 / 3600
+        idle = round(billed_usd * (1 - busy / covered), 4)
+        assert (doc["gpu_busy_pct"], doc["gpu_idle_usd"]) == (42.3, idle) == (42.3, 0.0302)
         assert doc["gpu_busy_now_pct"] == 70.0 and doc["gpu_busy_covered_s"] == covered
-        run_doc = doc["runs"][0]
-        assert (run_doc["gpu_busy_pct"], run_doc["gpu_idle_usd"]) == (pct, idle)
         assert (doc["cost"]["gpu_busy_pct"], round(doc["cost"]["gpu_idle_usd"], 4)) == (pct, idle)
+        assert (doc["cost"]["gpu_busy_covered_s"], doc["cost"]["gpu_busy_billed_s"]) == (38, 54)
+        # the run: the same share of what the box billed over its training span
+        run_doc, unit = doc["runs"][0], cost.boxes["box"].units[state.runs[0].path]
+        assert unit.billed_usd is not None and unit.billed_usd > 0
+        assert (run_doc["gpu_busy_pct"], run_doc["gpu_idle_usd"]) == (
+            pct, round(unit.billed_usd * (1 - busy / covered), 4))
         # the same figures where a person looks: the box's money line and the cost screen
         line = box_money_line(cost.boxes["box"], clock.now, state.busy)
         assert line is not None and line.plain == (  # billed 54 s, 38 s of them covered
-            "$3.49/hr running (config) · spent $0.0524 · GPU 42% busy ($0.0213 idle)")
+            "$3.49/hr running (config) · spent $0.0524 · GPU 42% busy over 38 s of 54 s "
+            "billed ($0.0302 idle)")
         run_cost = cost.boxes["box"].runs[state.runs[0].path]
-        detail = run_detail_line(state.runs[0], clock.now, run_cost)
-        assert "GPU 42% busy ($0.0213 idle)" in detail.plain
-        assert ("  cost: $3.49/hr running (config), spent $0.0524, GPU 42% busy ($0.0213 "
-                "idle)") in status_table([state], clock.now, cost).splitlines()
-        assert ("box: GPUs 42% busy while billed: $0.0213 of its GPU time went unused "
-                "(`gpurent-tui profile` says why)") in notes(cost)
+        detail = run_detail_line(state.runs[0], clock.now, run_cost, unit=unit)
+        assert "GPU 42% busy over 38 s of " in detail.plain
+        assert ("  cost: $3.49/hr running (config), spent $0.0524, GPU 42% busy over 38 s of "
+                "54 s billed ($0.0302 idle)") in status_table([state], clock.now, cost).splitlines()
+        assert ("box: GPUs 42% busy over 38 s of 54 s billed: $0.0302 of its GPU time went "
+                "unused (`gpurent-tui profile` says why)") in notes(cost)
+        series = {f.name: f.series for f in metric_families([state], cost, {}, {"box": "manual"},
+                                                              {}, clock.now)}
+        assert series["gpurent_box_gpu_busy_covered_seconds"] == [(("box", "manual"), 38.0)]
+        ((_, money),) = series["gpurent_box_gpu_idle_usd"]
+        assert round(money, 4) == idle
         # the same instant folded again (a catch-up round) adds nothing
         state = await look(watcher)
         assert state.busy.covered_s == covered
@@ -151,6 +165,34 @@ async def test_gpu_underused_once_per_run_after_fifteen_minutes(
         assert alert.text == ("box/live: paying $3.49/hr for 17% of an H200 over the last "
                               "15 min: dataloader-bound? `gpurent-tui profile box`")
         assert found[16] == []
+    finally:
+        await watcher.session.close()
+
+
+async def test_gpu_underused_is_not_sent_again_after_a_restart(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair) -> None:
+    """The alert sent, the panel restarts (a new guardian over the same journal) more than
+    the cool-down later: the run was told already (journal.alerts.jsonl), so not again."""
+    fleet, _ = h200_fleet(tmp_path, sshd_factory, client_key, "util-17.txt",
+                          alerts={"gpu_underused_minutes": 1, "cooldown_minutes": 1})
+    clock = Clock()
+    journal = tmp_path / "journal.jsonl"
+    guardian = Guardian(fleet, Journal(journal), clock=clock)
+    watcher = BoxWatcher(fleet.boxes[0], fleet, clock=clock)
+    told = []
+    try:
+        for minute in range(3):
+            if minute:
+                clock.now += 60
+            state = await look(watcher)
+            _, events = guardian.judge_costs(billed(fleet, state), {"box": state}, set())
+            told += [e for e in events if e.kind == GPU_UNDERUSED]
+        assert [e.run for e in told] == ["live"]
+        clock.now += 120  # past the cool-down
+        state = await look(watcher)
+        restarted = Guardian(fleet, Journal(journal), clock=clock)
+        _, events = restarted.judge_costs(billed(fleet, state), {"box": state}, set())
+        assert [e for e in events if e.kind == GPU_UNDERUSED] == []
     finally:
         await watcher.session.close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tui.model.box import BoxState, fold_answer
-from tui.model.busy import MAX_GPUS, BusyIntegral, BusyWindow, parse_busy
+from tui.model.busy import MAX_GPUS, BusyIntegral, BusyWindow, coverage_words, parse_busy
 from tui.onbox import probe
 from tui.onbox.probe import PROBE_VERSION, nvml_window, parse_util_query
 
@@ -81,7 +81,13 @@ def test_windows_tile_dense_refreshes_and_weigh_sparse_ones_by_their_span() -> N
     assert b.add(BusyWindow(105.0, 14.0, 90.0)) == b  # the same instant again
     assert b.add(BusyWindow(90.0, 14.0, 90.0)) == b  # older than what is covered
     b = b.add(BusyWindow(205.0, 14.0, 0.0))  # a 100 s gap: its own 14 s only
-    assert b.covered_s == 33.0 and b.idle_usd(3.6) == (33.0 - 7.5) / 1000
+    assert b.covered_s == 33.0
+    # idle money = the billed running $ x (1 - busy share of the covered seconds): $7.20
+    # billed over 2 h, of which these 33 s (7.5 busy) are the sample
+    assert b.idle_usd(7.2) == 7.2 * (1 - 7.5 / 33.0)
     assert BusyIntegral().pct is None and BusyIntegral().idle_usd(3.49) is None
     assert b.idle_usd(None) is None
+    assert coverage_words(b.covered_s, 7200.0) == "over 33 s of 2.0 h billed"
+    assert coverage_words(600.0, 300.0) == "over 10 min of 10 min billed"  # never less
+    assert coverage_words(14.0, None) == "over 14 s"
     assert b.trailing(205.0, 15) is None  # watched for less than 15 min: no verdict

@@ -145,12 +145,12 @@ def test_one_torn_line_is_parsed_alone_and_the_rest_in_bulk() -> None:
     assert clean == good and none_skipped == none_alone == 0
 
 
-def test_busy_records_are_priced_at_the_rate_billed_while_they_covered(tmp_path: Path) -> None:
-    """Two minutes of busy records across a rate change ($3.60 then $7.20 from t=60): each
-    record's idle seconds at the mean rate billed over its stretch (since the box's record
-    before it, or its own covered seconds back for a first one); a record
-    another process appended is taken at refresh; a destroy starts the restored integral
-    afresh (the same name rented again is another card)."""
+def test_busy_records_price_the_running_money_billed_in_the_window(tmp_path: Path) -> None:
+    """Two minutes of busy records across a rate change ($3.60 then $7.20 from t=60): the
+    idle GPU money is the window's running money x (1 - the records' busy share), the
+    covered seconds standing for the billed ones; a record another process appended is
+    taken at refresh; a destroy starts the restored integral afresh (the same name rented
+    again is another card)."""
     from tui.model.bill import Busy, box_bill, restored_busy
 
     path = tmp_path / "ledger.jsonl"
@@ -165,9 +165,13 @@ def test_busy_records_are_priced_at_the_rate_billed_while_they_covered(tmp_path:
     gpu = box_bill(history, "a", 0.0, 120.0).gpu
     assert gpu is not None
     assert (gpu.covered_s, gpu.busy_s, gpu.pct) == (100.0, 40.0, 40.0)
-    assert gpu.idle_usd == pytest.approx(3.6 * 30 / 3600 + 5.4 * 30 / 3600)
+    # the window's running money (60 s at $3.60/hr, 60 s at $7.20/hr) x (1 - 40/100 busy)
+    billed = 3.6 * 60 / 3600 + 7.2 * 60 / 3600
+    assert (gpu.billed_s, gpu.billed_usd) == (120.0, pytest.approx(billed))
+    assert gpu.idle_usd == pytest.approx(billed * (1 - 40 / 100))
     assert box_bill(history, "a", 100.0, 110.0).gpu is None  # no record in the window
     assert restored_busy(history).covered_s == 100.0
+    assert restored_busy(history).last_at == 120.0  # a new window adds only what follows
     ledger.record(Event(130.0, "a", "destroyed", 0.0, "computed"))
     assert restored_busy(ledger.book.boxes["a"]).covered_s == 0.0
     assert Ledger(path).book.boxes["a"].busy == history.busy  # replayed the same

@@ -21,6 +21,7 @@ from tui.actions.alerts import AlertSender
 from tui.model.alerts import (
     BOX_IDLE,
     BOX_STOPPED,
+    GPU_UNDERUSED,
     OVER_BUDGET,
     PREEMPTED,
     PUSH_FAILED,
@@ -85,7 +86,9 @@ class Guardian:
         self.unsure: frozenset[str] = frozenset()
         self._unreachable: set[str] = set()  # boxes whose outage was alerted (once each)
         self._disk_filling: set[str] = set()  # boxes whose disk-fill was alerted (once each)
-        self._underused_runs: set[tuple[str, str]] = set()  # (box, run): GPU under-use told
+        # (box, run): GPU under-use told, once per run, a restart included (the sent file)
+        self._underused_runs: set[tuple[str, str]] = {
+            (box, run or "") for kind, box, run in self.sent.sent if kind == GPU_UNDERUSED}
         self._guard_stopped: dict[str, float] = {}  # box -> when its watchdog last stopped it
         self._pushed: dict[str, Pushed] = {}
         self._folded_list: list[dict[str, Any]] | None = None  # the journal list folded

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from tui.model.busy import BusyIntegral
+from tui.model.busy import BusyIntegral, idle_usd
 
 # Billed at the running rate: "stopping" and "starting" until the provider
 # reads the new state, "unknown" while an action's effect was not observed.
@@ -381,54 +381,88 @@ class BoxBill:
 @dataclass(frozen=True)
 class GpuBusy:
     """How busy a box's GPUs were over the covered part of its billed time, and the money
-    its unused GPU share cost (each record's idle seconds at the rate billed then)."""
+    their unused share cost: the running money billed in the window x (1 - busy), the
+    covered seconds' ratio standing for the whole (`billed_s` says how thin they are)."""
 
     covered_s: float
     busy_s: float
-    idle_usd: float
+    billed_s: float = 0.0
+    billed_usd: float = 0.0
 
     @property
     def pct(self) -> float:
         return 100.0 * self.busy_s / self.covered_s
 
+    @property
+    def idle_usd(self) -> float:
+        return idle_usd(self.billed_usd, self.covered_s, self.busy_s) or 0.0
 
-def _rate_over(history: BoxHistory, a: float, b: float) -> float:
-    """The mean $/hr billed over [a, b]; the rate in force at `b` where the ledger has no
-    segment at `a` yet (a box's first window reaches back before its first segment).
-    A stretch partly stopped reads a lower mean, though the covered seconds fell in its
-    running part: the idle money errs low, never high."""
-    if history.at(a) is not None and b > a:
-        return history.between(a, b) * 3600 / (b - a)
-    event = history.at(b)
-    return event.usd_per_hr if event is not None and event.state in RUNNING_STATES else 0.0
+
+def rented_since(history: BoxHistory) -> float | None:
+    """When the box's last destroyed segment began (a box of the same name rented again
+    after it is another card); None when it never was."""
+    return next((e.t for e in reversed(history.events) if e.state == "destroyed"), None)
+
+
+def _this_card(history: BoxHistory) -> list[Busy]:
+    """The box's busy records since its last destroyed segment."""
+    since = rented_since(history)
+    lo = 0 if since is None else bisect_left(history.busy_times, since)
+    return history.busy[lo:]
+
+
+def running_spend(history: BoxHistory, start: float, end: float) -> Spend:
+    """Hours and dollars billed in a running state over [start, end]: the billed time a
+    GPU-busy figure speaks for. O(segments)."""
+    total = Spend()
+    for i, event in enumerate(history.events):
+        a = max(event.t, start)
+        b = min(history.times[i + 1] if i + 1 < len(history.times) else end, end)
+        if b > a and event.state in RUNNING_STATES:
+            total += Spend((b - a) / 3600, event.usd_per_hr * (b - a) / 3600)
+    return total
+
+
+def card_running_spend(history: BoxHistory | None, now: float) -> Spend | None:
+    """What the box's current card billed running so far (since its last destroyed
+    segment); None without a history."""
+    if history is None or not history.events:
+        return None
+    since = rented_since(history)
+    return running_spend(history, history.times[0] if since is None else since, now)
+
+
+def last_busy_end(history: BoxHistory | None) -> float | None:
+    """When the box's last busy record ends: seconds before it are in the ledger already,
+    so a new record covers only what came after (two `status` runs a moment apart)."""
+    records = _this_card(history) if history is not None else []
+    return records[-1].t if records else None
 
 
 def restored_busy(history: BoxHistory | None) -> BusyIntegral:
-    """The box's busy integral as the ledger kept it, since its last destroyed segment (a
-    box of the same name rented again is another card): what a starting panel or `watch`
-    carries on from, so a restart does not reset the busy figure. No windows: the trailing
-    alert waits for new ones."""
-    if history is None or not history.busy:
+    """The box's busy integral as the ledger kept it, since its last destroyed segment:
+    what a starting panel or `watch` carries on from, so a restart does not reset the
+    busy figure. It ends where the last record ends, so a first window reaching back
+    before that adds only its newer seconds. No windows: the trailing alert waits for
+    new ones."""
+    records = _this_card(history) if history is not None else []
+    if not records:
         return BusyIntegral()
-    since = next((e.t for e in reversed(history.events) if e.state == "destroyed"), None)
-    lo = 0 if since is None else bisect_left(history.busy_times, since)
-    records = history.busy[lo:]
-    return BusyIntegral(sum(r.covered_s for r in records), sum(r.busy_s for r in records))
+    return BusyIntegral(sum(r.covered_s for r in records), sum(r.busy_s for r in records),
+                        records[-1].t)
 
 
 def gpu_busy(history: BoxHistory, start: float, end: float) -> GpuBusy | None:
-    """The busy records written in [start, end], folded; None when there is none (a box's
-    first record is written as it first answers, when its first segment starts)."""
+    """The busy records written in [start, end], folded, beside the running time and money
+    billed then; None when there is none (a box's first record is written as it first
+    answers, when its first segment starts)."""
     lo, hi = bisect_left(history.busy_times, start), bisect_right(history.busy_times, end)
     if lo >= hi:
         return None
-    covered = busy = idle = 0.0
-    for record in history.busy[lo:hi]:
-        covered += record.covered_s
-        busy += record.busy_s
-        rate = _rate_over(history, *record.span)
-        idle += rate * (record.covered_s - record.busy_s) / 3600
-    return GpuBusy(covered, busy, idle)
+    records = history.busy[lo:hi]
+    billed = running_spend(history, start, end)
+    return GpuBusy(sum(r.covered_s for r in records), sum(r.busy_s for r in records),
+                   billed.hours * 3600, billed.usd)
 
 
 def _last_run_end(history: BoxHistory) -> float | None:

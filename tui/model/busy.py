@@ -56,11 +56,11 @@ class BusyIntegral:
         return BusyIntegral(self.covered_s + covered, self.busy_s + covered * window.pct / 100,
                             window.at, (*self.recent, window)[-RECENT:])
 
-    def idle_usd(self, usd_per_hour: float | None) -> float | None:
-        """The covered time's unused GPU share at `usd_per_hour`: billed $ x (1 - busy)."""
-        if usd_per_hour is None or self.covered_s <= 0:
-            return None
-        return usd_per_hour * (self.covered_s - self.busy_s) / 3600
+    def idle_usd(self, billed_usd: float | None) -> float | None:
+        """The unused GPU share of `billed_usd` (the billed running money the figure
+        speaks for): billed $ x (1 - busy), the covered seconds' ratio standing for the
+        whole; None without billing or before any window."""
+        return idle_usd(billed_usd, self.covered_s, self.busy_s)
 
     def trailing(self, now: float, minutes: float) -> float | None:
         """Busy % of the windows within the last `minutes`, when they reach back that far
@@ -105,10 +105,40 @@ def parse_busy(raw: object, now: float) -> tuple[BusyWindow | None, str | None]:
     return BusyWindow(now, min(spans), sum(pcts) / len(pcts)), note
 
 
-def busy_fields(integral: BusyIntegral, usd_per_hour: float | None) -> Mapping[str, float | None]:
-    """`gpu_busy_pct` and `gpu_idle_usd` as status --json and the screens name them."""
+def idle_usd(billed_usd: float | None, covered_s: float, busy_s: float) -> float | None:
+    """billed $ x (1 - busy_s / covered_s): the money paid for GPU time that went unused.
+    The covered seconds are the best estimate of the whole billed time, however thin (the
+    coverage is said beside it); no coverage, no figure."""
+    if billed_usd is None or covered_s <= 0:
+        return None
+    return max(billed_usd, 0.0) * (1.0 - min(max(busy_s / covered_s, 0.0), 1.0))
+
+
+def span_words(seconds: float) -> str:
+    """`14 s`, `38 min`, `2.0 h`, `3.2 d`: a covered or billed stretch, short."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def coverage_words(covered_s: float, billed_s: float | None) -> str:
+    """`over 14 s of 2.0 h billed`: how much of the billed time the busy figure rests on,
+    so a thin sample shows as one."""
+    if billed_s is None or billed_s <= 0:
+        return f"over {span_words(covered_s)}"
+    return f"over {span_words(covered_s)} of {span_words(max(billed_s, covered_s))} billed"
+
+
+def busy_fields(integral: BusyIntegral, billed_usd: float | None
+                ) -> Mapping[str, float | None]:
+    """`gpu_busy_pct`, `gpu_idle_usd` (of `billed_usd`, the running money billed over the
+    time the figure speaks for) and `gpu_busy_covered_s`, as status --json names them."""
     pct = integral.pct
-    idle = integral.idle_usd(usd_per_hour)
+    idle = integral.idle_usd(billed_usd)
     return {"gpu_busy_pct": None if pct is None else round(pct, 1),
             "gpu_idle_usd": None if idle is None else round(idle, 4),
             "gpu_busy_covered_s": round(integral.covered_s, 1)}

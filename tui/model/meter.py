@@ -35,6 +35,7 @@ from tui.model.bill import (
     BoxHistory,
     Event,
     Mark,
+    card_running_spend,
     unconfirmed_action,
 )
 from tui.model.box import BoxState, Connection
@@ -246,10 +247,15 @@ class BoxCost:
     idle_reason: str = ""
     # The box's billing history (what prices its runs' past epochs at the rate then).
     history: BoxHistory | None = field(default=None, compare=False, repr=False)
-    # The box's GPUs over the time it answered (tui/model/busy.py): how busy, and the
-    # money their unused share cost at the running rate; None before any driver window.
+    # The box's GPUs (tui/model/busy.py): how busy over the seconds the driver's windows
+    # covered, and the money their unused share cost: what this card billed running x
+    # (1 - busy); None before any driver window. The covered and billed seconds say how
+    # thin the sample is.
     gpu_busy_pct: float | None = None
     gpu_idle_usd: float | None = None
+    gpu_busy_covered_s: float = 0.0
+    gpu_busy_billed_s: float | None = None
+    gpu_busy_billed_usd: float | None = None
 
     @property
     def rate_now(self) -> Rate | None:
@@ -458,6 +464,7 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
         since = idle_since(idle_prev.get(box.name), billed_running, progressing, gpu_max, now)
         idle_usd = rate * (now - since) / 3600 if since is not None and rate else 0.0
         spent = history.spent(now) if history is not None else 0.0
+        card = card_running_spend(history, now) if state is not None else None
         costs[box.name] = BoxCost(
             name=box.name, rates=rates, accrued_usd=spent,
             today_usd=history.between(day_start, now) if history is not None else 0.0,
@@ -468,8 +475,10 @@ def meter(fleet: FleetConfig, boxes: Iterable[BoxState], facts: Mapping[str, Ins
             doubt=_doubt(box, open_, state, rates, error, now),
             maybe_usd_per_hr=maybe, idle_reason=idle_words, history=history,
             gpu_busy_pct=state.busy.pct if state is not None else None,
-            gpu_idle_usd=state.busy.idle_usd(rates.running.usd_per_hr if rates.running
-                                             else None) if state is not None else None)
+            gpu_idle_usd=state.busy.idle_usd(card.usd if card else None) if state else None,
+            gpu_busy_covered_s=state.busy.covered_s if state is not None else 0.0,
+            gpu_busy_billed_s=card.hours * 3600 if card else None,
+            gpu_busy_billed_usd=card.usd if card else None)
     cache.keep_only(set(costs))
     accrued_total = sum(c.accrued_usd for c in costs.values())
     return FleetCost(

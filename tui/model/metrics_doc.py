@@ -159,6 +159,12 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
                    "dollars the box has accrued (status --json cost.accrued_usd)", box_l)
     busy = Family("gpurent_box_gpu_busy_ratio", "gauge",
                   "the box's GPUs' busy share over the billed time, 0 to 1", box_l)
+    idle_gpu = Family("gpurent_box_gpu_idle_usd", "gauge",
+                      "the card's running money x (1 - busy share): paid for GPU time that "
+                      "went unused (status --json cost.gpu_idle_usd)", box_l)
+    covered = Family("gpurent_box_gpu_busy_covered_seconds", "gauge",
+                     "the seconds the busy share rests on (status --json gpu_busy_covered_s)",
+                     box_l)
     disk = Family("gpurent_box_disk_used_ratio", "gauge",
                   "used share of the filesystem holding a runs root, 0 to 1", (*box_l, "root"))
     armed = Family("gpurent_watchdog_armed", "gauge",
@@ -250,6 +256,8 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
         box_budget.add(where, money.get("budget_usd"))
         billed_busy = money.get("gpu_busy_pct")  # over the billed time; else the probes'
         busy.add(where, _ratio(billed_busy if billed_busy is not None else doc["gpu_busy_pct"]))
+        idle_gpu.add(where, money.get("gpu_idle_usd"))
+        covered.add(where, money.get("gpu_busy_covered_s") if billed_busy is not None else None)
         for d in doc["disks"]:
             disk.add((*where, label_value(d["root"])), _ratio(d["used_pct"]))
         armed.add(where, bool(doc["guard"] and doc["guard"]["armed"]))
@@ -273,8 +281,9 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
     fleet_spent.add((), fleet.get("accrued_usd"))
     for (box_name, kind, outcome), count in sorted(actions.items()):
         done.add((label_value(box_name), label_value(kind), label_value(outcome)), count)
-    families = [up, at_rest, rate, spent, box_budget, busy, disk, armed, fired, truncated,
-                epoch, epochs, eta, loss, best, health, unpushed, finish, past_timeout,
+    families = [up, at_rest, rate, spent, box_budget, busy, idle_gpu, covered, disk, armed,
+                fired, truncated, epoch, epochs, eta, loss, best, health, unpushed, finish,
+                past_timeout,
                 svl_up, svl_tasks, svl_left, svl_timeout, svl_usd, svl_gpu_s, svl_problem,
                 done, fleet_budget, fleet_spent]
     for family in families:  # a box's nonsense number is no sample, not a NaN in a graph

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.model.box import BoxState, Connection
-from tui.model.busy import busy_fields
+from tui.model.busy import busy_fields, coverage_words
 from tui.model.cost import UNKNOWN_DISK_RATE, RunCost, percent_words, usd
 from tui.model.guard import PushRecord
 from tui.model.meter import BoxCost, FleetCost
@@ -43,9 +43,9 @@ def _money(value: float | None) -> float | None:
 
 def run_document(run: RunState, cost: RunCost | None = None,
                  stake: AtStake | None = None,
-                 box_usd_per_hr: float | None = None,
                  unit: UnitCost | None = None) -> dict[str, Any]:
-    """`box_usd_per_hr` prices the GPU time a run no longer shares (finished runs)."""
+    """`unit`: the run's throughput and unit costs, and the money billed over its training
+    span, of which `gpu_idle_usd` is the unused GPU share."""
     figures = unit.to_json() if unit is not None else {
         "images_per_second": None, "usd_per_epoch": None, "usd_per_1k_images": None}
     return {
@@ -77,8 +77,9 @@ def run_document(run: RunState, cost: RunCost | None = None,
         "unpushed_epochs": stake.epochs if stake else None,
         "unpushed_usd": _money(stake.usd) if stake else None,
         "last_verified_push": iso(stake.pushed_at) if stake else None,
-        # the box's GPUs while this run progressed: the driver's busy average, integrated
-        **busy_fields(run.busy, cost.usd_per_hr if cost else box_usd_per_hr),
+        # the box's GPUs while this run progressed: the driver's busy average, integrated;
+        # the idle share of what the box billed over the run's training span
+        **busy_fields(run.busy, unit.billed_usd if unit is not None else None),
         **figures,
         "training_images": run.dataset.images if run.dataset else None,
         "unit_cost_note": (unit.note or None) if unit is not None else None,
@@ -109,6 +110,9 @@ def cost_document(cost: BoxCost | None) -> dict[str, Any] | None:
         "idle_reason": cost.idle_reason if cost.idle_since is not None else None,
         "gpu_busy_pct": None if cost.gpu_busy_pct is None else round(cost.gpu_busy_pct, 1),
         "gpu_idle_usd": _money(cost.gpu_idle_usd),
+        "gpu_busy_covered_s": round(cost.gpu_busy_covered_s, 1),
+        "gpu_busy_billed_s": None if cost.gpu_busy_billed_s is None
+        else round(cost.gpu_busy_billed_s, 1),
         "budget_usd": cost.budget_usd,
         "budget_level": cost.budget_level,
         "provider_error": cost.provider_error,
@@ -145,10 +149,14 @@ def _guard(box: BoxState, now: float | None) -> dict[str, Any] | None:
     return doc
 
 
-def running_usd_per_hr(cost: BoxCost | None) -> float | None:
-    """The box's rate while running: what its GPU time is billed at."""
-    running = cost.rates.running if cost is not None else None
-    return running.usd_per_hr if running is not None else None
+def box_busy_words(cost: BoxCost) -> str | None:
+    """`GPU 17% busy over 14 s of 2.0 h billed ($5.79 idle)`: the figure, how thin the
+    sample behind it is, and the unused share of the card's running money."""
+    if cost.gpu_busy_pct is None:
+        return None
+    line = f"GPU {cost.gpu_busy_pct:.0f}% busy " + coverage_words(cost.gpu_busy_covered_s,
+                                                                    cost.gpu_busy_billed_s)
+    return line + (f" ({usd(cost.gpu_idle_usd)} idle)" if cost.gpu_idle_usd is not None else "")
 
 
 def box_document(box: BoxState, cost: BoxCost | None = None,
@@ -170,7 +178,7 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
             for g in box.gpus],
         "gpu_note": box.gpu_note,
         "gpu_busy_now_pct": round(box.gpu_busy.pct, 1) if box.gpu_busy else None,
-        **busy_fields(box.busy, running_usd_per_hr(cost)),
+        **busy_fields(box.busy, cost.gpu_busy_billed_usd if cost is not None else None),
         "disks": [
             {"root": d.root, "mount": d.mount, "device": d.device, "fstype": d.fstype,
              "total_bytes": d.total, "used_bytes": d.used, "free_bytes": d.free,
@@ -182,7 +190,7 @@ def box_document(box: BoxState, cost: BoxCost | None = None,
         "cost": cost_document(cost),
         "guard": _guard(box, now),
         "runs": [run_document(r, cost.runs.get(r.path) if cost else None,
-                              _stake(r, box, cost, pushes), running_usd_per_hr(cost),
+                              _stake(r, box, cost, pushes),
                               cost.units.get(r.path) if cost else None)
                  for r in box.runs],
     }
@@ -258,10 +266,9 @@ def _money_line(cost: BoxCost, advice: bool = True) -> str:
     else:
         line = f"  cost: {usd(rate.usd_per_hr)}/hr {cost.rates.state} ({rate.source})"
         line += f", spent {usd(cost.accrued_usd)}"
-    if cost.gpu_busy_pct is not None:
-        line += f", GPU {cost.gpu_busy_pct:.0f}% busy"
-        if cost.gpu_idle_usd is not None:
-            line += f" ({usd(cost.gpu_idle_usd)} idle)"
+    gpu = box_busy_words(cost)
+    if gpu:
+        line += f", {gpu}"
     stopped = cost.rates.stopped
     if stopped is not None and cost.rates.state not in ("stopped", "destroyed"):
         line += f", stopped {usd(stopped.usd_per_hr)}/hr"

@@ -25,6 +25,10 @@ class UnitCost:
     epochs: int            # finished epochs with a time behind the figures
     images: int | None     # training images per epoch
     note: str = ""
+    # What the box billed over the run's training span (its share where runs shared the
+    # box), and how long that span is: what the run's GPU-busy figure speaks for.
+    billed_usd: float | None = None
+    billed_s: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"images_per_second": _round(self.images_per_second, 2),
@@ -102,17 +106,19 @@ def unit_costs(run: RunState, history: BoxHistory | None,
     elif images is None:
         notes.append(f"images per epoch unknown: {data.unknown}")
     span = run_span(run, offset)
-    per_epoch = None
+    per_epoch = billed = None
+    if history is not None and span is not None:
+        windows = epoch_windows(span[0], span[1], times) or [span]
+        billed = shared_usd(history, windows, others)
     if not times:
         notes.append("no finished epoch yet")
-    elif history is None or span is None:
+    elif billed is None:
         notes.append("no billing over this run's time")
     else:
-        windows = epoch_windows(span[0], span[1], times)
-        money = shared_usd(history, windows, others)
-        per_epoch = money / len(times) if windows else None
+        per_epoch = billed / len(times)
     per_1k = per_epoch / images * 1000 if per_epoch is not None and images else None
-    return UnitCost(rate, per_epoch, per_1k, len(times), images, "; ".join(notes))
+    return UnitCost(rate, per_epoch, per_1k, len(times), images, "; ".join(notes), billed,
+                    span[1] - span[0] if span is not None and billed is not None else None)
 
 
 def unit_words(unit: UnitCost | None) -> str | None:

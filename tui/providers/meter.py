@@ -23,6 +23,7 @@ from tui.model.bill import (
     Busy,
     Event,
     Seen,
+    last_busy_end,
     restored_busy,
     unconfirmed_note,
 )
@@ -214,6 +215,8 @@ class CostMeter:
         BUSY_EVERY_SECONDS (`flush`: now, as the meter closes). An integral smaller than
         what was written started afresh (a new watcher): it is counted from zero."""
         covered, busy = state.busy.covered_s, state.busy.busy_s
+        if state.name not in self.busy_written:
+            self._skip_recorded(state)
         base_covered, base_busy = self.busy_written.get(state.name, (0.0, 0.0))
         if covered < base_covered:
             base_covered = base_busy = 0.0
@@ -228,6 +231,20 @@ class CostMeter:
         self.ledger.busy(Busy(now, state.name, grown, added, since))
         self.busy_written[state.name] = (covered, busy)
         self.busy_written_at[state.name] = now
+
+    def _skip_recorded(self, state: BoxState) -> None:
+        """A meter's first record for a box it did not restore (a one-shot `status`)
+        leaves out the seconds the ledger's last record already covers: the integral's
+        windows folded again from that record's end give what is new (written at once, as
+        any meter's first record); the rest is taken as written."""
+        end = last_busy_end(self.ledger.book.boxes.get(state.name))
+        if end is None:
+            return
+        fresh = BusyIntegral(last_at=end)
+        for window in state.busy.recent:
+            fresh = fresh.add(window)
+        self.busy_written[state.name] = (max(state.busy.covered_s - fresh.covered_s, 0.0),
+                                         max(state.busy.busy_s - fresh.busy_s, 0.0))
 
     def restore_busy(self, name: str) -> BusyIntegral:
         """The box's busy integral from the ledger, taken as already written: a starting

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
+from tui.model.busy import coverage_words
 from tui.model.cost import Event, percent_words, spend_series, usd
 from tui.model.meter import FleetCost
 from tui.model.rightsize import Measured, right_size_text, verdicts
@@ -108,7 +109,8 @@ def notes(cost: FleetCost) -> str:
         if box.gpu_busy_pct is not None:
             idle = f": {usd(box.gpu_idle_usd)} of its GPU time went unused" \
                 if box.gpu_idle_usd is not None else ""
-            lines.append(f"{name}: GPUs {box.gpu_busy_pct:.0f}% busy while billed{idle} "
+            over = coverage_words(box.gpu_busy_covered_s, box.gpu_busy_billed_s)
+            lines.append(f"{name}: GPUs {box.gpu_busy_pct:.0f}% busy {over}{idle} "
                          "(`gpurent-tui profile` says why)")
         stopped = box.rates.stopped
         if stopped is not None:
