@@ -6,7 +6,9 @@ Why: a scrape is built on the runtime's event loop (one consistent instant), so 
 time is time the loop does not refresh boxes; a serverless entry is judged again at each
 scrape (countdown, ETA past the timeout, GPU-seconds), so its share is measured apart.
 
-    python benchmarks/scrape.py [--boxes 10 100] [--entries 0 20] [--repeat 20]
+    python benchmarks/scrape.py [--boxes 10 100] [--entries 0 20] [--gpus 0 8] [--repeat 20]
+
+`--gpus`: GPUs per box, each a row as nvidia-smi prints it (the per-GPU families).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from tui.model.box import BoxState, Connection
+from tui.model.box import BoxState, Connection, parse_gpu_rows
 from tui.model.config import ServerlessConfig
 from tui.model.metrics_doc import Family, metric_families
 from tui.model.runs import Health, RunState
@@ -47,8 +49,10 @@ class _Fixed:
         return (_metric(f) for f in self.families)
 
 
-def boxes(count: int) -> list[BoxState]:
-    return [BoxState(name=f"box-{b:03d}", connection=Connection.OK, runs=tuple(
+def boxes(count: int, gpus: int = 0) -> list[BoxState]:
+    rows, _ = parse_gpu_rows([f"{g}, NVIDIA H100 80GB HBM3, 97, 61234, 81559, 64, 512.3"
+                              for g in range(gpus)])
+    return [BoxState(name=f"box-{b:03d}", connection=Connection.OK, gpus=rows, runs=tuple(
         RunState(path=f"/runs/r{r}", name=f"r{r}", root="/runs",
                  health=Health.RUNNING if r == 0 else Health.COMPLETED,
                  status={"current_epoch": r + 3, "total_epochs": 30, "eta_seconds": 3600.0,
@@ -75,8 +79,8 @@ def entries(count: int) -> list[Entry]:
     return out
 
 
-def one(box_count: int, entry_count: int, repeat: int) -> dict[str, float]:
-    fleet, apps = boxes(box_count), entries(entry_count)
+def one(box_count: int, entry_count: int, repeat: int, gpus: int = 0) -> dict[str, float]:
+    fleet, apps = boxes(box_count, gpus), entries(entry_count)
     builds, writes = [], []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -87,7 +91,8 @@ def one(box_count: int, entry_count: int, repeat: int) -> dict[str, float]:
         text = generate_latest(registry)
         writes.append(time.perf_counter() - built)
         builds.append(built - start)
-    return {"boxes": box_count, "runs_per_box": RUNS_PER_BOX, "serverless_entries": entry_count,
+    return {"boxes": box_count, "runs_per_box": RUNS_PER_BOX, "gpus_per_box": gpus,
+            "serverless_entries": entry_count,
             "runs_per_entry": MAX_RUNS, "series": sum(len(f.series) for f in families),
             "bytes": len(text), "build_ms_median": round(1000 * statistics.median(builds), 2),
             "write_ms_median": round(1000 * statistics.median(writes), 2)}
@@ -97,13 +102,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boxes", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--entries", type=int, nargs="+", default=[0, 1, 20])
+    parser.add_argument("--gpus", type=int, nargs="+", default=[0])
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     code = code_under_test()
-    rows = [one(b, e, args.repeat) for b in args.boxes for e in args.entries]
-    print(f"{'boxes':>6} {'entries':>8} {'series':>7} {'bytes':>8} {'build':>9} {'write':>9}")
+    rows = [one(b, e, args.repeat, g) for b in args.boxes for e in args.entries
+            for g in args.gpus]
+    print(f"{'boxes':>6} {'gpus':>5} {'entries':>8} {'series':>7} {'bytes':>8} {'build':>9} "
+          f"{'write':>9}")
     for row in rows:
-        print(f"{row['boxes']:>6} {row['serverless_entries']:>8} {row['series']:>7} "
+        print(f"{row['boxes']:>6} {row['gpus_per_box']:>5} {row['serverless_entries']:>8} "
+              f"{row['series']:>7} "
               f"{row['bytes']:>8} {row['build_ms_median']:>7.1f}ms "
               f"{row['write_ms_median']:>7.1f}ms")
     info = machine("prometheus_client")

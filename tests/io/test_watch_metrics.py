@@ -1,7 +1,9 @@
 """`gpurent-tui watch --metrics 127.0.0.1:0` as a real process over a real sshd box:
 its /metrics, scraped over HTTP and read by prometheus_client's own parser, says what
-`status --json` says; a run name built to break the text format stays one well-formed
-series; a scraper that hangs up mid-answer does not stop the next scrape."""
+`status --json` says (the box's GPUs through a stand-in nvidia-smi replaying an H200, its
+armed watchdog's state file, a milestone push watch makes on its own and counts); a run
+name built to break the text format stays one well-formed series; a scraper that hangs up
+mid-answer does not stop the next scrape."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from support.fleets import box_entry, make_fleet, runs_root_with
+from support.nvidia_smi import replaying_nvidia_smi
 from support.sshd import KeyPair, Sshd
 from support.watch_output import WatchOutput
 
-from tui.model.metrics_doc import LABEL_CHARS
+from tui.model.metrics_doc import LABEL_CHARS, label_value
+from tui.store.jsonl import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 # A run's folder named to break the text format (a folder name holds 255 bytes at most;
@@ -52,16 +56,26 @@ def _hang_up(port: int, read: int) -> None:
 def test_watch_metrics_agree_with_status_and_survive_hostile_names_and_hangups(
         tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair,
         isolated_dirs: Path) -> None:
-    server = sshd_factory()
-    root = runs_root_with(tmp_path, "yolox_running", "yolox_completed")
+    server = sshd_factory("b", env=replaying_nvidia_smi(tmp_path / "bin", "util-17.txt"))
+    guard = tmp_path / "home-b" / ".gpurent-tui" / "guard"  # the box's armed watchdog
+    guard.mkdir(parents=True)
+    (guard / "state.json").write_text(json.dumps(
+        {"v": 1, "armed": True, "armed_at": time.time(), "max_hours": 12}))
+    root = runs_root_with(tmp_path, "yolox_running", "yolox_completed", "yolo9_completed")
     running = root / "yolox_running" / "status.json"
     status = json.loads(running.read_text())
     now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    status.update(pid=os.getpid(), started_at=now, updated_at=now)  # alive: running
+    status.update(pid=os.getpid(), started_at=now, updated_at=now,  # alive: running
+                  best_metric=0.4125)
     running.write_text(json.dumps(status))
     (root / "yolox_completed").rename(root / HOSTILE)
+    weights = root / "yolo9_completed" / "weights"  # completed: watch pushes it unasked
+    weights.mkdir()
+    (weights / "best.pt").write_bytes(b"best" * 1000)
     fleet = make_fleet(tmp_path, [box_entry(server, client_key, "b", runs_roots=[str(root)],
-                                            pricing={"running_usd_per_hr": 3.6})],
+                                            pricing={"running_usd_per_hr": 3.6},
+                                            push={"local_dir": str(tmp_path / "pushed"),
+                                                  "on_complete": True})],
                        known_hosts=[server.known_hosts_line()])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source,
@@ -73,11 +87,16 @@ def test_watch_metrics_agree_with_status_and_survive_hostile_names_and_hangups(
         said = out.wait_for("watch: metrics on")
         port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)[1])  # type: ignore[index]
         out.wait_for("box b: ok")
+        pushed = out.wait_for("milestone push of yolo9_completed (run completed): ")
+        if pushed.rstrip().endswith(": started"):
+            pushed = out.wait_for("milestone push of yolo9_completed (run completed): ")
+        assert "(run completed): done:" in pushed, "".join(out.lines)
         deadline = time.monotonic() + 60
         while True:  # the money picture follows the first look by a moment
             text, samples = _scrape(port)
-            priced = "gpurent_run_unpushed_usd" in samples and \
-                "gpurent_box_usd_per_hour" in samples
+            priced = {"gpurent_run_unpushed_usd", "gpurent_box_usd_per_hour",
+                      "gpurent_box_gpu_busy_ratio", "gpurent_run_usd_to_finish",
+                      "gpurent_action_total"} <= set(samples)
             if priced or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
@@ -106,11 +125,47 @@ def test_watch_metrics_agree_with_status_and_survive_hostile_names_and_hangups(
         healths = {labels["health"]: v for labels, v in samples["gpurent_run_health"]
                    if labels["run"] == "yolox_running"}
         assert healths["running"] == 1.0 and sum(healths.values()) == 1.0
+        assert abs(value("gpurent_box_spent_usd_total") - box["cost"]["accrued_usd"]) < 0.01
+        assert box["cost"]["accrued_usd"] > 0
+        busy = box["cost"]["gpu_busy_pct"]  # over the billed time; else the probes'
+        busy = busy if busy is not None else box["gpu_busy_pct"]
+        assert busy is not None and abs(value("gpurent_box_gpu_busy_ratio") - busy / 100) < 0.02
+        assert abs(value("gpurent_box_gpu_busy_ratio") - 0.17) < 0.02  # the H200 recording
+        (disk,) = box["disks"]
+        assert disk["root"] == str(root)  # its label: the path, bounded (a cut one ends "~")
+        assert [labels["root"] for labels, _ in samples["gpurent_box_disk_used_ratio"]] == \
+            [label_value(disk["root"])]
+        assert abs(value("gpurent_box_disk_used_ratio") - disk["used_pct"] / 100) < 0.01
+        ((best_labels, best),) = [(labels, v) for labels, v in samples["gpurent_run_best_metric"]
+                                  if labels["run"] == "yolox_running"]
+        assert best == live["best_metric"] == 0.4125
+        assert best_labels["metric"] == live["best_metric_name"] == "mAP50-95"
+        to_finish = value("gpurent_run_usd_to_finish", "yolox_running")
+        assert live["cost_to_finish_usd"] is not None, live
+        assert abs(to_finish - live["cost_to_finish_usd"]) <= 0.01 + 0.05 * to_finish
+        assert box["guard"]["armed"] is True and value("gpurent_watchdog_armed") == 1.0
+        (gpu,) = box["gpus"]  # the H200's one GPU, as nvidia-smi printed it
+        gpu_at = {"box": "b", "provider": "manual", "gpu": str(gpu["index"]),
+                  "model": gpu["name"]}
+        for name, want in (
+                ("gpurent_gpu_utilization_ratio", gpu["util_pct"] / 100),
+                ("gpurent_gpu_memory_used_ratio", gpu["mem_used_mib"] / gpu["mem_total_mib"]),
+                ("gpurent_gpu_temperature_celsius", gpu["temp_c"]),
+                ("gpurent_gpu_power_watts", gpu["power_w"])):
+            assert samples[name] == [(gpu_at, want)], (name, samples[name])
+        assert value("gpurent_gpus_truncated") == 0.0
+        # the counter of actions ended: the milestone push watch made, as its journal says
+        entries, _ = read_jsonl(isolated_dirs / "state" / "gpurent-tui" / "journal.jsonl")
+        journal = [(e["action"], e["outcome"]) for e in entries if e["box"] == "b"]
+        assert journal == [("push", "done")], journal
+        assert samples["gpurent_action_total"] == [
+            ({"box": "b", "kind": "milestone push", "outcome": "done"}, 1.0)], text
 
         # --- the hostile name: one series, bounded, printable, the format intact
         epochs = samples["gpurent_run_epoch"]
-        assert len(epochs) == 2, epochs
-        (odd,) = [labels["run"] for labels, _ in epochs if labels["run"] != "yolox_running"]
+        assert len(epochs) == 3, epochs
+        (odd,) = [labels["run"] for labels, _ in epochs
+                  if labels["run"] not in ("yolox_running", "yolo9_completed")]
         assert len(odd) <= LABEL_CHARS and odd.isprintable() and "\x1b" not in odd
         assert odd.startswith('ev"il\\name')
         assert [v for labels, v in samples["gpurent_box_up"]] == [1.0]  # nothing injected

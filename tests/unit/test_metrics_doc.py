@@ -12,10 +12,11 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from tui.model.box import BoxState, Connection
+from tui.model.box import BoxState, Connection, parse_gpu_rows
 from tui.model.meter import FleetCost
 from tui.model.metrics_doc import (
     LABEL_CHARS,
+    MAX_GPUS_PER_BOX,
     MAX_RUNS_PER_BOX,
     Family,
     label_value,
@@ -73,6 +74,41 @@ def test_ten_thousand_runs_make_a_bounded_series_count_and_say_so() -> None:
     assert samples["gpurent_truncated"] == [({"box": "b", "provider": "vast"},
                                              10_001 - MAX_RUNS_PER_BOX)]
     assert any(labels["run"] == "live" for labels, _ in samples["gpurent_run_health"])
+
+
+def test_each_gpu_is_its_own_series_as_status_says() -> None:
+    """Two GPUs as nvidia-smi prints them: one series each, labelled by index and model;
+    a figure the card does not report is no sample."""
+    gpus, _ = parse_gpu_rows(["0, NVIDIA H200, 17, 1529, 143771, 36, 125.59",
+                              "1, NVIDIA H200, 100, 143771, 143771, [N/A], [N/A]"])
+    _, samples = _exposed([BoxState(name="b", connection=Connection.OK, gpus=gpus)])
+    at = {"box": "b", "provider": "vast", "model": "NVIDIA H200"}
+    assert samples["gpurent_gpu_utilization_ratio"] == [({**at, "gpu": "0"}, 0.17),
+                                                       ({**at, "gpu": "1"}, 1.0)]
+    assert samples["gpurent_gpu_memory_used_ratio"] == [({**at, "gpu": "0"}, 1529 / 143771),
+                                                       ({**at, "gpu": "1"}, 1.0)]
+    assert samples["gpurent_gpu_temperature_celsius"] == [({**at, "gpu": "0"}, 36.0)]
+    assert samples["gpurent_gpu_power_watts"] == [({**at, "gpu": "0"}, 125.59)]
+    assert samples["gpurent_gpus_truncated"] == [({"box": "b", "provider": "vast"}, 0.0)]
+
+
+def test_a_box_claiming_ten_thousand_gpus_gets_a_bounded_series_count_and_says_so() -> None:
+    """A hostile box's nvidia-smi answer: 10,000 rows, one repeating an index (two series
+    alike would spoil the whole scrape), a 10 kB model name with escapes."""
+    odd = "\x1b[2J\n" + "Z" * 10_000
+    lines = [f"{i}, {odd if i == 3 else 'H100'}, 50, 1, 2, 3, 4" for i in range(10_000)]
+    lines.insert(1, "0, H100, 99, 1, 2, 3, 4")  # index 0 again
+    gpus, _ = parse_gpu_rows(lines)
+    text, samples = _exposed([BoxState(name="b", connection=Connection.OK, gpus=gpus)])
+    util = samples["gpurent_gpu_utilization_ratio"]
+    assert len(util) == MAX_GPUS_PER_BOX
+    assert sorted(int(labels["gpu"]) for labels, _ in util) == list(range(MAX_GPUS_PER_BOX))
+    assert [v for labels, v in util if labels["gpu"] == "0"] == [0.5]  # the first row's
+    models = {labels["model"] for labels, _ in util}
+    assert all(len(m) <= LABEL_CHARS and m.isprintable() for m in models)
+    assert samples["gpurent_gpus_truncated"] == [({"box": "b", "provider": "vast"},
+                                                  10_001 - MAX_GPUS_PER_BOX)]
+    assert len(text) < 150_000
 
 
 def test_names_equal_after_the_cut_stay_two_series() -> None:

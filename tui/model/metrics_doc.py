@@ -4,8 +4,9 @@ The figures are read from `status --json`'s own documents (box_document, run_doc
 so a scrape and a `status --json` of the same instant agree by construction. Run names
 and other words a box sends become label values: each is cleaned of control sequences,
 kept to printable characters and cut to LABEL_CHARS; a box's runs are cut to
-MAX_RUNS_PER_BOX (the rest counted in `gpurent_truncated`), so a hostile box can neither
-break the text format nor blow up the series count.
+MAX_RUNS_PER_BOX (the rest counted in `gpurent_truncated`) and its GPUs to MAX_GPUS_PER_BOX
+(the rest, and any repeated index, counted in `gpurent_gpus_truncated`), so a hostile box
+can neither break the text format nor blow up the series count.
 
 A [[serverless]] entry (Modal, Beam) is read from its own `status --json` part
 (serverless_document): its app in the `gpurent_serverless_*` families, its runs in the
@@ -30,6 +31,8 @@ from tui.model.text import plain
 
 LABEL_CHARS = 64  # a label value's length at most (run names, metric names, action kinds)
 MAX_RUNS_PER_BOX = 50  # runs per box given series; running ones first, the rest counted
+MAX_GPUS_PER_BOX = 64  # GPUs per box given series (a box's own probe reads no more); the
+# rest, and rows repeating an index (two series alike would spoil the scrape), counted
 DEFAULT_HOST = "127.0.0.1"
 
 Kind = Literal["gauge", "counter"]
@@ -113,6 +116,23 @@ def _kept_runs(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
     return ordered[:MAX_RUNS_PER_BOX], max(0, len(runs) - MAX_RUNS_PER_BOX)
 
 
+def _kept_gpus(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The box's GPU rows given series (the first MAX_GPUS_PER_BOX distinct indexes, in the
+    box's order) and how many rows were left out."""
+    rows, seen = list(doc["gpus"]), set()
+    kept: list[Mapping[str, Any]] = []
+    for row in rows:
+        if len(kept) < MAX_GPUS_PER_BOX and row["index"] not in seen:
+            seen.add(row["index"])
+            kept.append(row)
+    return kept, len(rows) - len(kept)
+
+
+def _share(used: float | None, total: float | None) -> float | None:
+    """used / total, unknown without a positive total."""
+    return None if used is None or total is None or total <= 0 else used / total
+
+
 def _run_labels(runs: Iterable[Mapping[str, Any]]) -> list[str]:
     """Each run's `run` label: its cleaned, cut name; two that read the same after the
     cut get "#2", "#3" so no two series of a box collide."""
@@ -172,6 +192,19 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
     truncated = Family("gpurent_truncated", "gauge",
                        f"runs of the box given no series (over {MAX_RUNS_PER_BOX} per box)",
                        box_l)
+    gpu_l = (*box_l, "gpu", "model")
+    gpu_util = Family("gpurent_gpu_utilization_ratio", "gauge",
+                      "the GPU's utilisation at the box's last reading, 0 to 1 (gpu: its "
+                      "index; model: its name)", gpu_l)
+    gpu_mem = Family("gpurent_gpu_memory_used_ratio", "gauge",
+                     "the GPU's memory in use at the box's last reading, 0 to 1", gpu_l)
+    gpu_temp = Family("gpurent_gpu_temperature_celsius", "gauge",
+                      "the GPU's temperature at the box's last reading", gpu_l)
+    gpu_power = Family("gpurent_gpu_power_watts", "gauge",
+                       "the GPU's power draw at the box's last reading", gpu_l)
+    gpus_cut = Family("gpurent_gpus_truncated", "gauge",
+                      f"GPU rows of the box given no series (over {MAX_GPUS_PER_BOX} per box, "
+                      "or an index repeated)", box_l)
     epoch = Family("gpurent_run_epoch", "gauge", "the run's current epoch", run_l)
     epochs = Family("gpurent_run_epochs_total", "gauge", "the epochs the run will train",
                     run_l)
@@ -261,6 +294,14 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
         for d in doc["disks"]:
             disk.add((*where, label_value(d["root"])), _ratio(d["used_pct"]))
         armed.add(where, bool(doc["guard"] and doc["guard"]["armed"]))
+        gpus, gpus_left_out = _kept_gpus(doc)
+        gpus_cut.add(where, gpus_left_out)
+        for g in gpus:
+            gpu_at = (*where, label_value(g["index"]), label_value(g["name"]))
+            gpu_util.add(gpu_at, _ratio(g["util_pct"]))
+            gpu_mem.add(gpu_at, _share(g["mem_used_mib"], g["mem_total_mib"]))
+            gpu_temp.add(gpu_at, g["temp_c"])
+            gpu_power.add(gpu_at, g["power_w"])
         runs, left_out = _kept_runs(doc)
         truncated.add(where, left_out)
         run_series(where, runs)
@@ -282,8 +323,8 @@ def metric_families(boxes: Iterable[BoxState], cost: FleetCost | None,
     for (box_name, kind, outcome), count in sorted(actions.items()):
         done.add((label_value(box_name), label_value(kind), label_value(outcome)), count)
     families = [up, at_rest, rate, spent, box_budget, busy, idle_gpu, covered, disk, armed,
-                fired, truncated, epoch, epochs, eta, loss, best, health, unpushed, finish,
-                past_timeout,
+                fired, truncated, gpu_util, gpu_mem, gpu_temp, gpu_power, gpus_cut,
+                epoch, epochs, eta, loss, best, health, unpushed, finish, past_timeout,
                 svl_up, svl_tasks, svl_left, svl_timeout, svl_usd, svl_gpu_s, svl_problem,
                 done, fleet_budget, fleet_spent]
     for family in families:  # a box's nonsense number is no sample, not a NaN in a graph

@@ -5,16 +5,25 @@ A scrape runs on the server's thread; the families are built on the runtime's ev
 (`run_coroutine_threadsafe`), so a scrape reads one consistent instant and never a dict
 the loop is changing. Each scrape is answered by its own thread of the server, so a
 scraper that hangs up mid-answer costs that thread only.
+
+A scrape the loop cannot answer within the deadline fails as a scrape (HTTP 503), never a
+200 with every series gone: Prometheus then reads the target's `up` as 0 and
+GpurentWatchDown can fire. Watch's log says so once per spell, and again when scrapes are
+answered again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tui.model.meter import FleetCost
@@ -23,7 +32,13 @@ from tui.model.serverless_doc import pairs
 from tui.runtime.events import ActionEnded, CostChanged, Event
 from tui.runtime.fleet import Runtime
 
-SCRAPE_TIMEOUT_SECONDS = 10.0  # the loop's answer to a scrape; none past it: no samples
+SCRAPE_TIMEOUT_SECONDS = 10.0  # the loop's answer to a scrape; none past it: HTTP 503
+
+Log = Callable[[str], None]
+
+
+class ScrapeFailed(Exception):
+    """The fleet could not be read for this scrape: it is answered 503, not 200."""
 
 
 class FleetTally:
@@ -63,14 +78,30 @@ def _metric(family: Family) -> Metric:
 
 
 class FleetCollector(Collector):
-    """Builds every family at scrape time from `build`, run on `loop`."""
+    """Builds every family at scrape time from `build`, run on `loop` within `deadline`
+    seconds; past it (or with the loop closed) ScrapeFailed, said once per spell in `log`."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
-                 build: Callable[[], list[Family]]) -> None:
+                 build: Callable[[], list[Family]],
+                 deadline: float = SCRAPE_TIMEOUT_SECONDS, log: Log = print) -> None:
         self.loop = loop
         self.build = build
+        self.deadline = deadline
+        self.log = log
+        self._failing = False  # the last scrape failed (and the log said so)
+        self._lock = threading.Lock()  # scrapes come on several server threads
 
-    def collect(self) -> Iterator[Metric]:
+    def _said(self, failed: str | None) -> None:
+        """Say a spell of failed scrapes once as it starts, and once as it ends."""
+        with self._lock:
+            was, self._failing = self._failing, failed is not None
+        if failed is not None and not was:
+            self.log(f"watch: metrics: {failed}: scrapes answered 503 (Prometheus reads "
+                     "this target down) until the fleet can be read again")
+        elif failed is None and was:
+            self.log("watch: metrics: scrapes answered again")
+
+    def _families(self) -> list[Family]:
         async def on_loop() -> list[Family]:
             return self.build()
 
@@ -79,23 +110,65 @@ class FleetCollector(Collector):
             future = asyncio.run_coroutine_threadsafe(work, self.loop)
         except RuntimeError:  # the loop is closed: watch is ending
             work.close()
-            return
+            raise ScrapeFailed("watch is stopping") from None
         try:
-            families = future.result(timeout=SCRAPE_TIMEOUT_SECONDS)
-        except (TimeoutError, RuntimeError, asyncio.CancelledError):
-            future.cancel()  # the loop is busy or closing: an empty scrape, not a hang
-            return
+            return future.result(timeout=self.deadline)
+        except TimeoutError:
+            future.cancel()  # the loop is busy: a failed scrape, not a hang
+            raise ScrapeFailed(f"the event loop did not answer a scrape in "
+                               f"{self.deadline:g} s") from None
+        except (RuntimeError, asyncio.CancelledError):
+            future.cancel()
+            raise ScrapeFailed("watch is stopping") from None
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            families = self._families()
+        except ScrapeFailed as failed:
+            self._said(str(failed))
+            raise
+        self._said(None)
         for family in families:
             yield _metric(family)
 
 
+def _failing_as_503(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    """prometheus_client's app, with a scrape whose fleet could not be read answered 503
+    (one comment line saying why) rather than a server error with a traceback."""
+    def answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        try:
+            return app(environ, start_response)
+        except ScrapeFailed as failed:
+            start_response("503 Service Unavailable",
+                           [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"# gpurent-tui watch: no figures: {failed}\n".encode()]
+    return answer
+
+
+class _Quiet(WSGIRequestHandler):
+    """No access log on watch's stdout (prometheus_client's server is as quiet)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
 class MetricsServer:
-    """prometheus_client's HTTP server on its own threads; `close` stops it."""
+    """prometheus_client's app and threading WSGI server (as its start_http_server builds
+    them, a failed scrape answered 503); `close` stops it."""
 
     def __init__(self, host: str, port: int, collector: Collector) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
-        self.httpd, self.thread = start_http_server(port, addr=host, registry=self.registry)
+
+        class Server(ThreadingWSGIServer):  # IPv4 or IPv6, as the host is
+            address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+        app = _failing_as_503(make_wsgi_app(self.registry))
+        self.httpd: ThreadingWSGIServer = make_server(host, port, app, Server,
+                                                      handler_class=_Quiet)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                       name="gpurent-metrics")
+        self.thread.start()
         self.port: int = self.httpd.server_address[1]
         self.host = host
 
@@ -110,8 +183,12 @@ class MetricsServer:
         self.thread.join(timeout=5)
 
 
-def serve_metrics(runtime: Runtime, tally: FleetTally, host: str, port: int) -> MetricsServer:
-    """Start serving the runtime's fleet (on the running loop's behalf)."""
+def serve_metrics(runtime: Runtime, tally: FleetTally, host: str, port: int,
+                  deadline: float | None = None, log: Log = print) -> MetricsServer:
+    """Start serving the runtime's fleet (on the running loop's behalf); `deadline`: how
+    long a scrape waits for the loop (None: SCRAPE_TIMEOUT_SECONDS); `log`: watch's."""
     loop = asyncio.get_running_loop()
-    return MetricsServer(host, port, FleetCollector(loop, lambda: families_now(runtime, tally)))
+    collector = FleetCollector(loop, lambda: families_now(runtime, tally),
+                               SCRAPE_TIMEOUT_SECONDS if deadline is None else deadline, log)
+    return MetricsServer(host, port, collector)
 

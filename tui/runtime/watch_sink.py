@@ -119,11 +119,13 @@ class Watch:
                  clock: Callable[[], float] = time.time,
                  poll_seconds: float = PROVIDER_POLL_SECONDS,
                  retry_seconds: float = RETRY_BASE_SECONDS,
-                 metrics: tuple[str, int] | None = None) -> None:
+                 metrics: tuple[str, int] | None = None,
+                 metrics_deadline: float | None = None) -> None:
         self.fleet = fleet
         self.log: Log = lambda line: log(scrub(line))  # box words in every line: redacted
         self.sender = AlertSender(fleet.alerts, log=self.log)
         self.metrics = metrics  # (host, port) to serve /metrics on; port 0: a free one
+        self.metrics_deadline = metrics_deadline  # a scrape's wait for the loop; None: 10 s
         self.metrics_server: MetricsServer | None = None
         self.tally: FleetTally | None = None
         sink: Sink = LogSink(self.log)
@@ -164,7 +166,8 @@ class Watch:
 
             host, port = self.metrics
             try:
-                self.metrics_server = serve_metrics(self.runtime, self.tally, host, port)
+                self.metrics_server = serve_metrics(self.runtime, self.tally, host, port,
+                                                    self.metrics_deadline, self.log)
             except OSError as exc:
                 self.log(f"watch: --metrics {host}:{port}: cannot listen there: "
                          f"{exc.strerror or exc}")
