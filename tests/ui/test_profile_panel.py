@@ -1,6 +1,7 @@
 """`P` on a run's detail opens the profile screen for its box, which refuses while a run
 trains there and says so; `--force` goes on to the box (here one without LibreYOLO, which
-says that in one line). Both are journaled; the palette offers it per box."""
+says that in one line). Both are journaled; the palette offers it per box. A profile that
+measures shows the verdict and the priced table (the H200's recorded profile)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,42 @@ async def test_a_running_profile_is_cancelled_like_any_action(
         await asyncio.to_thread(nothing_left, tmp_path / "slow")
     entry = [e for e in Journal().entries if e["action"] == "profile"][-1]
     assert entry["outcome"] == "cancelled"
+
+
+async def test_a_profile_that_measures_shows_the_verdict_and_the_priced_figures(
+        tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPair) -> None:
+    """Keys only: enter on the run, P, the options typed, enter. The box's `libreyolo`
+    answers what LibreYOLO measured on the H200 (yolox-n, batch 16, 1 worker: 35.4 img/s,
+    54% of each step waiting on data); at $3.49/hr that is $0.027 per 1k images."""
+    root = runs_root_with(tmp_path, "yolox_completed")
+    server = sshd_factory()
+    fleet = make_fleet(tmp_path, [box_entry(
+        server, client_key, "gpu-1", runs_roots=[str(root)],
+        python=str(hostile_libreyolo(tmp_path / "h200", "recorded")),
+        pricing={"running_usd_per_hr": 3.49})],
+        known_hosts=[server.known_hosts_line()], refresh_seconds=30)
+    app = GpurentApp(fleet)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: "yolox_completed" in box_text(app, "gpu-1"))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunDetail))
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ProfileScreen))
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        await pilot.press(*"--data /d.yaml --weights /w.pt --workers 1 --steps 2")
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.report is not None)
+        body = str(screen.query_one("#body", Static).render())
+    verdict, _, table = body.partition("\n\n")
+    assert verdict.startswith("dataloader-bound: 1 ")
+    assert "54% of each step waits on data" in verdict
+    assert verdict.endswith("a faster GPU buys nothing")
+    rows = [line.split() for line in table.splitlines() if line.strip()]
+    assert rows == [["batch", "workers", "img/s", "dataload", "GPU", "busy", "$/1k", "img",
+                     "LibreYOLO"],
+                    ["16", "1", "35.4", "54%", "6%", "$0.027", "memory-pressure"]]
+    entry = [e for e in Journal().entries if e["action"] == "profile"][-1]
+    assert entry["outcome"] == "done" and entry["message"] == verdict
+    assert entry["cells"] == [{"batch": 16, "workers": 1, "img_per_s": 35.37,
+                              "dataload_frac": 0.539, "gpu_util": 0.06}]
