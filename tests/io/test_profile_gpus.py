@@ -47,7 +47,8 @@ def training(tmp_path: Path, sshd_factory: Callable[..., Sshd],
     none written)."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def make(config: str | None, env: dict[str, str] | None = None) -> FleetConfig:
+    def make(config: str | None, env: dict[str, str] | None = None,
+             python: str | None = None) -> FleetConfig:
         base = {k: v for k, v in os.environ.items()
                 if k not in ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
         proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
@@ -62,8 +63,8 @@ def training(tmp_path: Path, sshd_factory: Callable[..., Sshd],
         if config is not None:
             (run / "train_config.yaml").write_text(config)
         server = sshd_factory("box")
-        python = hostile_libreyolo(tmp_path / "h200", "recorded")
-        return make_fleet(tmp_path, [box_entry(server, client_key, python=str(python),
+        python = python or str(hostile_libreyolo(tmp_path / "h200", "recorded"))
+        return make_fleet(tmp_path, [box_entry(server, client_key, python=python,
                                                runs_roots=[str(root)],
                                                pricing={"running_usd_per_hr": 3.49})],
                           known_hosts=[server.known_hosts_line()])
@@ -145,3 +146,13 @@ def test_a_run_whose_gpus_cannot_be_told_refuses_saying_why(
     assert "\x1b" not in message and "\x07" not in message and len(message) < 400
     code, doc, _ = profile(fleet, capsys, "--device", "1", "--force")
     assert (code, doc["outcome"]) == (0, "done"), doc
+
+
+def test_a_box_that_cannot_run_the_look_refuses_saying_why(
+        training: Train, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = training(config_text("0"), python="/nowhere/python3")
+    code, doc, _ = profile(fleet, capsys, "--device", "1")
+    assert (code, doc["outcome"]) == (1, "refused")
+    assert doc["message"].startswith(
+        "run yolox_running is training on box box and which GPU it uses cannot be told (the "
+        "interpreter /nowhere/python3 was not found on box box): ")

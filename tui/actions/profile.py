@@ -74,19 +74,21 @@ def _settings(request: ProfileRequest, from_run: dict[str, Any]) -> dict[str, An
 
 
 def _refusal(box: BoxConfig, device: Any, training: Sequence[RunState], placing: Any,
-             say: Callable[[str], None]) -> str | None:
+             silent: str, say: Callable[[str], None]) -> str | None:
     """Why the profile must not run beside the training runs (one of them holds the GPU it
-    would use, or which GPU cannot be told), else None, saying what it runs beside."""
+    would use, or which GPU cannot be told), else None, saying what it runs beside.
+    `silent`: why the box sent no `placing` part, if it sent none."""
     if len(training) > MAX_PLACED:
         return (f"{len(training)} runs are training on box {box.name}: profiling now would "
                 "compete for their GPUs and cores; --force to profile anyway")
     entries = placing.get("runs") if isinstance(placing, dict) else None
     entries = entries if isinstance(entries, list) else []
-    held = [(clean(r.name)[:100], run_placement(entries[i] if i < len(entries) else None))
-            for i, r in enumerate(training)]
+    silent = clean(silent)[:300]
+    held = [(clean(r.name)[:100], run_placement(entries[i]) if i < len(entries)
+             else Placement(unknown=silent)) for i, r in enumerate(training)]
     env = own_env(placing)
-    asked = place(parse_device(device), env, "the box did not say") if env is not None \
-        else Placement(unknown="the box did not say")
+    asked = place(parse_device(device), env) if env is not None \
+        else Placement(unknown=silent)
     why = refusal(box.name, asked, held)
     if why is None:
         say(f"profile: {beside(asked, held)}")
@@ -126,15 +128,20 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
             report.message = f"no run {request.run!r} on box {box.name}"
             return report
     parts: dict[str, Any] = {}
+    silent = "the box did not say"  # why the box's look did not place the runs
     if run is not None or checking:
         look: dict[str, Any] = {"mode": "config", "deadline": _alarm(CONFIG_DEADLINE)}
         if run is not None:
             look["run_dir"] = run.path
         if checking:
             look["training"] = [{"dir": r.path, "pid": r.pid} for r in training[:MAX_PLACED]]
-        parts = (await run_onbox(session, interpreter_command(box.python), program("profile"),
-                                 params_bytes(look), deadline=CONFIG_DEADLINE,
-                                 what="profile")).parts()
+        looked = await run_onbox(session, interpreter_command(box.python), program("profile"),
+                                 params_bytes(look), deadline=CONFIG_DEADLINE, what="profile")
+        parts = looked.parts()
+        if "placing" not in parts:
+            silent = (f"the interpreter {box.python} was not found on box {box.name}"
+                      if interpreter_missing(looked) else
+                      describe_end(looked, "the look at its runs", CONFIG_DEADLINE))
     from_run: dict[str, Any] = {}
     weights = request.weights
     if run is not None:
@@ -149,7 +156,8 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
     settings["weights"] = weights
     report.settings = settings
     if checking:
-        refused = _refusal(box, settings["device"], training, parts.get("placing"), say)
+        refused = _refusal(box, settings["device"], training, parts.get("placing"), silent,
+                           say)
         if refused is not None:
             report.outcome, report.message = "refused", refused
             return report
