@@ -126,3 +126,16 @@ def test_config_device_reads_only_the_top_level_key() -> None:
     assert len(config_device("device:\n" + "- 0\n" * 10**5) or []) == 65
     many = parse_device(config_device("device:\n" + "- 0\n" * 10**5))
     assert many.unknown is not None and many.unknown.endswith("names no GPU gpurent-tui can place")
+
+
+def test_a_gpu_named_by_uuid_is_compared_only_with_uuids() -> None:
+    """CUDA_VISIBLE_DEVICES may name a GPU by UUID (or its unique prefix): against a
+    profile's index it may be the same card or not, so the profile is refused."""
+    uuid = "GPU-5c5a3f41-0e1c-4a8e-9b1f-0123456789ab"
+    run = [("a", place(parse_device("0"), {"CUDA_VISIBLE_DEVICES": uuid}))]
+    mixed = refusal("h200", Placement(gpus=("1",)), run)
+    assert mixed is not None and "CUDA_VISIBLE_DEVICES names one by UUID" in mixed
+    assert "GPU 1 of" not in mixed
+    assert refusal("h200", Placement(gpus=("GPU-5C5A3F41",)), run)  # its prefix: the same
+    assert refusal("h200", Placement(gpus=("GPU-77",)), run) is None
+    assert refusal("h200", Placement(gpus=("MIG-77",)), run)

@@ -173,13 +173,27 @@ def _gpus(names: Sequence[str]) -> str:
     return ("GPU " if len(names) == 1 else "GPUs ") + ", ".join(names)
 
 
+def _same(a: str, b: str) -> bool:
+    """One GPU? CUDA takes a UUID's unique prefix for the whole, so a prefix is the GPU."""
+    if a.isdigit() or b.isdigit():
+        return a == b
+    a, b = a.lower(), b.lower()
+    return a.startswith(b) or b.startswith(a)
+
+
+def _comparable(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Both named alike: by index, or by UUID of one kind (GPU-, MIG-). An index and a
+    UUID may be the same GPU or not; the names alone cannot say."""
+    return len({"index" if n.isdigit() else n[:4].upper() for n in (*a, *b)}) <= 1
+
+
 def refusal(box: str, asked: Placement, training: Sequence[tuple[str, Placement]]
             ) -> str | None:
     """Why a profile placed at `asked` must not run beside these training runs (name,
     placement); None when they hold other GPUs than the profile would use."""
     again = "; --force to profile anyway"
     for name, held in training:
-        shared = [g for g in asked.gpus if g in held.gpus]
+        shared = [g for g in asked.gpus if any(_same(g, h) for h in held.gpus)]
         if shared:
             return (f"run {name} is training on {_gpus(shared)} of box {box}: profiling "
                     "there now would compete for it and measure neither; pick another GPU "
@@ -192,6 +206,10 @@ def refusal(box: str, asked: Placement, training: Sequence[tuple[str, Placement]
         if held.cpu:
             return (f"run {name} is training on the CPU of box {box}: profiling now would "
                     f"compete for its cores and measure neither{again}")
+        if not _comparable(asked.gpus, held.gpus):
+            return (f"run {name} is training on box {box} and which GPU it uses cannot be "
+                    f"told against the profile's ({_gpus(held.gpus)} against "
+                    f"{_gpus(asked.gpus)}: CUDA_VISIBLE_DEVICES names one by UUID){again}")
     names = ", ".join(name for name, _ in training[:3])
     if asked.unknown is not None:
         return (f"run {names} is training on box {box} and the GPU this profile would use "
