@@ -7,61 +7,35 @@ trainer would have; the box's `libreyolo` answers the H200's recorded profile.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from support.fleets import box_entry, make_fleet, runs_root_with
+from support.fleets import box_entry, make_fleet
 from support.profile_box import hostile_libreyolo
 from support.sshd import KeyPair, Sshd
+from support.training_runs import config_text, training_run
 
 from tui.__main__ import main
 from tui.model.config import FleetConfig
 from tui.store.journal import Journal
 
 ARGS = ["--data", "/nowhere/data.yaml", "--weights", "/nowhere/w.pt", "--steps", "2"]
-REAL_CONFIG = Path(__file__).resolve().parents[2] / "tui" / "demo_data" / "yolox-n-40e" / \
-    "train_config.yaml"
 Train = Callable[..., FleetConfig]
-
-
-def config_text(device: Any) -> str:
-    """LibreYOLO's train_config.yaml with this device, as its TrainConfig.to_yaml writes
-    it (yaml.dump(..., default_flow_style=False, sort_keys=False))."""
-    config = yaml.safe_load(REAL_CONFIG.read_text())
-    config["device"] = device
-    return yaml.dump(config, default_flow_style=False, sort_keys=False)
 
 
 @pytest.fixture
 def training(tmp_path: Path, sshd_factory: Callable[..., Sshd],
              client_key: KeyPair) -> Iterator[Train]:
-    """A box whose run yolox_running trains: its status.json names a live process started
-    with `env` (CUDA_VISIBLE_DEVICES ...), its train_config.yaml holds `config` (None:
-    none written)."""
-    procs: list[subprocess.Popen[bytes]] = []
+    """A box whose run yolox_running trains (support/training_runs.py): its process
+    started with `env`, its train_config.yaml `config` (None: none written)."""
+    procs = []
 
     def make(config: str | None, env: dict[str, str] | None = None,
              python: str | None = None) -> FleetConfig:
-        base = {k: v for k, v in os.environ.items()
-                if k not in ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
-        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                                env={**base, **(env or {})})
+        root, proc = training_run(tmp_path, config, env)
         procs.append(proc)
-        root = runs_root_with(tmp_path, "yolox_running")
-        run = root / "yolox_running"
-        status = json.loads((run / "status.json").read_text())
-        now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-        status.update(pid=proc.pid, started_at=now, updated_at=now)
-        (run / "status.json").write_text(json.dumps(status))
-        if config is not None:
-            (run / "train_config.yaml").write_text(config)
         server = sshd_factory("box")
         python = python or str(hostile_libreyolo(tmp_path / "h200", "recorded"))
         return make_fleet(tmp_path, [box_entry(server, client_key, python=python,
@@ -112,6 +86,8 @@ def test_the_gpus_are_the_box_s_own_through_the_run_s_cuda_visible_devices(
     assert doc["message"].startswith("run yolox_running is training on GPU 1 of box box")
     code, doc, _ = profile(fleet, capsys, "--device", "0")
     assert (code, doc["outcome"]) == (0, "done"), doc
+    assert doc["beside"] == ("training beside it: yolox_running on GPU 1; profiling GPU 0 (the "
+                             "cores and disk are shared, so the dataload share may read high)")
 
 
 def test_a_multi_gpu_run_holds_each_of_its_gpus(

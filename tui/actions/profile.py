@@ -74,10 +74,10 @@ def _settings(request: ProfileRequest, from_run: dict[str, Any]) -> dict[str, An
 
 
 def _refusal(box: BoxConfig, device: Any, training: Sequence[RunState], placing: Any,
-             silent: str, say: Callable[[str], None]) -> str | None:
+             silent: str, report: ProfileReport) -> str | None:
     """Why the profile must not run beside the training runs (one of them holds the GPU it
-    would use, or which GPU cannot be told), else None, saying what it runs beside.
-    `silent`: why the box sent no `placing` part, if it sent none."""
+    would use, or which GPU cannot be told), else None, and the report says what it runs
+    beside. `silent`: why the box sent no `placing` part, if it sent none."""
     if len(training) > MAX_PLACED:
         return (f"{len(training)} runs are training on box {box.name}: profiling now would "
                 "compete for their GPUs and cores; --force to profile anyway")
@@ -91,7 +91,7 @@ def _refusal(box: BoxConfig, device: Any, training: Sequence[RunState], placing:
         else Placement(unknown=silent)
     why = refusal(box.name, asked, held)
     if why is None:
-        say(f"profile: {beside(asked, held)}")
+        report.beside = beside(asked, held)
     return why
 
 
@@ -157,10 +157,11 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
     report.settings = settings
     if checking:
         refused = _refusal(box, settings["device"], training, parts.get("placing"), silent,
-                           say)
+                           report)
         if refused is not None:
             report.outcome, report.message = "refused", refused
             return report
+        say(f"profile: {report.beside}")
     if not settings["data"] or not weights:
         missing = "--data YAML" if not settings["data"] else "--weights PT"
         report.message = (f"profile on box {box.name} needs {missing}"
@@ -230,5 +231,6 @@ def journal_profile(journal: Journal, report: ProfileReport) -> None:
         run=report.run, message=report.message[:500],
         details={"cells": [{"batch": c.batch, "workers": c.workers,
                             "img_per_s": c.img_per_s, "dataload_frac": c.dataload_frac,
-                            "gpu_util": c.gpu_util} for c in report.cells]},
+                            "gpu_util": c.gpu_util} for c in report.cells],
+                 **({"beside": report.beside} if report.beside else {})},
         at=time.time())
