@@ -105,9 +105,10 @@ def test_a_training_run_is_refused_unless_forced(
     code = main(["--config", fleet.source, "profile", "box", *ARGS])
     err = capsys.readouterr().err
     assert code == 1
-    assert ("profile refused: run yolox_running is training on box box: profiling now would "
-            "compete for its GPU and cores and measure neither; --force to profile anyway"
-            ) in err
+    assert ("profile refused: run yolox_running is training on box box and which GPU it uses "
+            "cannot be told (it has no train_config.yaml the box could read): profiling now "
+            "could compete for its GPU and cores and measure neither; --force to profile "
+            "anyway") in err  # a run on another GPU: tests/io/test_profile_gpus.py
     assert journal_lines()[-1]["outcome"] == "refused"
     code = main(["--config", fleet.source, "profile", "box", *ARGS, "--force"])
     err = capsys.readouterr().err

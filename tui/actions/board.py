@@ -256,7 +256,8 @@ class Board:
     def profile(self, box: str) -> Callable[[ProfileRequest, Callable[[str], None]],
                                             Awaitable[ProfileReport]]:
         """`profile`: LibreYOLO's profiler on the box over the panel's session, refused
-        while a run of the box's last snapshot trains (unless forced); journaled."""
+        where a run of the box's last snapshot trains on the GPU it would use, or on GPUs
+        that cannot be told (unless forced); journaled."""
         from tui.actions.profile import journal_profile, profile_on
 
         config = self.fleet.box(box)

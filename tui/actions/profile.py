@@ -1,11 +1,13 @@
 """`profile`: LibreYOLO's `libreyolo profile run` on a box for a few steps, and its verdict.
 
 One look at the box first (its runs, as `status` reads them): a run training
-there is competing for the GPU and the cores, so profiling is refused unless
-forced, naming the run. Given a RUN, its train_config.yaml supplies the
-settings not given. Then the on-box program (tui/onbox/profile.py) runs each
-setting of the grid with the box's `python`; the figures are checked and
-turned into advice in tui/model/profile.py. Every profile is journaled.
+on the GPU the profile would use competes for it, so profiling is refused unless
+forced, naming the run; so is one whose GPUs cannot be told (tui/model/gpu_claim.py
+reads each run's train_config.yaml `device` with its process's environment).
+Given a RUN, its train_config.yaml supplies the settings not given. Then the
+on-box program (tui/onbox/profile.py) runs each setting of the grid with the
+box's `python`; the figures are checked and turned into advice in
+tui/model/profile.py. Every profile is journaled.
 """
 
 from __future__ import annotations
@@ -17,6 +19,15 @@ from typing import Any, cast
 from tui.actions.onbox_run import describe_end, interpreter_missing, run_onbox
 from tui.actions.preflight import _alarm, params_bytes, program
 from tui.model.config import BoxConfig, FleetConfig
+from tui.model.gpu_claim import (
+    Placement,
+    beside,
+    own_env,
+    parse_device,
+    place,
+    refusal,
+    run_placement,
+)
 from tui.model.preflight import interpreter_command
 from tui.model.profile import (
     ProfileError,
@@ -36,6 +47,7 @@ from tui.store.journal import Journal, ProfileOutcome
 
 CELL_SECONDS = 900.0  # one setting's run, at most (a few steps, plus loading the model)
 CONFIG_DEADLINE = 60.0
+MAX_PLACED = 32  # training runs whose GPUs are looked up (tui/onbox/profile.py's cap)
 
 
 async def _look(fleet: FleetConfig, box: BoxConfig) -> tuple[list[Any], str | None]:
@@ -59,6 +71,28 @@ def _settings(request: ProfileRequest, from_run: dict[str, Any]) -> dict[str, An
             "batch": pick("batch", 16), "imgsz": pick("imgsz", 640),
             "workers": pick("workers", 8), "device": pick("device", "0"),
             "steps": request.steps, "warmup": request.warmup}
+
+
+def _refusal(box: BoxConfig, device: Any, training: Sequence[RunState], placing: Any,
+             silent: str, report: ProfileReport) -> str | None:
+    """Why the profile must not run beside the training runs (one of them holds the GPU it
+    would use, or which GPU cannot be told), else None, and the report says what it runs
+    beside. `silent`: why the box sent no `placing` part, if it sent none."""
+    if len(training) > MAX_PLACED:
+        return (f"{len(training)} runs are training on box {box.name}: profiling now would "
+                "compete for their GPUs and cores; --force to profile anyway")
+    entries = placing.get("runs") if isinstance(placing, dict) else None
+    entries = entries if isinstance(entries, list) else []
+    silent = clean(silent)[:300]
+    held = [(clean(r.name)[:100], run_placement(entries[i]) if i < len(entries)
+             else Placement(unknown=silent)) for i, r in enumerate(training)]
+    env = own_env(placing)
+    asked = place(parse_device(device), env) if env is not None \
+        else Placement(unknown=silent)
+    why = refusal(box.name, asked, held)
+    if why is None:
+        report.beside = beside(asked, held)
+    return why
 
 
 async def profile_box(fleet: FleetConfig, box: BoxConfig, request: ProfileRequest, *,
@@ -86,26 +120,32 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
     report = ProfileReport(box=box.name, outcome="failed", run=request.run,
                            usd_per_hr=configured if configured is not None else usd_per_hr)
     training = [r for r in runs if r.health is Health.RUNNING]
-    if training and not request.force:
-        names = ", ".join(clean(r.name) for r in training[:3])
-        report.outcome = "refused"
-        report.message = (f"run {names} is training on box {box.name}: profiling now would "
-                          "compete for its GPU and cores and measure neither; --force to "
-                          "profile anyway")
-        return report
-    from_run: dict[str, Any] = {}
-    weights = request.weights
+    checking = bool(training) and not request.force
+    run = None
     if request.run is not None:
         run = next((r for r in runs if r.name == request.run), None)
         if run is None:
             report.message = f"no run {request.run!r} on box {box.name}"
             return report
-        config = await run_onbox(
-            session, interpreter_command(box.python), program("profile"),
-            params_bytes({"mode": "config", "run_dir": run.path,
-                          "deadline": _alarm(CONFIG_DEADLINE)}),
-            deadline=CONFIG_DEADLINE, what="profile")
-        part = config.parts().get("config")
+    parts: dict[str, Any] = {}
+    silent = "the box did not say"  # why the box's look did not place the runs
+    if run is not None or checking:
+        look: dict[str, Any] = {"mode": "config", "deadline": _alarm(CONFIG_DEADLINE)}
+        if run is not None:
+            look["run_dir"] = run.path
+        if checking:
+            look["training"] = [{"dir": r.path, "pid": r.pid} for r in training[:MAX_PLACED]]
+        looked = await run_onbox(session, interpreter_command(box.python), program("profile"),
+                                 params_bytes(look), deadline=CONFIG_DEADLINE, what="profile")
+        parts = looked.parts()
+        if "placing" not in parts:
+            silent = (f"the interpreter {box.python} was not found on box {box.name}"
+                      if interpreter_missing(looked) else
+                      describe_end(looked, "the look at its runs", CONFIG_DEADLINE))
+    from_run: dict[str, Any] = {}
+    weights = request.weights
+    if run is not None:
+        part = parts.get("config")
         values = part.get("values") if isinstance(part, dict) else None
         from_run = run_settings(values if isinstance(values, dict) else {})
         if weights is None:
@@ -115,6 +155,13 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
     settings = _settings(request, from_run)
     settings["weights"] = weights
     report.settings = settings
+    if checking:
+        refused = _refusal(box, settings["device"], training, parts.get("placing"), silent,
+                           report)
+        if refused is not None:
+            report.outcome, report.message = "refused", refused
+            return report
+        say(f"profile: {report.beside}")
     if not settings["data"] or not weights:
         missing = "--data YAML" if not settings["data"] else "--weights PT"
         report.message = (f"profile on box {box.name} needs {missing}"
@@ -184,5 +231,6 @@ def journal_profile(journal: Journal, report: ProfileReport) -> None:
         run=report.run, message=report.message[:500],
         details={"cells": [{"batch": c.batch, "workers": c.workers,
                             "img_per_s": c.img_per_s, "dataload_frac": c.dataload_frac,
-                            "gpu_util": c.gpu_util} for c in report.cells]},
+                            "gpu_util": c.gpu_util} for c in report.cells],
+                 **({"beside": report.beside} if report.beside else {})},
         at=time.time())

@@ -103,6 +103,7 @@ def add_profile(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--try", dest="try_", nargs="+", metavar="KEY=V,V",
                    help="a small grid: workers=1,8,12 batch=16,64 (at most 12 settings)")
     p.add_argument("--force", action="store_true",
-                   help="profile even though a run is training on the box")
+                   help="profile even though a run is training on the GPU asked for (or which "
+                        "GPU a run uses cannot be told)")
     p.add_argument("--json", action="store_true", help="print the gpurent.profile/1 document")
     p.set_defaults(func=cmd_profile)

@@ -69,6 +69,7 @@ class ProfileReport:
     cpus: int | None = None
     usd_per_hr: float | None = None
     verdict: str = ""
+    beside: str = ""  # the training runs it was measured beside, on other GPUs
 
 
 @dataclass

@@ -15,6 +15,7 @@ def profile_document(report: ProfileReport) -> dict[str, Any]:
     return {
         "schema": SCHEMA, "box": report.box, "run": report.run, "outcome": report.outcome,
         "message": report.message, "verdict": report.verdict or None,
+        "beside": report.beside or None,
         "cpus": report.cpus, "usd_per_hr": report.usd_per_hr,
         "settings": dict(report.settings),
         "cells": [{"batch": c.batch, "workers": c.workers, "img_per_s": c.img_per_s,

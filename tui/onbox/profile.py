@@ -52,6 +52,12 @@ SCALARS = ("bound", "bound_why", "step_ms", "img_per_s", "dataload_ms", "dataloa
            "launches_per_step", "cuda_mallocs_per_step", "memory_pressure", "peak_vram_mb",
            "tensorcore_pct", "model")
 CONFIG_KEYS = ("batch", "workers", "imgsz", "device", "size", "data", "amp")
+# What places a training run on the box's GPUs (tui/model/gpu_claim.py): its process's
+# starting environment holds only these, and at most this many runs are looked at.
+PLACING_ENV = ("CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE", "LOCAL_RANK")
+ENV_CAP = 1 << 20
+MAX_PLACED = 32
+MAX_DEVICES = 65
 BEAT_SECONDS = 2.0
 ENDING_SIGNALS = ("SIGALRM", "SIGTERM", "SIGHUP")
 # The profiler running now and its folder: what an ending takes down with it.
@@ -235,6 +241,77 @@ def config_part(params):
     return {"found": bool(text), "values": found}
 
 
+def _unquoted(value):
+    value = value.split(" #")[0].strip()
+    if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value[:200]
+
+
+def config_device(text):
+    """train_config.yaml's top-level `device`: its text, or the items of its list (yaml
+    writes [0, 1] as `device:` then `- 0` lines); None when it has none."""
+    lines = text.splitlines()
+    for at, line in enumerate(lines):
+        if not line.startswith("device:"):
+            continue
+        value = line[len("device:"):].split(" #")[0].strip()
+        if value.startswith("[") and value.endswith("]"):
+            return [_unquoted(v) for v in value[1:-1].split(",")
+                    if v.strip()][:MAX_DEVICES]
+        if value:
+            return _unquoted(value)
+        items = []
+        for item in lines[at + 1:at + 1 + MAX_DEVICES]:
+            if not item.lstrip().startswith("- "):
+                break
+            items.append(_unquoted(item.lstrip()[2:]))
+        return items
+    return None
+
+
+def process_env(pid):
+    """The PLACING_ENV variables a process started with (/proc/PID/environ), or None and
+    why they cannot be read (another user's process, gone, no pid)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None, "status.json names no pid"
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            raw = f.read(ENV_CAP + 1)
+    except OSError as exc:
+        return None, errstr(exc)[:200]
+    if len(raw) > ENV_CAP:
+        return None, "its environment is over %d bytes" % ENV_CAP
+    found = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        name = key.decode("ascii", "replace")
+        if sep and name in PLACING_ENV:
+            found[name] = value.decode("utf-8", "replace")[:400]
+    return found, None
+
+
+def placing_part(params):
+    """Each training run's device and starting environment, and this program's own
+    environment (the profiler inherits it): where each computes, for the client to judge."""
+    runs = []
+    for item in (params.get("training") or [])[:MAX_PLACED]:
+        item = item if isinstance(item, dict) else {}
+        text = read_capped(os.path.join(str(item.get("dir")), "train_config.yaml"),
+                           CONFIG_CAP)
+        entry = {"config": bool(text)}
+        if text:
+            entry["device"] = config_device(text)
+        env, why = process_env(item.get("pid"))
+        if env is None:
+            entry["env_problem"] = why
+        else:
+            entry["env"] = env
+        runs.append(entry)
+    own = dict((k, os.environ[k][:400]) for k in PLACING_ENV if k in os.environ)
+    return {"own": own, "runs": runs}
+
+
 def main(params_text, nonce):
     """Entry point: the client ends this source with `sys.exit(main(sys.stdin.read(), NONCE))`."""
     params = json.loads(params_text)
@@ -251,7 +328,10 @@ def main(params_text, nonce):
         emit({"part": "host", "data": {"cpus": cpu_count(),
                                        "libreyolo": libreyolo_installed()}})
         if params.get("mode") == "config":
-            emit({"part": "config", "data": config_part(params)})
+            if params.get("run_dir") is not None:
+                emit({"part": "config", "data": config_part(params)})
+            if params.get("training") is not None:
+                emit({"part": "placing", "data": placing_part(params)})
         elif params.get("mode") == "profile":
             if libreyolo_installed():
                 for index, cell in enumerate(params.get("cells") or []):

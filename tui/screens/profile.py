@@ -48,6 +48,8 @@ def report_text(report: ProfileReport) -> Text:
     if report.usd_per_hr is None:
         text.append("no $/1k images: this box has no running_usd_per_hr and never ran on "
                     "record\n", style="dim")
+    if report.beside:
+        text.append(clean(report.beside) + "\n", style="dim")
     return text
 
 
