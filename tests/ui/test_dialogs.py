@@ -121,3 +121,28 @@ async def test_destroy_without_snapshots_is_not_offered_past_an_unpushed_best() 
         await pilot.press("t", *"lab", "enter")
         await pilot.pause()
     assert app.answers == ["destroy"]
+
+
+class Unfocused(Holder):
+    AUTO_FOCUS = None  # as the panel: nothing is focused unless a screen says so
+
+
+async def test_a_dialogs_long_body_scrolls_from_the_keyboard() -> None:
+    """The refusal's reasons sit below the list of what is lost: at 80x24 they are out
+    of view until the body scrolls, and down / page down must scroll it."""
+    runs = [f"sweep-yolox-n-lr0{i}" for i in range(6)]
+    losses = [f"{r} (running, 14 checkpoint files, 165 MB)" for r in runs]
+    unpushed = [Unpushed(r, f"/root/runs/{r}", ("weights/best.pt",), "never pushed")
+                for r in runs]
+    long_text = "\n".join(f"line {i} of what stays billed" for i in range(40))
+    for dialog in (DestroyScreen("vast-4090x2", losses, unpushed),
+                   ConfirmScreen("Stop vast-4090x2?", long_text)):
+        app = Unfocused()
+        async with app.run_test(size=SIZE) as pilot:
+            app.push_screen(dialog, app.answers.append)
+            await pilot.pause()
+            body = app.screen.query_one("#body", VerticalScroll)
+            assert body.max_scroll_y > 0
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert body.scroll_y > 0, type(dialog).__name__

@@ -162,6 +162,15 @@ def test_init_writes_a_valid_example_and_keeps_an_existing_file(tmp_path: Path) 
     assert target.read_text() == "# mine\n"
 
 
+def test_init_names_the_config_it_wrote_in_the_next_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`init --config PATH` says to run `check-config --config PATH`: a bare
+    `check-config` reads the default path, where nothing was written."""
+    target = tmp_path / "my fleet.toml"
+    assert main(["init", "--config", str(target)]) == 0
+    assert f"`gpurent-tui check-config --config '{target}'`" in capsys.readouterr().out
+
+
 def test_key_remaps_must_name_known_actions() -> None:
     fleet = parse_config('[keys]\nnext = "n"\n[[box]]\nname = "a"\nhost = "h"\n', "f.toml")
     assert fleet.keys == {"next": "n"}

@@ -178,6 +178,20 @@ def test_an_incomplete_picture_refuses_with_why() -> None:
     assert verdict(cases["weights"], {}).gaps[0].files == ("r1/weights",)
 
 
+def test_a_stopped_box_is_refused_as_stopped_not_unreachable() -> None:
+    """A box you stopped cannot be looked at, so destroy still refuses; the reason says
+    it is stopped (as its header does), not "unreachable: connection refused"."""
+    from tui.model.rest import Rest
+
+    stopped = BoxState(name="box", connection=Connection.UNREACHABLE,
+                       error="connection refused", rest=Rest("stopped", at=1.0))
+    judged = verdict(stopped, {})
+    assert judged.refused
+    (gap,) = judged.gaps
+    assert gap.reason.startswith("the box is stopped (by you): "), gap.reason
+    assert "unreachable" not in gap.reason and "refused" not in gap.reason
+
+
 def test_an_override_covers_exactly_what_was_shown() -> None:
     shown = verdict(box(run_with(BEST)), {}).blockers
     later = verdict(box(run_with(BEST), run_with(LAST, path="/root/runs/r2")), {})

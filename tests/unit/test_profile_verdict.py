@@ -180,3 +180,25 @@ def test_an_unmeasured_suggestion_only_ever_adds_workers_the_cores_can_run(
         said = verdict([parse_cell(recorded(1), 16, workers)], (16, workers), cpus, RATE)
         offered = [int(n) for n in re.findall(r"--workers (\d+)", said)]
         assert offered == [more], said
+
+
+async def test_P_on_a_demo_box_says_the_demo_line_not_install_libreyolo() -> None:
+    """A demo box replays recorded runs: `P` there says so, as g, G and w do, before the
+    refusal for a training run (whose `--force` then asked to pip install libreyolo on
+    a box that is no box)."""
+    from typing import cast
+
+    from tui.actions.profile import profile_on
+    from tui.model.config import BoxConfig
+    from tui.model.profile import ProfileRequest
+    from tui.model.runs import Health, RunState
+    from tui.remote.session import BoxSession
+
+    box = BoxConfig(name="lab-3090", host="127.0.0.1",
+                    stand_in="a demo box replays recorded runs (`demo --real` trains one)")
+    training = RunState(name="smoke", path="/r/smoke", root="/r", health=Health.RUNNING)
+    for force in (False, True):
+        report = await profile_on(cast(BoxSession, None), box,
+                                  ProfileRequest(run="smoke", force=force), [training])
+        assert report.outcome == "refused"
+        assert report.message == f"box lab-3090: {box.stand_in}"

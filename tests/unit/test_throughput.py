@@ -12,7 +12,13 @@ import pytest
 from tui.model.bill import Book, Event
 from tui.model.rightsize import Measured, measure, right_size_text, verdict, verdicts
 from tui.model.runs import Dataset, EpochPoint, Health, RunState
-from tui.model.throughput import epoch_windows, images_per_second, unit_costs, unit_words
+from tui.model.throughput import (
+    epoch_windows,
+    images_per_second,
+    unit_costs,
+    unit_usd,
+    unit_words,
+)
 from tui.store.throughput import ThroughputStore
 
 T0 = 1_800_000_000.0
@@ -35,6 +41,18 @@ def test_images_per_second_is_images_times_epochs_over_training_seconds() -> Non
     assert images_per_second(1000, [10.0, 10.0, 20.0]) == pytest.approx(3000 / 40)
     assert images_per_second(None, [10.0]) is None
     assert images_per_second(1000, []) is None
+
+
+def test_unit_dollars_keep_three_digits_and_never_an_exponent() -> None:
+    """A $0.09/hr box whose epochs take a second bills $0.0000250 an epoch: three
+    significant digits in plain decimals, never `$2.5e-05` (as `status` printed)."""
+    assert unit_usd(2.7) == "$2.70"
+    assert unit_usd(0.0481) == "$0.0481"
+    assert unit_usd(0.009) == "$0.009"
+    assert unit_usd(0.000298) == "$0.000298"
+    assert unit_usd(1.47e-05) == "$0.0000147"
+    assert unit_usd(2.5e-05) == "$0.000025"
+    assert unit_usd(0.0) == "$0"
 
 
 def test_epoch_windows_share_the_wall_time_in_proportion() -> None:

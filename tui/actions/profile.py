@@ -119,6 +119,10 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
     configured = box.pricing.running_usd_per_hr if box.pricing else None
     report = ProfileReport(box=box.name, outcome="failed", run=request.run,
                            usd_per_hr=configured if configured is not None else usd_per_hr)
+    if box.stand_in is not None:  # a demo box: no LibreYOLO there to profile, forced or not
+        report.outcome = "refused"
+        report.message = f"box {box.name}: {box.stand_in}"
+        return report
     training = [r for r in runs if r.health is Health.RUNNING]
     checking = bool(training) and not request.force
     run = None

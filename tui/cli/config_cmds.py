@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -36,7 +37,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(EXAMPLE_CONFIG.read_text())
-    print(f"wrote {path}: edit the [[box]] tables, then run `gpurent-tui check-config`")
+    # A bare `check-config` reads the default path: name the one written here.
+    check = "gpurent-tui check-config" + (
+        f" --config {shlex.quote(str(path))}" if args.config is not None else "")
+    print(f"wrote {path}: edit the [[box]] tables, then run `{check}`")
     return EXIT_OK
 
 

@@ -20,9 +20,10 @@ from tui.demo.timeline import Timing, plan_timing, started_for
 from tui.model.runs import STALL_EPOCHS, STALL_FLOOR_SECONDS
 
 JUMP_NAME = "bastion"
-# What check, doctor and monitor say on a demo box, instead of trying: one calm line.
-STAND_IN = ("a demo box replays recorded runs: it has no torch or LibreYOLO of its own to "
-            "check (`gpurent-tui demo --real` trains a real run)")
+# What check, doctor, monitor and profile say on a demo box, instead of trying: one calm
+# line.
+STAND_IN = ("a demo box replays recorded runs: it has no torch or LibreYOLO of its own "
+            "(`gpurent-tui demo --real` trains a real run)")
 REFRESH_SECONDS = 2.0
 
 

@@ -125,7 +125,7 @@ class BoxConfig:
     # false: a box with no GPU, trained on with --device cpu; `check` expects no CUDA there.
     gpu: bool = True
     # Set by the demo for its replaying boxes (never read from a config): why there is no
-    # torch or LibreYOLO to check, doctor or monitor there, said instead of trying.
+    # torch or LibreYOLO to check, doctor, monitor or profile there, said instead of trying.
     stand_in: str | None = None
 
 

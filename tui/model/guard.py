@@ -282,6 +282,11 @@ def picture_gaps(state: BoxState) -> list[Unpushed]:
     def gap(place: str, why: str, run_path: str = "") -> None:
         gaps.append(Unpushed(PICTURE, run_path, (place,), why))
 
+    if state.connection is not Connection.OK and state.rest is not None:
+        # Put to rest on purpose: said as its header says it, never "unreachable".
+        gap("the box", f"the box is {state.rest.words()}: what its disk holds cannot be "
+                       "seen until it is started again")
+        return gaps
     if state.connection is not Connection.OK:
         gap("the box", f"the box cannot be seen now ({state.connection}: {state.error})")
         return gaps

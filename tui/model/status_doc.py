@@ -292,7 +292,7 @@ def fleet_money_line(cost: FleetCost) -> list[str]:
     lines = [f"fleet: {usd(cost.usd_per_hr)}/hr now, spent {usd(cost.accrued_usd)} "
              f"({usd(cost.today_usd)} today), {usd(cost.to_finish_usd)} to finish"]
     if cost.maybe_usd_per_hr:
-        lines[0] += f", +{usd(cost.maybe_usd_per_hr)}/hr if the boxes not observed yet run"
+        lines[0] += f", +{usd(cost.maybe_usd_per_hr)}/hr if the boxes not observed yet are running"
     if cost.budget_level is not None and cost.budget_usd is not None:
         lines.append(f"! fleet budget {cost.budget_level}: spent {usd(cost.accrued_usd)} of "
                      f"{usd(cost.budget_usd)} "

@@ -8,8 +8,10 @@ shared evenly with the box's other runs training at the same moment (docs/money.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from tui.model.bill import BoxHistory
 from tui.model.runs import RunState, parse_time
@@ -37,9 +39,14 @@ class UnitCost:
 
 
 def unit_usd(value: float) -> str:
-    """Dollars per unit with three significant digits under $1 ($0.009, $0.0481), cents
-    above ($2.70): small unit costs keep the digits that tell boxes apart."""
-    return f"${value:,.2f}" if abs(value) >= 0.9995 else f"${value:.3g}"
+    """Dollars per unit with three significant digits under $1 ($0.009, $0.0481,
+    $0.0000147: plain decimals, never an exponent), cents above ($2.70): small unit
+    costs keep the digits that tell boxes apart."""
+    if not math.isfinite(value):
+        return f"${value:.3g}"
+    if abs(value) >= 0.9995:
+        return f"${value:,.2f}"
+    return f"${Decimal(f'{value:.3g}'):f}"
 
 
 def _round(value: float | None, places: int) -> float | None:

@@ -50,6 +50,11 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Static(Text(self.body))
             yield Static(Text("y: go ahead    n / escape: cancel"), id="keys")
 
+    def on_mount(self) -> None:
+        # The panel focuses nothing by itself: the body takes the arrows and page keys
+        # (y, n and escape are the screen's), so a body taller than the room scrolls.
+        self.query_one("#body", VerticalScroll).focus()
+
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
 
@@ -119,6 +124,9 @@ class DestroyScreen(ModalScreen[str | None]):
         typed = self.query_one("#typed", Input)
         if self.unpushed:
             typed.display = False  # the override is a deliberate second step: t
+            # The refusal's reasons sit below the list of what is lost: at 80x24 only
+            # a scroll shows them, and the arrows and page keys reach the focused body.
+            self.query_one("#body", VerticalScroll).focus()
         else:
             typed.focus()
 

@@ -671,7 +671,8 @@ class FleetScreen(Screen[None]):
                           f"{human_bytes(size)})")
         if state.connection is not Connection.OK:
             age = state.data_age(app.clock())
-            losses.append(f"(the box is {state.connection}; this is what it held "
+            what = state.rest.words() if state.rest is not None else state.connection
+            losses.append(f"(the box is {what}; this is what it held "
                           f"{format_age(age) if age is not None else '?'} ago)")
         from tui.actions.flows import destroy_blockers
 

@@ -56,10 +56,16 @@ class JournalScreen(Screen[None]):
         self.entries = entries
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with VerticalScroll(id="page"):
             if self.entries:
                 yield Static(journal_table(self.entries))
             else:
                 yield Static(Text("no actions yet: p pushes a run, s stops a box, "
                                   "D destroys one"), id="empty")
         yield Footer()
+
+    def on_mount(self) -> None:
+        # The app focuses nothing by itself (AUTO_FOCUS = None): without this, up, down,
+        # page up/down, home and end reach no scroll, and at 80x24 one push's words
+        # already fill the screen.
+        self.query_one("#page", VerticalScroll).focus()
