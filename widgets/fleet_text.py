@@ -259,7 +259,25 @@ def box_health(box: BoxState) -> str | None:
     return "ok"
 
 
-BOX_HEALTHS = ("ok", "stalled", "dead", "failed", "unreadable", "unreachable", "connecting")
+RUN_TROUBLE = ("dead", "failed", "stalled", "unreadable")  # worst first
+
+
+def box_counts(healths: Sequence[str]) -> Text:
+    """`· 67 ok · 67 need a look · 66 unreachable`: the boxes by their state, so that at
+    1,000 boxes the strip says how many need a look without scrolling. A box whose runs
+    are in trouble answers fine (its own line reads ok), so it is counted as needing a
+    look, in the colour of the worst such run, never as `dead` or `failed` itself: the
+    runs' own counts beside it say which."""
+    text = Text()
+    trouble = [h for h in healths if h in RUN_TROUBLE]
+    for word in ("ok", "need a look", "unreachable", "connecting"):
+        count = len(trouble) if word == "need a look" else healths.count(word)
+        if count:
+            worst = next(h for h in RUN_TROUBLE if h in trouble) if trouble else word
+            text.append("· ", style="dim")
+            text.append(f"{count} {word} ",
+                        style=badge(worst if word == "need a look" else word).style)
+    return text
 
 
 def box_head_line(box: BoxState, provider: str, now: float, due: Due | None = None,
@@ -366,16 +384,10 @@ def fleet_line(boxes: list[BoxState], cost: FleetCost | None = None,
         text.append(f"{'· ' if boxes else ''}{len(apps)} app{'s' if len(apps) != 1 else ''}"
                     f" ({running} running) ")
     if resting:  # stopped or destroyed on purpose: counted apart, not as down
+        text.append("· ", style="dim")
         text.append(", ".join(f"{resting.count(k)} {k}" for k in ("stopped", "destroyed")
                               if k in resting) + " ", style="dim")
-    # Boxes by their worst state: at 1,000 boxes, how many need a look, without scrolling.
-    healths = [h for h in map(box_health, boxes) if h is not None]
-    for word in BOX_HEALTHS:
-        count = healths.count(word)
-        if count:
-            symbol = badge(word)
-            text.append("· ", style="dim")
-            text.append(f"{count} {word} ", style=symbol.style)
+    text.append_text(box_counts([h for h in map(box_health, boxes) if h is not None]))
     counts = {h: 0 for h in Health}
     for box in boxes:
         for run in box.runs:

@@ -42,7 +42,7 @@ async def test_the_strip_counts_every_box_by_its_worst_state() -> None:
         # box i is template i % 3: fine, a failed + stalled + dead run, timed out.
         words = " ".join(head(app).split())
         assert "134/200 boxes up" in words
-        assert "· 67 ok · 67 dead · 66 unreachable" in words
+        assert "· 67 ok · 67 need a look · 66 unreachable" in words
         assert "stalled" not in words.split("boxes up")[1].split("▶")[0]  # dead outranks
 
 

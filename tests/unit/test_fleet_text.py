@@ -14,6 +14,7 @@ from widgets.fleet_text import (
     box_problem_line,
     coarse_age,
     fit,
+    fleet_line,
     matches,
     run_main_line,
     shown_runs,
@@ -181,3 +182,24 @@ def test_a_box_counts_as_its_worst_run_or_why_it_does_not_answer() -> None:
     assert box_health(with_health(Health.STALLED, Health.DEAD, Health.FAILED)) == "dead"
     assert box_health(BoxState(name="b")) == "connecting"
     assert box_health(BoxState(name="b", connection=Connection.TIMEOUT)) == "unreachable"
+
+
+def test_the_strip_says_a_box_with_troubled_runs_needs_a_look_not_that_it_is_dead() -> None:
+    """Its own line reads `ok` (it answers): the strip must not call the box dead or
+    failed; the runs' counts beside it say which runs are."""
+    def box(name: str, *healths: Health, connection: Connection = Connection.OK) -> BoxState:
+        return BoxState(name=name, connection=connection, runs=tuple(
+            RunState(path=f"/r/{i}", name=str(i), root="/r", health=h, reason="")
+            for i, h in enumerate(healths)))
+
+    strip = fleet_line([box("a", Health.RUNNING), box("b", Health.DEAD),
+                        box("c", Health.FAILED, Health.STALLED),
+                        box("d", connection=Connection.TIMEOUT)])
+    words = " ".join(strip.plain.split())
+    assert "3/4 boxes up · 1 ok · 2 need a look · 1 unreachable" in words
+    boxes_part = words.split("boxes up")[1].split("▶")[0]
+    assert "dead" not in boxes_part and "failed" not in boxes_part
+    need = next(span for span in strip.spans
+                if strip.plain[span.start:span.end].startswith("2 need a look"))
+    dead = next(span for span in strip.spans if strip.plain[span.start:span.end] == "☠ dead")
+    assert need.style == dead.style  # in the colour of the worst run among them
