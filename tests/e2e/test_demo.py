@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,18 +20,19 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+from support.nvidia_smi import fake_nvml
 
 from tui.__main__ import main
 from tui.actions.flows import destroy, power, push_runs
 from tui.actions.monitor import MonitorError, close_monitor, open_monitor
 from tui.actions.preflight import check_box, doctor_box, report_lines
 from tui.demo import real
-from tui.demo.fleet import DemoFleet
+from tui.demo.fleet import BOXES_UP_FOR, DemoFleet
 from tui.demo.procs import PID_START_MARGIN, choose_keeper, process_start
 from tui.demo.providers import DEMO_API_KEY
 from tui.demo.recording import RECORDINGS, YOLO9_25, YOLOX_40, YOLOX_FAILED, load_recording
 from tui.demo.replay import PLACEHOLDER_BYTES, Lane, RunReplay
-from tui.demo.scenario import BOXES, LANES, LaneSpec, Mode, first_timing, gpu_lines
+from tui.demo.scenario import BOXES, LANES, BoxSpec, LaneSpec, Mode, first_timing, gpu_lines
 from tui.demo.timeline import (
     iso_utc,
     plan_timing,
@@ -245,6 +247,7 @@ async def test_every_action_ends_in_a_true_outcome(monkeypatch: pytest.MonkeyPat
         assert stopped.code == 0 and "it reads stopped" in stopped.lines[0], stopped.lines
         down = await look_once(fleet, vast)
         assert down.connection is Connection.UNREACHABLE  # a stopped box answers no SSH
+        assert down.gpu_busy is None  # nor any busy figure
         started = await power(fleet, vast, "start", journal)
         assert started.code == 0 and "it reads running" in started.lines[0], started.lines
         back = await look_once(fleet, vast)
@@ -252,6 +255,9 @@ async def test_every_action_ends_in_a_true_outcome(monkeypatch: pytest.MonkeyPat
         was_running = {r.name for r in back.runs if r.state == "running"}
         assert was_running and all(r.health is Health.DEAD for r in back.runs
                                    if r.name in was_running)  # the stop killed them
+        # Its GPUs idle since: its driver's samples began afresh after the stop, all 0 %.
+        assert back.gpu_busy is not None and back.gpu_busy.pct == 0
+        assert back.gpu_busy.span < 14
 
         gone = await destroy(fleet, vast, journal, push_first=True)
         assert gone.code == 0, gone.lines
@@ -275,6 +281,99 @@ async def test_every_action_ends_in_a_true_outcome(monkeypatch: pytest.MonkeyPat
                                                                     "done")]
     assert outcomes[-4:] == [("vast-4090x2", "destroy", "done"), ("runpod-a100", "stop", "done"),
                              ("runpod-a100", "start", "failed"), ("lab-3090", "stop", "done")]
+
+
+def driver_busy_pct(box: BoxSpec, at: float, own_start: float | None) -> float:
+    """The box's GPU busy % as its driver would average the demo's own rows at `at`: each
+    GPU sampled every 200 ms over the 14 s before (71 samples, as the H200 recording in
+    tests/data/nvidia-smi-h200 holds), each sample what the box's csv rows read at that
+    instant, training while the scenario's live lane on that GPU trained; nvidia-smi prints
+    each GPU's mean as a whole %, and the box's figure is the mean of its GPUs'."""
+    trains = []
+    for lane in LANES:
+        if lane.box == box.name and lane.gpu is not None:
+            assert lane.mode is Mode.LIVE  # the scenario trains on GPUs in live lanes only
+            timing = first_timing(load_recording(lane.recording), lane, at,
+                                  own_start=own_start)
+            assert timing.times[-1] > at  # its first run still trains at `at`
+            trains.append((lane.gpu, timing.times[0], timing.times[-1]))
+    samples: list[list[float]] = [[] for _ in box.gpus]
+    for k in range(71):
+        t = (math.floor(at / 0.2) - k) * 0.2
+        busy = {gpu: "train" for gpu, start, end in trains if start <= t < end}
+        rows, note = parse_gpu_rows(gpu_lines(box, busy, t))
+        assert note is None
+        for row in rows:
+            assert row.util_pct is not None
+            samples[row.index].append(row.util_pct)
+    means = [float(f"{sum(s) / len(s):.0f}") for s in samples]
+    return sum(means) / len(means)
+
+
+async def test_the_boxes_gpu_busy_and_idle_money_follow_their_own_readings(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's boxes answer the probe's busy reading (`nvidia-smi -q -d UTILIZATION`):
+    the money line, `status --json` and `costs --json` say how busy each box's GPUs were
+    over the last 14 s and what the idle share of its billed running money cost. The demo
+    clock stands still, so the figure follows from the scenario alone."""
+    from tui.cli.watching import _status
+    from tui.model.status_doc import status_document
+    from widgets.money_text import box_money_line
+
+    at = time.time()
+    expected = {box.name: driver_busy_pct(box, at, process_start(os.getpid()))
+                for box in BOXES}
+    assert expected["vast-4090x2"] > 50 and expected["runpod-a100"] > 50  # they train
+    demo = DemoFleet(clock=lambda: at)
+    async with demo as fleet:
+        for var, value in demo.env.items():
+            monkeypatch.setenv(var, value)
+        boxes, cost, _ = await _status(fleet, [])
+        now = time.time()
+        doc = {b["name"]: b for b in status_document(boxes, now, cost)["boxes"]}
+        assert await asyncio.to_thread(
+            main, ["costs", "--json", "--config", str(demo.root / "fleet.toml")]) == 0
+        costs = {b["name"]: b for b in json.loads(capsys.readouterr().out)["boxes"]}
+    for box in boxes:
+        pct, spec = expected[box.name], next(s for s in BOXES if s.name == box.name)
+        rate = spec.pricing["running_usd_per_hr"]
+        assert box.gpu_busy is not None and box.gpu_busy.span == pytest.approx(14.0)
+        assert box.gpu_busy.pct == pytest.approx(pct)
+        figure = doc[box.name]
+        assert figure["gpu_busy_pct"] == round(pct, 1)
+        assert figure["gpu_busy_covered_s"] == pytest.approx(14.0)
+        billed_s = figure["cost"]["gpu_busy_billed_s"]
+        if spec.provider != "manual":  # rented 5 h before the demo began
+            assert billed_s == pytest.approx(BOXES_UP_FOR, abs=120)
+        assert figure["gpu_idle_usd"] == pytest.approx(
+            rate * billed_s / 3600 * (1 - pct / 100), abs=1e-4)
+        line = box_money_line(cost.boxes[box.name], now, box.busy)
+        assert line is not None and f"GPU {pct:.0f}% busy over 14 s of " in line.plain
+        assert " idle)" in line.plain
+        ledger = costs[box.name]  # what the meter recorded, read back from the ledger
+        assert ledger["gpu_busy_pct"] == pytest.approx(pct, abs=0.05)
+        assert ledger["gpu_idle_usd"] == pytest.approx(
+            rate * ledger["gpu_busy_billed_s"] / 3600 * (1 - pct / 100), abs=2e-4)
+
+
+async def test_a_demo_box_never_reads_this_machines_gpus_through_nvml(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where this machine has NVML (here the stand-in libnvidia-ml.so.1 tests/support
+    builds, 1 GPU, half its samples 99 % busy), a demo box's probe would read it before
+    its stand-in nvidia-smi and show this machine's GPUs as the box's: the demo box's own
+    library path holds a libnvidia-ml.so.1 that will not load, so the box's figure is the
+    scenario's."""
+    nvml = fake_nvml(tmp_path / "lib")
+    if nvml is None:
+        pytest.skip("no C compiler to build the stand-in libnvidia-ml.so.1")
+    for var, value in nvml.items():
+        monkeypatch.setenv(var, value)
+    at = time.time()
+    box = BOXES[0]
+    expected = driver_busy_pct(box, at, process_start(os.getpid()))
+    async with DemoFleet(clock=lambda: at) as fleet:
+        state = await look_once(fleet, fleet.box(box.name))
+    assert state.gpu_busy is not None and state.gpu_busy.pct == pytest.approx(expected)
 
 
 async def test_a_push_of_a_run_the_replay_is_still_writing_verifies(
@@ -515,6 +614,29 @@ def test_gpu_readings_parse_as_nvidia_smi_rows() -> None:
     assert note is None and [r.name for r in rows] == [g.name for g in box.gpus]
     assert rows[0].util_pct is not None and rows[0].util_pct > 80
     assert rows[1].util_pct == 0 and (rows[1].mem_used_mib or 0) > 10000
+
+
+def test_the_utilisation_answer_has_nvidia_smis_layout() -> None:
+    """A demo box's `-q -d UTILIZATION` answer is laid out line for line as the H200's
+    (tests/data/nvidia-smi-h200/util-17.txt): the same keys, indents and units; the probe's
+    own parser reads one [avg %, 14 s] per GPU from it."""
+    from tui.demo.utilization import utilization_text
+    from tui.onbox.probe import parse_util_query
+
+    def shape(text: str) -> list[str]:
+        return [line.split(":")[0] + ("%" if line.endswith("%") else "")
+                + (" sec" if line.endswith(" sec") else "")
+                for line in text.splitlines()
+                if not line.startswith(("GPU 0", "Timestamp", "Driver", "CUDA", "Attached"))]
+
+    real = (ROOT / "tests" / "data" / "nvidia-smi-h200" / "util-17.txt").read_text()
+    lab = next(b for b in BOXES if len(b.gpus) == 1)
+    ours = utilization_text(lab, lambda t: {0: "train"}, NOW)
+    assert shape(ours) == shape(real)
+    vast = next(b for b in BOXES if len(b.gpus) == 2)
+    busy = parse_util_query(utilization_text(vast, lambda t: {0: "train"}, NOW))
+    assert [span for _, span in busy] == [14.0, 14.0]
+    assert busy[0][0] > 80 and busy[1][0] == 0  # the training GPU, the idle one
 
 
 def test_replay_writes_only_what_is_due(tmp_path: Path) -> None:

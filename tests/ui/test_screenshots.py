@@ -27,6 +27,9 @@ def test_stills_hold_the_demo_fleet_with_every_health() -> None:
     assert [b.name for b in boxes] == [spec.name for spec in BOXES]
     assert all(b.connection is Connection.OK and b.box_time == NOW for b in boxes)
     assert [len(b.gpus) for b in boxes] == [len(spec.gpus) for spec in BOXES]
+    # Each box's driver average over the 14 s before NOW: its GPUs trained, mostly.
+    assert all(b.gpu_busy is not None and b.gpu_busy.span == 14.0 and b.busy.covered_s == 14.0
+               and 0 < b.gpu_busy.pct < 100 for b in boxes)
     runs = {run.name: run for box in boxes for run in box.runs}
     assert set(runs) == {lane.name for lane in LANES}
     assert {run.health for run in runs.values()} == SHOWN

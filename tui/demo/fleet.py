@@ -4,7 +4,9 @@
         ...
 
 Everything lives in one temp dir: per box a home with its runs root, a
-stand-in nvidia-smi and its readings; the client key, known_hosts and
+stand-in nvidia-smi and its readings (its csv rows and its driver's busy
+average, tui/demo/utilization.py) and a libnvidia-ml.so.1 that will not load
+(the probe reads the stand-in, never this machine's GPUs); the client key, known_hosts and
 fleet.toml (host keys are generated in memory); `pushed/`, where the boxes'
 checkpoints are pushed to. The Vast and RunPod boxes' provider APIs and the
 Hugging Face Hub are loopback stand-ins too; run the panel with
@@ -129,7 +131,7 @@ class DemoFleet:
         identity.touch(mode=0o600)
         identity.write_bytes(client_key.export_private_key("openssh"))
         homes: dict[str, Path] = {}
-        gpu_files: list[tuple[BoxSpec, Path]] = []
+        gpu_files: list[tuple[BoxSpec, Path, Path]] = []
         for spec in self.box_specs:
             home = homes[spec.name] = root / spec.name / "root"
             self.runs_roots[spec.name] = home / "runs"
@@ -137,11 +139,16 @@ class DemoFleet:
             bin_dir = root / spec.name / "bin"
             bin_dir.mkdir()
             readings = root / spec.name / "gpus.csv"
-            _fake_nvidia_smi(bin_dir / "nvidia-smi", spec.name, readings)
-            gpu_files.append((spec, readings))
+            utilization = root / spec.name / "utilization.txt"
+            _fake_nvidia_smi(bin_dir / "nvidia-smi", spec.name, readings, utilization)
+            gpu_files.append((spec, readings, utilization))
+            lib_dir = root / spec.name / "lib"
+            _no_nvml(lib_dir, spec.name)
             env = {**os.environ, "HOME": str(home), "HF_HUB_DISABLE_XET": "1",
                    "HF_HUB_DISABLE_TELEMETRY": "1",
-                   "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+                   "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                   "LD_LIBRARY_PATH": os.pathsep.join(
+                       filter(None, [str(lib_dir), os.environ.get("LD_LIBRARY_PATH")]))}
             commands = {spec.stop_command: self._poweroff} if spec.stop_command else None
             server = BoxServer(spec.name, client_key, env=env, cwd=home,
                                sftp_root=root / spec.name, commands=commands)
@@ -356,8 +363,23 @@ def _power_state(provider: str, fields: Mapping[str, Any] | None) -> str:
             "EXITED": "stopped", "TERMINATED": "destroyed"}.get(str(raw), "changing")
 
 
-def _fake_nvidia_smi(path: Path, box: str, readings: Path) -> None:
-    """A stand-in nvidia-smi for the probe: prints the box's current readings."""
+def _fake_nvidia_smi(path: Path, box: str, readings: Path, utilization: Path) -> None:
+    """A stand-in nvidia-smi for the probe: prints the box's current readings, its csv
+    rows or, asked `-q -d UTILIZATION`, its driver's busy average over the last 14 s."""
     path.write_text(f"#!/bin/sh\n# gpurent-tui demo: nvidia-smi of the demo box {box}\n"
-                    f"exec cat {shlex.quote(str(readings))}\n")
+                    f'case "$*" in\n'
+                    f"  *UTILIZATION*) exec cat {shlex.quote(str(utilization))} ;;\n"
+                    f"  *) exec cat {shlex.quote(str(readings))} ;;\n"
+                    f"esac\n")
     path.chmod(0o755)
+
+
+def _no_nvml(lib_dir: Path, box: str) -> None:
+    """A libnvidia-ml.so.1 that will not load, first on the box's library path: a demo
+    box's GPUs are the demo's, so its probe must not read this machine's GPUs through
+    NVML (it would, where this machine has a driver) but fall back to the stand-in
+    nvidia-smi, as on a box whose NVML will not load."""
+    lib_dir.mkdir()
+    (lib_dir / "libnvidia-ml.so.1").write_text(
+        f"gpurent-tui demo: not a library; the demo box {box} has no NVML, its GPU "
+        "readings come from its stand-in nvidia-smi\n")

@@ -32,6 +32,7 @@ from tui.demo.timeline import (
     substitute,
     summary_document,
 )
+from tui.demo.utilization import utilization_text
 
 PLACEHOLDER_BYTES = 4096
 KEEP_FINISHED = 1  # finished runs of a live lane kept on disk besides the current one
@@ -191,17 +192,21 @@ class Lane:
         self.restart_at: float | None = None
         self.finished_dirs: list[Path] = []
         self.halted = False
+        self.halted_at: float | None = None
+        self.previous: RunReplay | None = None  # the run before this one, for gpu_state_at
+        self.cut_short = False  # the box went down while the current run trained
 
-    def halt(self, dead_pid: int) -> None:
+    def halt(self, dead_pid: int, at: float) -> None:
         """The box went down (stopped, powered off, destroyed): its training process died.
 
         Nothing more is written, no new run starts, and a run that was running
         names a pid that is gone, as LibreYOLO's status.json would after the
         box came back.
         """
-        self.halted = True
+        self.halted, self.halted_at = True, at
         replay = self.replay
         if not replay.finished:
+            self.cut_short = True
             replay.last = replay.applied - 1
         status_path = replay.run_dir / "status.json"
         try:
@@ -233,6 +238,7 @@ class Lane:
         while len(self.finished_dirs) > KEEP_FINISHED:
             shutil.rmtree(self.finished_dirs.pop(0), ignore_errors=True)
         self.cycle += 1
+        self.previous = self.replay
         timing = plan_timing(self.rec, at, self.spec.pace, self.spec.seed + self.cycle)
         self.replay = RunReplay(self.rec, self.runs_root / cycle_name(self.spec, self.cycle),
                                 timing, pid=self.live_pid, data_dir=self.data_dir)
@@ -246,12 +252,32 @@ class Lane:
             return "train"
         return "hung" if self.spec.mode is Mode.HUNG else None
 
+    def gpu_state_at(self, t: float) -> str | None:
+        """What this lane's GPU was doing at `t` (now or up to the driver's 14 s before):
+        as gpu_state says at now, from the runs' schedules, which say when each trained;
+        nothing from the moment the box went down."""
+        if self.spec.gpu is None or (self.halted_at is not None and t >= self.halted_at):
+            return None
+        for replay in (self.replay, self.previous):
+            if replay is None or t < replay.timing.times[0]:
+                continue
+            end = replay.end_time
+            if replay is self.replay and self.cut_short and self.halted_at is not None:
+                end = self.halted_at  # it trained until the box went down
+            if t < end:
+                return "train"
+            return "hung" if self.spec.mode is Mode.HUNG else None
+        return None
+
 
 class Replayer:
-    """Drives every lane of the fleet from one task, and each box's nvidia-smi readings."""
+    """Drives every lane of the fleet from one task, and each box's nvidia-smi readings:
+    its csv rows and its driver's utilisation average (`-q -d UTILIZATION`)."""
 
-    def __init__(self, lanes: Sequence[Lane], gpu_files: Sequence[tuple[BoxSpec, Path]],
+    def __init__(self, lanes: Sequence[Lane],
+                 gpu_files: Sequence[tuple[BoxSpec, Path, Path]],
                  clock: Callable[[], float] = time.time) -> None:
+        """`gpu_files`: per box, where its rows and its utilisation answer are written."""
         self.lanes = list(lanes)
         self.gpu_files = list(gpu_files)
         self.clock = clock
@@ -260,18 +286,34 @@ class Replayer:
         """Write everything due now; returns the seconds until the next thing is due."""
         now = self.clock()
         wakes = [w for w in (lane.step(now) for lane in self.lanes) if w is not None]
-        for box, path in self.gpu_files:
+        for box, rows_path, util_path in self.gpu_files:
             busy = {lane.spec.gpu: state for lane in self.lanes
                     if lane.spec.box == box.name and (state := lane.gpu_state()) is not None
                     and lane.spec.gpu is not None}
-            write_text_atomic(path, "".join(f"{row}\n" for row in gpu_lines(box, busy, now)))
+            write_text_atomic(rows_path,
+                              "".join(f"{row}\n" for row in gpu_lines(box, busy, now)))
+            write_text_atomic(util_path, self._utilization(box, now))
         return max(0.0, min([now + TICK_SECONDS, *wakes]) - now)
+
+    def _utilization(self, box: BoxSpec, now: float) -> str:
+        """The box's `-q -d UTILIZATION` answer at `now`: its GPUs over the last 14 s, or
+        since the box came back from a stop (its driver's samples began afresh)."""
+        lanes = [lane for lane in self.lanes if lane.spec.box == box.name]
+
+        def states(t: float) -> dict[int, str]:
+            return {lane.spec.gpu: state for lane in lanes if lane.spec.gpu is not None
+                    and (state := lane.gpu_state_at(t)) is not None}
+
+        since = max((lane.halted_at for lane in lanes if lane.halted_at is not None),
+                    default=None)
+        return utilization_text(box, states, now, since)
 
     def halt_box(self, box: str, dead_pid: int) -> None:
         """Every lane of `box` stops: the box went down and took its runs' processes."""
+        at = self.clock()
         for lane in self.lanes:
             if lane.spec.box == box:
-                lane.halt(dead_pid)
+                lane.halt(dead_pid, at)
 
     async def run(self) -> None:
         """Step forever; cancel the task to stop."""

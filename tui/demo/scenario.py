@@ -162,10 +162,21 @@ def cycle_name(lane: LaneSpec, cycle: int) -> str:
     return lane.name if cycle <= 1 else f"{lane.name}-{cycle}"
 
 
-def gpu_lines(box: BoxSpec, busy: Mapping[int, str], now: float) -> list[str]:
-    """nvidia-smi's csv rows for a box: training GPUs are hot, a hung one holds memory idle."""
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU's instantaneous reading on a demo box, as nvidia-smi's csv row prints it."""
+
+    util: float
+    mem: float
+    temp: float
+    power: float
+
+
+def gpu_readings(box: BoxSpec, busy: Mapping[int, str], now: float) -> list[GpuReading]:
+    """A box's GPUs at `now`: training ones are hot, a hung one holds memory idle. One
+    reading per REFRESH_SECONDS slot, the same whoever asks (seeded by box and slot)."""
     rng = random.Random(f"{box.name}:{int(now / REFRESH_SECONDS)}")
-    rows = []
+    out = []
     for index, gpu in enumerate(box.gpus):
         state = busy.get(index)
         if state == "train":
@@ -177,9 +188,16 @@ def gpu_lines(box: BoxSpec, busy: Mapping[int, str], now: float) -> list[str]:
         else:
             util, mem = 0.0, 3.0
             temp, power = rng.uniform(33, 36), gpu.idle_w * rng.uniform(0.95, 1.05)
-        rows.append(f"{index}, {gpu.name}, {util:.0f}, {mem:.0f}, {gpu.mem_total_mib:.0f}, "
-                    f"{temp:.0f}, {power:.2f}")
-    return rows
+        out.append(GpuReading(util, mem, temp, power))
+    return out
+
+
+def gpu_lines(box: BoxSpec, busy: Mapping[int, str], now: float) -> list[str]:
+    """nvidia-smi's csv rows for a box (the probe's --query-gpu) at `now`."""
+    return [f"{index}, {gpu.name}, {r.util:.0f}, {r.mem:.0f}, {gpu.mem_total_mib:.0f}, "
+            f"{r.temp:.0f}, {r.power:.2f}"
+            for index, (gpu, r) in enumerate(zip(box.gpus, gpu_readings(box, busy, now),
+                                                  strict=True))]
 
 
 def fleet_toml(boxes: list[dict[str, Any]], *, known_hosts: str, jump: str,

@@ -3,8 +3,9 @@
 Pure (no I/O, no Textual, no clock): the same recordings, scenario and
 re-timing the live demo replays, folded at a fixed `NOW` into what the probe
 would answer (status.json, metrics.jsonl, train.log, weights listing, GPU
-rows, disks) and then through `tui.model.box.fold_answer`, so a still goes
-through exactly the code the live panel uses. Pids and their liveness are
+rows and the driver's busy average over the last 14 s, disks) and then
+through `tui.model.box.fold_answer`, so a still goes through exactly the code
+the live panel uses. Pids and their liveness are
 fixed instead of borrowed from this machine's processes, which is what makes
 two builds identical. Every health is present: running, completed, failed,
 stalled (the hung lane, 14 minutes silent) and dead (the killed lane).
@@ -38,10 +39,12 @@ from tui.demo.timeline import (
     retime_metrics_line,
     retime_status,
 )
+from tui.demo.utilization import States, utilization_text
 from tui.model.box import BoxState, fold_answer
 from tui.model.config import FleetConfig, parse_config
 from tui.model.cost import Event
 from tui.model.instance import InstanceInfo
+from tui.onbox.probe import parse_util_query
 from tui.providers.runpod import runpod_info
 from tui.providers.vast import vast_info
 
@@ -144,6 +147,30 @@ def gpu_busy(box: BoxSpec, now: float = NOW) -> dict[int, str]:
     return busy
 
 
+def gpu_states_at(box: BoxSpec, now: float = NOW) -> States:
+    """What the box's GPUs did at each instant up to `now` (the driver's samples reach 14 s
+    back), from the same schedules gpu_busy reads at `now`."""
+    spans = []
+    for lane in LANES:
+        if lane.box != box.name or lane.gpu is None:
+            continue
+        rec = load_recording(lane.recording)
+        timing = first_timing(rec, lane, now)
+        last = last_phase(rec, lane)
+        end = timing.times[len(rec.phases) - 1 if last is None else last]
+        spans.append((lane.gpu, timing.times[0], end, lane.mode is Mode.HUNG))
+
+    def states(t: float) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for gpu, start, end, hung in spans:
+            if start <= t < end:
+                out[gpu] = "train"
+            elif t >= end and hung:
+                out[gpu] = "hung"
+        return out
+    return states
+
+
 def box_answer(box: BoxSpec, now: float = NOW) -> dict[str, Any]:
     """One probe answer for a demo box: its runs, nvidia-smi rows and runs-root disk."""
     total, used = (gb * 10**9 for gb in DISKS_GB[box.name])
@@ -151,7 +178,9 @@ def box_answer(box: BoxSpec, now: float = NOW) -> dict[str, Any]:
         "v": 1, "time": now, "python": BOX_PYTHON,
         "roots": [{"root": RUNS_ROOT, "fs": "1"}],
         "runs": [run_answer(lane, now) for lane in LANES if lane.box == box.name],
-        "gpus": {"rows": gpu_lines(box, gpu_busy(box, now), now)},
+        "gpus": {"rows": gpu_lines(box, gpu_busy(box, now), now),
+                 "busy": parse_util_query(utilization_text(box, gpu_states_at(box, now), now)),
+                 "busy_src": "nvidia-smi"},
         "disks": [{"root": RUNS_ROOT, "fs": "1", "total": total, "used": used,
                    "free": total - used, "mount": "/", "device": "overlay",
                    "fstype": "overlay"}],
