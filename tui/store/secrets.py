@@ -11,12 +11,17 @@ too.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from tui.model.redact import redact, secrets_in_env
 
 MAX_TOKEN_FILE = 4096  # a saved Hub token is ~40 bytes; anything larger is no token
+# Every box's every refresh asks (tui.remote.watch): read afresh at most this often, so
+# a thousand boxes do not each walk the environment and open the token file.
+HELD_FRESH_SECONDS = 1.0
+_recent: dict[tuple[str, ...], tuple[float, list[str]]] = {}
 
 
 def _hub_token_file() -> Path:
@@ -40,6 +45,19 @@ def held_secrets(names: Iterable[str] = ()) -> list[str]:
     if saved:
         found.append(saved)
     return found
+
+
+def recent_held_secrets(names: Iterable[str] = ()) -> list[str]:
+    """`held_secrets(names)`, read again once it is HELD_FRESH_SECONDS old: a variable
+    set or a token saved since then counts from the next second on."""
+    key = tuple(sorted(names))
+    now = time.monotonic()
+    found = _recent.get(key)
+    if found is None or now - found[0] >= HELD_FRESH_SECONDS:
+        if len(_recent) > 64:
+            _recent.clear()  # box-specific variable names are few; never grows unbounded
+        found = _recent[key] = (now, held_secrets(key))
+    return found[1]
 
 
 def scrub(text: str, *more: str | None) -> str:
