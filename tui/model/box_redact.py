@@ -145,3 +145,10 @@ def redact_answer(answer: Any, secrets: Iterable[str]) -> Any:
     if runs is not None:
         out["runs"] = [_run(r, hide) for r in runs] if isinstance(runs, list) else runs
     return out
+
+
+def redact_words(value: Any, secrets: Iterable[str]) -> Any:
+    """Any other decoded answer of a box's (a profile's parts) with every held secret in
+    its words replaced by ***: for answers that carry no address back to the box."""
+    hide = hider(secrets)
+    return value if hide is None else _walk(value, hide)
