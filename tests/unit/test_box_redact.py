@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tui.model.box import BoxState, fold_answer
 from tui.model.box_redact import redact_answer
 from tui.model.status_doc import run_document
+from tui.store.secrets import recent_held_secrets
 
 TOKEN = "hf_" + "Qx7mN2pL9vR4tK8wZ3bC6yD1fG5hJ0sAeU"
 FAILED = Path(__file__).resolve().parents[1] / "data" / "libreyolo" / "yolox_failed"
@@ -73,3 +76,19 @@ def test_a_secret_split_by_controls_or_wrapping_is_found() -> None:
         sent = {"v": 1, "runs": [{"path": "/r", "errors": [f"x {TOKEN[:7]}{gap}{TOKEN[7:]} y"]}]}
         (run,) = redact_answer(sent, [TOKEN])["runs"]
         assert run["errors"] == ["x *** y"], repr(gap)
+
+
+def test_the_held_secrets_a_refresh_asks_for_follow_the_environment_at_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Read once for many boxes, yet a token set, changed or saved later counts at the
+    next refresh, not a while after (a box's first answer would show it)."""
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "token"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    before = recent_held_secrets(["BOX_VAR"])
+    assert TOKEN not in before
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert TOKEN in recent_held_secrets(["BOX_VAR"])
+    monkeypatch.setenv("BOX_VAR", "box-own-secret")
+    assert "box-own-secret" in recent_held_secrets(["BOX_VAR"])
+    (tmp_path / "token").write_text("hf_saved_by_login_0123456789\n")
+    assert "hf_saved_by_login_0123456789" in recent_held_secrets(["BOX_VAR"])

@@ -157,7 +157,8 @@ class BoxWatcher:
 
     def secrets(self) -> list[str]:
         """The secret values held now: the environment's, the saved Hub token, and this
-        box's `token_env` (read again each second, so a variable set later counts too)."""
+        box's `token_env` (read again whenever the environment or the token file changed,
+        so a variable set later counts at once)."""
         push = self.box.push
         return recent_held_secrets([push.token_env] if push is not None and push.token_env
                                    else [])

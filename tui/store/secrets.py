@@ -11,17 +11,15 @@ too.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from tui.model.redact import redact, secrets_in_env
 
 MAX_TOKEN_FILE = 4096  # a saved Hub token is ~40 bytes; anything larger is no token
-# Every box's every refresh asks (tui.remote.watch): read afresh at most this often, so
-# a thousand boxes do not each walk the environment and open the token file.
-HELD_FRESH_SECONDS = 1.0
-_recent: dict[tuple[str, ...], tuple[float, list[str]]] = {}
+# Every box's every refresh asks (tui.remote.watch): the last answer per variable-name
+# set, kept while the environment and the token file are as they were.
+_recent: dict[tuple[str, ...], tuple[object, list[str]]] = {}
 
 
 def _hub_token_file() -> Path:
@@ -47,16 +45,31 @@ def held_secrets(names: Iterable[str] = ()) -> list[str]:
     return found
 
 
+def _fingerprint() -> object:
+    """What `held_secrets` reads, cheaply: the environment's raw items (CPython keeps them
+    undecoded in `_data`: compared, not walked) and the token file's identity."""
+    data = getattr(os.environ, "_data", None)
+    env = tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
+    path = _hub_token_file()
+    try:
+        st = path.stat()
+        saved: tuple[object, ...] | None = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        saved = None
+    return env, saved
+
+
 def recent_held_secrets(names: Iterable[str] = ()) -> list[str]:
-    """`held_secrets(names)`, read again once it is HELD_FRESH_SECONDS old: a variable
-    set or a token saved since then counts from the next second on."""
+    """`held_secrets(names)`, read again only when the environment or the token file
+    changed since the last call: a thousand boxes' refreshes do not each walk the
+    environment and read the file, and a variable set later still counts at once."""
     key = tuple(sorted(names))
-    now = time.monotonic()
+    seen = _fingerprint()
     found = _recent.get(key)
-    if found is None or now - found[0] >= HELD_FRESH_SECONDS:
+    if found is None or found[0] != seen:
         if len(_recent) > 64:
             _recent.clear()  # box-specific variable names are few; never grows unbounded
-        found = _recent[key] = (now, held_secrets(key))
+        found = _recent[key] = (seen, held_secrets(key))
     return found[1]
 
 
