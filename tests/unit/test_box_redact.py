@@ -92,3 +92,14 @@ def test_the_held_secrets_a_refresh_asks_for_follow_the_environment_at_once(
     assert "box-own-secret" in recent_held_secrets(["BOX_VAR"])
     (tmp_path / "token").write_text("hf_saved_by_login_0123456789\n")
     assert "hf_saved_by_login_0123456789" in recent_held_secrets(["BOX_VAR"])
+
+
+def test_a_long_text_is_redacted_like_a_short_one() -> None:
+    """Past LONG_TEXT each secret has its own pattern (speed): the same words come out,
+    a secret holding another replaced whole."""
+    inner = TOKEN[3:20]  # a held secret inside another
+    for filler in ("", "x" * 600):
+        text = f"{filler} {TOKEN} {TOKEN[:10]}\n{TOKEN[10:]} {inner}"
+        sent = {"v": 1, "runs": [{"path": "/r", "errors": [text]}]}
+        (run,) = redact_answer(sent, [inner, TOKEN])["runs"]
+        assert run["errors"] == [f"{filler} *** *** ***"], len(text)

@@ -36,21 +36,33 @@ RUN_KEEP = ("path", "s_sig", "w_sig", "d_sig", "h_sig")
 PART_KEEP = ("id", "head")
 
 
+LONG_TEXT = 512  # past this, each secret is looked for by its own pattern (see `hide`)
+
+
 @dataclass(frozen=True)
 class Hider:
     """The held secrets, ready to look for in many texts: one compiled pattern for them
-    all, whole or split by the sender's wrapping, and the shortest length one can have
-    (a shorter text, most of an answer's keys and numbers-as-text, is passed by)."""
+    all, whole or split by the sender's wrapping; one per secret for long texts (a
+    pattern that starts with one literal character is scanned for at C speed, which an
+    alternation is not: a cold first look's 160 KiB of history costs a third); and the
+    shortest length a secret has (a shorter text, most of an answer's keys, is passed by)."""
 
     pattern: re.Pattern[str]
+    each: tuple[re.Pattern[str], ...]
     shortest: int
 
     def hide(self, text: str) -> str:
         """`text` with every held secret in it replaced by *** (the same object when it
         holds none)."""
-        if len(text) < self.shortest or self.pattern.search(text) is None:
+        if len(text) < self.shortest:
             return text
-        return self.pattern.sub(REDACTED, text)
+        if len(text) < LONG_TEXT:
+            return text if self.pattern.search(text) is None else \
+                self.pattern.sub(REDACTED, text)
+        for pattern in self.each:  # longest secret first, as in the alternation
+            if pattern.search(text) is not None:
+                text = pattern.sub(REDACTED, text)
+        return text
 
 
 # Between two characters of a secret: what `redact` allows (whitespace, a JSON escape, a
@@ -71,7 +83,7 @@ def _hider(wanted: tuple[str, ...]) -> Hider | None:
         return None
     # Longest first: a secret that holds another is replaced whole.
     return Hider(re.compile("|".join(_pattern(s) for s in wanted)),
-                 min(len(s) for s in wanted))
+                 tuple(re.compile(_pattern(s)) for s in wanted), min(len(s) for s in wanted))
 
 
 def hider(secrets: Iterable[str]) -> Hider | None:
@@ -85,24 +97,43 @@ def hider(secrets: Iterable[str]) -> Hider | None:
 def _walk(value: Any, hide: Hider) -> Any:
     """`value` with every string in it hidden; the same object where nothing changed (a
     refresh's answer rarely holds a secret: nothing is copied then). A decoded answer
-    holds dicts, lists and strings only: exact type checks, the cheap kind."""
+    holds dicts, lists and strings only: exact type checks, the cheap kind; a string
+    shorter than any secret (most keys, numbers as text) is passed by without a call."""
     kind = type(value)
     if kind is str:
         return hide.hide(value)
+    shortest = hide.shortest
     if kind is dict:
         out: dict[Any, Any] | None = None
-        for n, (k, v) in enumerate(value.items()):
-            key = hide.hide(k) if type(k) is str else k
-            new = hide.hide(v) if type(v) is str else \
-                _walk(v, hide) if type(v) in (dict, list) else v
+        for k, v in value.items():
+            key = hide.hide(k) if type(k) is str and len(k) >= shortest else k
+            vkind = type(v)
+            if vkind is str:
+                new = hide.hide(v) if len(v) >= shortest else v
+            else:
+                new = _walk(v, hide) if vkind is dict or vkind is list else v
             if out is None and (key is not k or new is not v):
-                out = dict(list(value.items())[:n])
+                out = {}
+                for k0, v0 in value.items():  # the items before this one, as they were
+                    if k0 is k:
+                        break
+                    out[k0] = v0
             if out is not None:
                 out[key] = new
         return value if out is None else out
     if kind is list:
-        items = [_walk(v, hide) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        changed: list[Any] | None = None
+        for n, v in enumerate(value):
+            vkind = type(v)
+            if vkind is str:
+                new = hide.hide(v) if len(v) >= shortest else v
+            else:
+                new = _walk(v, hide) if vkind is dict or vkind is list else v
+            if changed is None and new is not v:
+                changed = value[:n]
+            if changed is not None:
+                changed.append(new)
+        return value if changed is None else changed
     return value
 
 
