@@ -7,7 +7,8 @@ key (VAST_API_KEY) into a run folder's name, a failed run's status.json error
 GPU name. Neither appears on the panel's screen (the fleet and the run's detail),
 in `status` or `status --json`, in `watch`'s log or its /metrics text; the run
 with the token in its folder name still shows, and `watch`'s milestone push
-still pushes its files, read from the real path.
+still pushes its files, read from the real path. A probe that dies quoting the token
+on stderr gets `***` in the box's error.
 """
 
 from __future__ import annotations
@@ -187,3 +188,27 @@ def test_watch_log_and_metrics_show_no_secret_and_the_run_still_pushes(
     assert got["weights/best.pt"] == b"best" * 1000 and "train.log" in got
     for name, data in got.items():
         assert data == (root / RUN / name).read_bytes(), name
+
+
+@pytest.mark.usefixtures("held")
+def test_a_probe_failure_quoting_a_secret_shows_none(
+        tmp_path: Path, sshd_factory: Factory, client_key: KeyPair,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The box's python3 dies saying the token on stderr (split by a line break too):
+    the box's error, as `status` prints it, holds `***` instead."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    python = bindir / "python3"
+    python.write_text(f"#!/bin/sh\necho 'Traceback: bad token {HF_TOKEN}' >&2\n"
+                      f"printf 'wrapped {HF_TOKEN[:15]}\\n{HF_TOKEN[15:]} key {VAST_KEY}\\n' >&2\n"
+                      "exit 1\n")
+    python.chmod(0o755)
+    server = sshd_factory(env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    fleet = make_fleet(tmp_path, [box_entry(server, client_key, "gpu",
+                                            runs_roots=[str(tmp_path)])],
+                       known_hosts=[server.known_hosts_line()])
+    for args in (["--json"], []):
+        assert main(["status", *args, "--config", fleet.source]) == 1
+        out = capsys.readouterr().out
+        assert not leaks(out), out
+        assert "bad token ***" in out, out

@@ -179,7 +179,8 @@ def redact_answer(answer: Any, secrets: Iterable[str]) -> Any:
 
 
 def redact_words(value: Any, secrets: Iterable[str]) -> Any:
-    """Any other decoded answer of a box's (a profile's parts) with every held secret in
-    its words replaced by ***: for answers that carry no address back to the box."""
+    """Any other decoded answer of a box's (a profile's parts), or one text (an error that
+    quotes the box), with every held secret in its words replaced by ***: for what
+    carries no address back to the box."""
     hide = hider(secrets)
     return value if hide is None else _walk(value, hide)

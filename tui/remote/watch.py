@@ -25,9 +25,8 @@ from tui.model.box import (
     needs_more,
     probe_request,
 )
-from tui.model.box_redact import redact_answer
+from tui.model.box_redact import redact_answer, redact_words
 from tui.model.config import BoxConfig, FleetConfig
-from tui.model.redact import redact
 from tui.model.rest import REST_PROBE_SECONDS, Rest
 from tui.model.retry import backoff_delay
 from tui.remote.hostkeys import HostKeyStore, host_key_store
@@ -166,7 +165,7 @@ class BoxWatcher:
     def _fail(self, connection: Connection, message: str) -> None:
         """A box at rest is looked at again in REST_PROBE_SECONDS, not after a backoff.
         The message may quote the box (a probe's stderr, its fatal words): redacted."""
-        message = redact(message, self.secrets())
+        message = redact_words(message, self.secrets())
         now = self._clock()
         rest = self.resting()
         delay = REST_PROBE_SECONDS if rest is not None else \
