@@ -183,6 +183,7 @@ def test_watch_log_and_metrics_show_no_secret_and_the_run_still_pushes(
     # the push read the real folder: every file it took is the run's, byte for byte
     (folder,) = (pushed / "gpu").iterdir()
     assert not leaks(folder.name)
+    assert re.fullmatch(r"run-\*\*\*~[0-9a-f]{10}", folder.name), folder.name  # unique per path
     got = {p.relative_to(folder).as_posix(): p.read_bytes()
            for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")}
     assert got["weights/best.pt"] == b"best" * 1000 and "train.log" in got
