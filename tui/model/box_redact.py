@@ -67,14 +67,20 @@ class Hider:
 
 # Between two characters of a secret: what `redact` allows (whitespace, a JSON escape, a
 # U+FFFD), and the raw controls a box may put there, which `clean` turns into U+FFFD only
-# after this (so "hf_ab<ESC>cd..." would otherwise reach the screen as "hf_ab�cd...").
-_GAP = r"(?:[\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffd]|\\[nrt])*"
+# after this (so "hf_ab<ESC>cd..." would otherwise reach the screen as "hf_ab\ufffdcd...").
+_GAP_CHARS = r"\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffd"
+_GAP = rf"(?:[{_GAP_CHARS}]|\\[nrt])*"
 
 
 def _pattern(secret: str) -> str:
-    if len(secret) < MIN_SPLIT_SECRET:
+    """The secret, whole or split by gaps. After its first character, a lookahead for the
+    second (or a gap's first) turns most false starts away before the gap loop is set
+    up: a first look's history is mostly digits, and a hex key starts with one."""
+    chars = [c for c in secret if not c.isspace()]
+    if len(secret) < MIN_SPLIT_SECRET or len(chars) < 2:
         return re.escape(secret)
-    return _GAP.join(re.escape(c) for c in secret if not c.isspace())
+    ahead = rf"(?=[{re.escape(chars[1])}{_GAP_CHARS}\\])"
+    return re.escape(chars[0]) + ahead + _GAP + _GAP.join(re.escape(c) for c in chars[1:])
 
 
 @lru_cache(maxsize=8)
