@@ -97,6 +97,25 @@ def test_a_hostile_libreyolo_is_bounded_cleaned_and_not_believed(
     assert journal_lines()[-1]["outcome"] == "failed"
 
 
+def test_a_profile_shows_no_secret_the_box_echoes(
+        tmp_path: Path, fleet_with: Callable[..., FleetConfig],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hub token this machine holds, said back by the box's profiler (on one line,
+    and split by a line break), reaches neither the text nor the --json document."""
+    token = "hf_" + "Qx7mN2pL9vR4tK8wZ3bC6yD1fG5hJ0sAeU"
+    monkeypatch.setenv("HF_TOKEN", token)
+    python = hostile_libreyolo(tmp_path / "hostile", "echo",
+                               echo=f"{token[:12]}\n{token[12:]} and {token}")
+    fleet = fleet_with(python)
+    for args in (["--json"], []):
+        code = main(["--config", fleet.source, "profile", "box", *ARGS, *args])
+        said = capsys.readouterr()
+        out = said.out + said.err
+        assert code == 1
+        assert token not in out and token[:12] not in out and token[12:] not in out, out
+        assert "refused: ***" in out, out
+
+
 def test_a_training_run_is_refused_unless_forced(
         tmp_path: Path, fleet_with: Callable[..., FleetConfig],
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,6 +34,10 @@ def entrypoint():
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", LOADER])
         time.sleep(120)
         return 0
+    if mode == "echo":  # says back what echo.txt holds (a secret it was sent, say)
+        sys.stderr.write("refused: " + open(os.path.join(os.path.dirname(__file__),
+                                                         "echo.txt")).read() + "\n")
+        return 1
     if mode == "garbage":
         sys.stdout.write("\x1b]52;c;cGF5bG9hZA==\x07{not json\n\x00\xff rubbish\n")
         sys.stderr.write("Traceback: \x1b[2J boom\n")
@@ -67,15 +71,17 @@ LOADER = "gpurent-standin-loader"  # in the argv of the slow profiler's loader w
 DATA = Path(__file__).resolve().parents[1] / "data" / "libreyolo-profile-h200"
 
 
-def hostile_libreyolo(directory: Path, mode: str) -> Path:
+def hostile_libreyolo(directory: Path, mode: str, echo: str = "") -> Path:
     """A venv's python whose `libreyolo` package misbehaves as `mode` says (or, `recorded`,
-    answers what LibreYOLO answered on the H200 with one worker)."""
+    answers what LibreYOLO answered on the H200 with one worker; `echo`, prints `echo`
+    on stderr and fails)."""
     python = make_venv(directory)
     package = site_packages(python) / "libreyolo"
     (package / "cli").mkdir(parents=True)
     (package / "__init__.py").write_text("__version__ = '1.6.0'\n")
     (package / "cli" / "__init__.py").write_text(_HOSTILE_CLI)
     (package / "cli" / "mode.txt").write_text(mode)
+    (package / "cli" / "echo.txt").write_text(echo)
     if mode == "recorded":
         (package / "cli" / "recorded.json").write_bytes((DATA / "profile-1.json").read_bytes())
     return python

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from tui.actions.onbox_run import describe_end, interpreter_missing, run_onbox
 from tui.actions.preflight import _alarm, params_bytes, program
+from tui.model.box_redact import redact_words
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.gpu_claim import (
     Placement,
@@ -44,6 +45,7 @@ from tui.remote.hostkeys import host_key_store
 from tui.remote.session import BoxSession
 from tui.remote.watch import BoxWatcher
 from tui.store.journal import Journal, ProfileOutcome
+from tui.store.secrets import held_secrets, scrub
 
 CELL_SECONDS = 900.0  # one setting's run, at most (a few steps, plus loading the model)
 CONFIG_DEADLINE = 60.0
@@ -196,7 +198,7 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
     ran = await run_onbox(session, interpreter_command(box.python), program("profile"),
                           params_bytes(params), deadline=deadline, what="profile",
                           on_frame=seen)
-    parts = ran.parts()
+    parts = redact_words(ran.parts(), held_secrets())  # the box's words: no held secret
     host_part = parts.get("host")
     host: dict[str, Any] = host_part if isinstance(host_part, dict) else {}
     cpus = host.get("cpus")
@@ -212,7 +214,7 @@ async def profile_on(session: BoxSession, box: BoxConfig, request: ProfileReques
         return report
     report.cells = [parse_cell(parts.get(f"cell-{i}"), b, w) for i, (b, w) in enumerate(grid)]
     if not ran.done and not any(c.measured for c in report.cells):
-        report.message = describe_end(ran, f"profile on box {box.name}", deadline)
+        report.message = scrub(describe_end(ran, f"profile on box {box.name}", deadline))
         return report
     report.verdict = verdict(report.cells, (settings["batch"], settings["workers"]),
                              report.cpus, report.usd_per_hr,

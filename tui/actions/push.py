@@ -52,6 +52,7 @@ from tui.actions.hub import (
 from tui.actions.localdir import RunFolder, UnsafeDestination
 from tui.model.config import BoxConfig
 from tui.model.fields import epoch_of
+from tui.model.redact import REDACTED
 from tui.model.sizing import human_bytes
 from tui.model.text import clean, clean_block
 from tui.onbox import push as push_box
@@ -161,10 +162,12 @@ def run_folder(run_name: str, run_path: str, roots: int = 1) -> str:
     The safe name, plus `~` and a hash of the run path wherever two runs could share
     it: a box with several runs roots (`/a/exp1` and `/b/exp1`), a name changed by
     cleaning (`a<newline>b` and `a_b`), a name holding `~` (so no plain name can take
-    the shape of a hashed one). Otherwise one run's push would overwrite another's.
+    the shape of a hashed one), a name a held secret was taken out of (`run-***`: two
+    runs may differ only there; tui.model.box_redact). Otherwise one run's push would
+    overwrite another's.
     """
     safe = safe_run_path(run_name)
-    if roots > 1 or safe != run_name or "~" in run_name:
+    if roots > 1 or safe != run_name or "~" in run_name or REDACTED in run_name:
         digest = hashlib.sha256(run_path.encode("utf-8", "surrogateescape")).hexdigest()
         safe = f"{safe}~{digest[:10]}"
     return safe

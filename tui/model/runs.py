@@ -340,6 +340,14 @@ class RunState:
     box_time: float | None = None
     cursor: Cursor = field(default_factory=Cursor)
     busy: BusyIntegral = field(default_factory=BusyIntegral)  # GPUs while it progressed
+    # The path as shown when the real one holds a secret the panel holds (None: the same).
+    path_redacted: str | None = None
+
+    @property
+    def shown_path(self) -> str:
+        """The path as any reader shows it: `path` is the address, sent back to the box
+        only; a path that holds a held secret is shown with *** instead."""
+        return self.path_redacted if self.path_redacted is not None else self.path
 
     def _field(self, key: str) -> object:
         """A status.json field, else the last metrics.jsonl record's.
@@ -485,8 +493,11 @@ def fold_run(prev: RunState | None, raw: Mapping[str, Any], box_time: float) -> 
     path = str(raw.get("path"))
     # The path stays as the box spelled it (it is sent back to the box); every text
     # shown to a person is cleaned of control sequences here, where it enters.
-    run = prev or RunState(path=path, name=clean(str(raw.get("name") or path)),
-                           root=clean(str(raw.get("root") or "")))
+    # A path holding a secret comes with `path_shown` (tui.model.box_redact): shown instead.
+    shown = raw.get("path_shown")
+    run = prev or RunState(path=path, name=clean(str(raw.get("name") or shown or path)),
+                           root=clean(str(raw.get("root") or "")),
+                           path_redacted=clean(shown) if isinstance(shown, str) else None)
     cursor = run.cursor
     problems: list[str] = [clean(str(p)) for p in raw.get("errors") or []]
     status, status_problem, last_record = run.status, run.status_problem, run.last_record

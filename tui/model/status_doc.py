@@ -49,7 +49,7 @@ def run_document(run: RunState, cost: RunCost | None = None,
     figures = unit.to_json() if unit is not None else {
         "images_per_second": None, "usd_per_epoch": None, "usd_per_1k_images": None}
     return {
-        "path": run.path,
+        "path": run.shown_path,
         "name": run.name,
         "health": str(run.health),
         "reason": run.reason,

@@ -25,11 +25,13 @@ from tui.model.box import (
     needs_more,
     probe_request,
 )
+from tui.model.box_redact import redact_answer, redact_words
 from tui.model.config import BoxConfig, FleetConfig
 from tui.model.rest import REST_PROBE_SECONDS, Rest
 from tui.model.retry import backoff_delay
 from tui.remote.hostkeys import HostKeyStore, host_key_store
 from tui.remote.session import BoxError, BoxSession
+from tui.store.secrets import recent_held_secrets
 
 MAX_CATCH_UP_ROUNDS = 50
 # The panel's watcher: a first look asks for every run's state and no history, so runs
@@ -134,8 +136,11 @@ class BoxWatcher:
                                         gpu_timeout=min(10.0, self.session.timeout / 3),
                                         metrics_cap=cap, metrics_budget=budget)
                 answer = await self.session.run_probe(request)
+                # The box's words become the model's here: the secrets this process holds
+                # (the Hub token it may have sent the box) are taken out of them first.
+                shown = redact_answer(answer, self.secrets())
                 async with fold_turn():
-                    self.state = fold_answer(self.state, answer, self._clock(),
+                    self.state = fold_answer(self.state, shown, self._clock(),
                                              self.fleet.refresh_seconds)
                     if self.state.rest is not None:  # it answers: running again
                         self.state = replace(self.state, rest=None)
@@ -149,8 +154,18 @@ class BoxWatcher:
             self._fail(Connection.PROBE_FAILED, f"box {self.box.name}: {exc}")
         return self.state
 
+    def secrets(self) -> list[str]:
+        """The secret values held now: the environment's, the saved Hub token, and this
+        box's `token_env` (read again whenever the environment or the token file changed,
+        so a variable set later counts at once)."""
+        push = self.box.push
+        return recent_held_secrets([push.token_env] if push is not None and push.token_env
+                                   else [])
+
     def _fail(self, connection: Connection, message: str) -> None:
-        """A box at rest is looked at again in REST_PROBE_SECONDS, not after a backoff."""
+        """A box at rest is looked at again in REST_PROBE_SECONDS, not after a backoff.
+        The message may quote the box (a probe's stderr, its fatal words): redacted."""
+        message = redact_words(message, self.secrets())
         now = self._clock()
         rest = self.resting()
         delay = REST_PROBE_SECONDS if rest is not None else \

@@ -92,7 +92,7 @@ def fields_table(run: RunState, stake: AtStake | None = None,
             row("pid", f"{run.pid} ({alive})")
         else:  # the run ended: its pid is history, and may belong to anything now
             row("pid", f"{run.pid} (while it ran)")
-    row("path", run.path)
+    row("path", run.shown_path)
     for label, value in unit_rows(run, unit):
         row(label, value)
     if stake is not None:
