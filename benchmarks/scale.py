@@ -91,6 +91,7 @@ from _fleet import (  # noqa: E402
 from tui.demo.servers import NOT_FOUND, BoxServer  # noqa: E402
 from tui.model.box import BoxState, Connection  # noqa: E402
 from tui.model.config import DEFAULT_REFRESH_SECONDS, FleetConfig  # noqa: E402
+from tui.model.fanout import DEFAULT_PER_JUMP_HOST  # noqa: E402
 from tui.onbox import probe as probe_code  # noqa: E402
 from tui.onbox.prelude import frame  # noqa: E402
 from tui.remote.programs import SERVE_COMMAND  # noqa: E402
@@ -248,7 +249,8 @@ class JumpProcess(ServerProcess):
 
 
 def fleet_for(tmp: Path, server: BoxProcess, identity: Path, roots: Sequence[Path],
-              tag: str, refresh: float, jump: JumpProcess | None = None) -> FleetConfig:
+              tag: str, refresh: float, jump: JumpProcess | None = None,
+              connect: dict[str, int] | None = None) -> FleetConfig:
     """The boxes' fleet.toml with every host key pinned: direct, or every box behind
     `jump` (`jump = "root@127.0.0.1:PORT"`, as a user writes it)."""
     known = tmp / f"known_hosts-{tag}"
@@ -259,7 +261,8 @@ def fleet_for(tmp: Path, server: BoxProcess, identity: Path, roots: Sequence[Pat
     return write_fleet(tmp / f"fleet-{tag}.toml", known_hosts=known, identity=identity,
                        ports=server.ports, roots=roots, refresh_seconds=refresh,
                        timeout_seconds=120,
-                       jump=None if jump is None else f"root@127.0.0.1:{jump.ports[0]}")
+                       jump=None if jump is None else f"root@127.0.0.1:{jump.ports[0]}",
+                       connect=connect)
 
 
 # --- the runtime: rounds, memory, scrapes ------------------------------------------------
@@ -437,7 +440,9 @@ async def measure_size(tmp: Path, n: int, args: argparse.Namespace, identity: Pa
         if args.jump:
             jump = JumpProcess(n, public, where / "jump-home")
             print(f"  {n} boxes through one jump host: connecting and loading ...", flush=True)
-            jumped = fleet_for(where, server, identity, roots, "jump", 3600.0, jump)
+            jumped = fleet_for(where, server, identity, roots, "jump", 3600.0, jump,
+                               {"per_jump_host": args.per_jump_host}
+                               if args.per_jump_host else None)
             before, jump0 = server.stats(), jump.stats()
             figures, _ = await measure_runtime(jumped, runs, n, args,
                                                {"boxes": server.cpu, "jump": jump.cpu}, 0)
@@ -709,7 +714,7 @@ def print_report(sizes: list[dict[str, Any]], panel: dict[str, Any] | None) -> N
               + "; ".join(f"{s['cpu_ms']} ms {s['ran']}" for s in loop.get("longest", [])))
 
 
-def print_jump_report(sizes: list[dict[str, Any]]) -> None:
+def print_jump_report(sizes: list[dict[str, Any]], per_jump_host: int) -> None:
     """Direct against one jump host, side by side per size."""
     def both(key: Callable[[dict[str, Any]], str]) -> list[str]:
         return [cell for s in sizes for cell in (key(s), key(s["jump"]))]
@@ -740,7 +745,8 @@ def print_jump_report(sizes: list[dict[str, Any]]) -> None:
     ]
     heads = [f"{s['boxes']} {how}" for s in sizes for how in ("direct", "jump")]
     width = 12
-    print("direct, and the same boxes through ONE jump host (jump measured second):")
+    print("direct, and the same boxes through ONE jump host (jump measured second; "
+          f"[connect] per_jump_host = {per_jump_host}):")
     print(f"{'':40}" + "".join(f"{h:>{width}}" for h in heads))
     for label, cells in rows:
         print(f"{label:40}" + "".join(f"{c:>{width}}" for c in cells))
@@ -783,6 +789,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--presses", type=int, default=60, help="j/k presses timed")
     parser.add_argument("--jump", action="store_true",
                         help="also reach the same boxes through one jump host, side by side")
+    parser.add_argument("--per-jump-host", type=int, default=None,
+                        help="with --jump: the fleet's [connect] per_jump_host (default: "
+                             "the config's default)")
     parser.add_argument("--serve", nargs=2, metavar=("N", "KEY"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-jump", nargs=2, metavar=("N", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -817,7 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(sizes, panel)
     if args.jump:
         print()
-        print_jump_report(sizes)
+        print_jump_report(sizes, args.per_jump_host or DEFAULT_PER_JUMP_HOST)
     print(f"total benchmark time {total:.0f} s")
     print_json({"benchmark": "gpurent-tui/scale", "machine": info, "code": code,
                 "args": {k: v for k, v in vars(args).items()
