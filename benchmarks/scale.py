@@ -35,11 +35,12 @@ ONE jump host (an asyncssh server in a process of its own that takes the client'
 login and forwards its direct-tcpip channels to the boxes' ports, as the fleet
 config's `jump = "root@127.0.0.1:PORT"` says): the same figures but the scrape,
 the jump host's CPU, and the logins each server saw (one at the jump host, one
-per box, is what tui/remote/hops.py promises).
+per box, is what tui/remote/hops.py promises). --per-jump-host sets the fleet's
+[connect] per_jump_host for that run.
 
     python benchmarks/scale.py [--boxes 100,500,1000] [--runs 2] [--epochs 20]
                                [--rounds 5] [--scrapes 10] [--panel-boxes N | --no-panel]
-                               [--jump]
+                               [--jump [--per-jump-host N]]
 
 Raises this process's soft RLIMIT_NOFILE to the hard limit when N boxes need
 more descriptors (the box server does the same for itself). Only 127.0.0.1;
