@@ -235,14 +235,23 @@ def write_known_hosts(tmp: Path, servers: Sequence[Sshd]) -> Path:
 
 def write_fleet(path: Path, *, known_hosts: Path | str, identity: Path | str,
                 ports: Sequence[int], roots: Sequence[Path | str],
-                refresh_seconds: float = 5, timeout_seconds: float = 60) -> FleetConfig:
-    """A fleet.toml written the way a user would, box i on ports[i] watching roots[i]."""
+                refresh_seconds: float = 5, timeout_seconds: float = 60,
+                jump: str | None = None, connect: Mapping[str, int] | None = None
+                ) -> FleetConfig:
+    """A fleet.toml written the way a user would, box i on ports[i] watching roots[i]
+    (every box behind the jump host `jump`, ProxyJump syntax, when given; `connect`
+    the [connect] table's keys)."""
     settings = {"known_hosts": str(known_hosts), "ssh_config": "",
                 "refresh_seconds": refresh_seconds, "timeout_seconds": timeout_seconds}
     lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    if connect:
+        lines.append("[connect]")
+        lines.extend(f"{k} = {v}" for k, v in connect.items())
     for index, (port, root) in enumerate(zip(ports, roots, strict=True)):
         box = {"name": box_name(index), "host": "127.0.0.1", "port": port, "user": "root",
                "identity_file": str(identity), "runs_roots": [str(root)]}
+        if jump is not None:
+            box["jump"] = jump
         lines.append("[[box]]")
         lines.extend(f"{k} = {json.dumps(v)}" for k, v in box.items())
     path.write_text("\n".join(lines) + "\n")

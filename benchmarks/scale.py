@@ -30,8 +30,17 @@ same boxes: idle CPU (CPU seconds per wall second, nothing changing on the
 boxes, refreshed every --panel-refresh seconds) and key -> frame of j/k, of a
 filter keystroke and of a jump to a box by name (`/NAME` enter).
 
+With --jump, each size is measured a second time, the same boxes reached through
+ONE jump host (an asyncssh server in a process of its own that takes the client's
+login and forwards its direct-tcpip channels to the boxes' ports, as the fleet
+config's `jump = "root@127.0.0.1:PORT"` says): the same figures but the scrape,
+the jump host's CPU, and the logins each server saw (one at the jump host, one
+per box, is what tui/remote/hops.py promises). --per-jump-host sets the fleet's
+[connect] per_jump_host for that run.
+
     python benchmarks/scale.py [--boxes 100,500,1000] [--runs 2] [--epochs 20]
                                [--rounds 5] [--scrapes 10] [--panel-boxes N | --no-panel]
+                               [--jump [--per-jump-host N]]
 
 Raises this process's soft RLIMIT_NOFILE to the hard limit when N boxes need
 more descriptors (the box server does the same for itself). Only 127.0.0.1;
@@ -43,7 +52,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
+import gc
 import json
+import logging
 import os
 import random
 import resource
@@ -80,6 +92,7 @@ from _fleet import (  # noqa: E402
 from tui.demo.servers import NOT_FOUND, BoxServer  # noqa: E402
 from tui.model.box import BoxState, Connection  # noqa: E402
 from tui.model.config import DEFAULT_REFRESH_SECONDS, FleetConfig  # noqa: E402
+from tui.model.fanout import DEFAULT_PER_JUMP_HOST  # noqa: E402
 from tui.onbox import probe as probe_code  # noqa: E402
 from tui.onbox.prelude import frame  # noqa: E402
 from tui.remote.programs import SERVE_COMMAND  # noqa: E402
@@ -137,6 +150,24 @@ def raise_fd_limit(needed: int) -> tuple[int, int]:
     return soft, hard
 
 
+async def serve_until_closed(servers: Sequence[BoxServer], told: dict[str, Any]) -> None:
+    """Say `told` (ports, host key), then answer each `stats` line on stdin with what
+    every server saw (logins, forwarded channels), until stdin ends; then close them."""
+    print(json.dumps(told), flush=True)
+    loop = asyncio.get_running_loop()
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        if line.strip() == "stats":
+            print(json.dumps({"logins": [s.stats.logins for s in servers],
+                              "connections": [s.stats.connections for s in servers],
+                              "forwards": [len(s.stats.forwards) for s in servers]}),
+                  flush=True)
+    await asyncio.gather(*(s.close() for s in servers), return_exceptions=True)
+
+
+def public_line(key: asyncssh.SSHKey) -> str:
+    return key.export_public_key("openssh").decode().strip()
+
+
 async def serve_boxes(count: int, client_public: str) -> None:
     """The box server's main: listen, say the ports and host key, serve until stdin ends."""
     raise_fd_limit(count * 3 + 64)
@@ -146,26 +177,38 @@ async def serve_boxes(count: int, client_public: str) -> None:
              for i in range(count)]
     for box in boxes:
         await box.start()
-    print(json.dumps({"ports": [b.port for b in boxes],
-                      "host_key": host_key.export_public_key("openssh").decode().strip()}),
-          flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
+    await serve_until_closed(boxes, {"ports": [b.port for b in boxes],
+                                     "host_key": public_line(host_key)})
 
 
-class BoxProcess:
-    """The box server as a child process (its CPU is apart from the client's)."""
+async def serve_jump(count: int, client_public: str) -> None:
+    """The jump host's main: one asyncssh server that takes the client's login and
+    forwards its direct-tcpip channels to 127.0.0.1 (asyncssh opens each TCP connection
+    itself), in a process of its own so that its CPU is told apart."""
+    raise_fd_limit(count * 3 + 64)  # a channel in, a socket out per box
+    # As the client hangs up, the boxes' last words (exit statuses, closes) still come
+    # in and are forwarded into the gone connection: asyncio warns of each such write.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    jump = BoxServer("jump", client_public, host_key=host_key, jump=True)
+    await jump.start()
+    await serve_until_closed([jump], {"ports": [jump.port], "host_key": public_line(host_key)})
 
-    def __init__(self, count: int, client_public: str, home: Path) -> None:
+
+class ServerProcess:
+    """A server child process (its CPU is apart from the client's): box servers, or the
+    jump host."""
+
+    def __init__(self, argv: Sequence[str], home: Path, what: str) -> None:
         home.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "HOME": str(home)}  # no watchdog state of this user's
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(count), client_public],
+            [sys.executable, __file__, *argv],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise SystemExit("the box server did not start")
+            raise SystemExit(f"the {what} did not start")
         told = json.loads(line)
         self.ports: list[int] = told["ports"]
         self.host_key: str = told["host_key"]
@@ -173,7 +216,15 @@ class BoxProcess:
     def cpu(self) -> float:
         return proc_cpu_seconds(self.proc.pid)
 
+    def stats(self) -> dict[str, list[int]]:
+        """What each server of the process saw so far: logins, connections, forwards."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("stats\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())  # type: ignore[no-any-return]
+
     def close(self) -> None:
+        """End the process (stdin closed), killing it after 30 s."""
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
@@ -184,14 +235,35 @@ class BoxProcess:
             self.proc.wait()
 
 
+class BoxProcess(ServerProcess):
+    """The boxes: one asyncssh server per box, all in one child process."""
+
+    def __init__(self, count: int, client_public: str, home: Path) -> None:
+        super().__init__(["--serve", str(count), client_public], home, "box server")
+
+
+class JumpProcess(ServerProcess):
+    """The one jump host every box is reached through (with --jump)."""
+
+    def __init__(self, count: int, client_public: str, home: Path) -> None:
+        super().__init__(["--serve-jump", str(count), client_public], home, "jump host")
+
+
 def fleet_for(tmp: Path, server: BoxProcess, identity: Path, roots: Sequence[Path],
-              tag: str, refresh: float) -> FleetConfig:
-    known = tmp / "known_hosts"
-    known.write_text("".join(f"[127.0.0.1]:{port} {server.host_key}\n"
-                             for port in server.ports))
+              tag: str, refresh: float, jump: JumpProcess | None = None,
+              connect: dict[str, int] | None = None) -> FleetConfig:
+    """The boxes' fleet.toml with every host key pinned: direct, or every box behind
+    `jump` (`jump = "root@127.0.0.1:PORT"`, as a user writes it)."""
+    known = tmp / f"known_hosts-{tag}"
+    pinned = [(port, server.host_key) for port in server.ports]
+    if jump is not None:
+        pinned.append((jump.ports[0], jump.host_key))
+    known.write_text("".join(f"[127.0.0.1]:{port} {key}\n" for port, key in pinned))
     return write_fleet(tmp / f"fleet-{tag}.toml", known_hosts=known, identity=identity,
                        ports=server.ports, roots=roots, refresh_seconds=refresh,
-                       timeout_seconds=120)
+                       timeout_seconds=120,
+                       jump=None if jump is None else f"root@127.0.0.1:{jump.ports[0]}",
+                       connect=connect)
 
 
 # --- the runtime: rounds, memory, scrapes ------------------------------------------------
@@ -250,51 +322,75 @@ def scrape(url: str) -> tuple[float, bytes]:
     return time.perf_counter() - start, body
 
 
-async def measure_size(tmp: Path, n: int, args: argparse.Namespace, identity: Path,
-                       public: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Every figure of one fleet size (and the panel's, when this is its size)."""
-    where = tmp / f"n{n}"
-    t0 = time.perf_counter()
-    roots, runs = make_runs(where, n, args.runs, args.epochs, time.time())
-    server = BoxProcess(n, public, where / "home")
-    out: dict[str, Any] = {"boxes": n, "runs": n * args.runs,
-                           "setup_s": round(time.perf_counter() - t0, 1)}
-    panel: dict[str, Any] | None = None
+def trimmed_rss_kib() -> int:
+    """This process's RSS after a collection and handing freed heap back to the system,
+    so that a runtime measured after another starts from a comparable baseline."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return vm_kib("VmRSS")
+
+
+async def measure_runtime(fleet: FleetConfig, runs: dict[str, list[Run]], n: int,
+                          args: argparse.Namespace, cpus: dict[str, Callable[[], float]],
+                          scrapes: int) -> tuple[dict[str, Any], list[BoxState]]:
+    """One runtime over the fleet: cold load, --rounds timed rounds, RSS, `scrapes`
+    GETs of /metrics; `cpus` the server processes' CPU readers, each figure reported
+    by name. The figures, and the runtime's last states."""
+    out: dict[str, Any] = {}
+    tally = FleetTally()
+    rounds = Rounds(runs, tally)
+    rss0 = trimmed_rss_kib()
+    runtime = Runtime(fleet, rounds)
+
+    def now() -> tuple[float, float, dict[str, float]]:
+        return time.perf_counter(), time.process_time(), \
+            {"machine": machine_busy_seconds(), **{k: f() for k, f in cpus.items()}}
+
+    def others(cpu0: float, server0: dict[str, float]) -> float:
+        """CPU the machine's other processes spent since (the other engineers' tests)."""
+        ours = time.process_time() - cpu0 + sum(f() - server0[k] for k, f in cpus.items())
+        return max(0.0, machine_busy_seconds() - server0["machine"] - ours)
+
+    start, cpu0, server0 = now()
+    runtime.start()
     try:
-        fleet = fleet_for(where, server, identity, roots, "core", 3600.0)
-        tally = FleetTally()
-        rounds = Rounds(runs, tally)
-        rss0 = vm_kib("VmRSS")
-        runtime = Runtime(fleet, rounds)
-        print(f"  {n} boxes: connecting and loading ...", flush=True)
-        start, cpu0, box0 = time.perf_counter(), time.process_time(), server.cpu()
-        runtime.start()
-        try:
-            await rounds.wait_all(runtime.states, 300, f"{n} boxes' first load")
-            out["cold_s"] = round(time.perf_counter() - start, 2)
-            out["cold_client_cpu_s"] = round(time.process_time() - cpu0, 2)
-            out["cold_boxes_cpu_s"] = round(server.cpu() - box0, 2)
-            walls, cpus, box_cpus = [], [], []
-            for _ in range(args.rounds):
-                await asyncio.to_thread(advance_all, runs)
-                start, cpu0, box0 = time.perf_counter(), time.process_time(), server.cpu()
-                runtime.poke()
-                await rounds.wait_all(runtime.states, 300, f"a round of {n} boxes")
-                walls.append(time.perf_counter() - start)
-                cpus.append(time.process_time() - cpu0)
-                box_cpus.append(server.cpu() - box0)
-            out["round"] = spread(walls)
-            out["round_client_cpu_ms"] = round(1000 * statistics.median(cpus), 1)
-            out["round_boxes_cpu_ms"] = round(1000 * statistics.median(box_cpus), 1)
-            await asyncio.sleep(1.0)  # the coalesced money picture of the last round
-            rss1 = vm_kib("VmRSS")
-            out["rss_mib"] = round(rss1 / 1024, 1)
-            out["rss_growth_mib"] = round((rss1 - rss0) / 1024, 1)
-            out["rss_per_box_kib"] = round((rss1 - rss0) / n, 1)
+        await rounds.wait_all(runtime.states, 300, f"{n} boxes' first load")
+        out["cold_s"] = round(time.perf_counter() - start, 2)
+        out["cold_client_cpu_s"] = round(time.process_time() - cpu0, 2)
+        for name, f in cpus.items():
+            out[f"cold_{name}_cpu_s"] = round(f() - server0[name], 2)
+        out["cold_others_cpu_s"] = round(others(cpu0, server0), 2)
+        walls: list[float] = []
+        client: list[float] = []
+        servers: dict[str, list[float]] = {name: [] for name in [*cpus, "others"]}
+        for _ in range(args.rounds):
+            await asyncio.to_thread(advance_all, runs)
+            start, cpu0, server0 = now()
+            runtime.poke()
+            await rounds.wait_all(runtime.states, 300, f"a round of {n} boxes")
+            servers["others"].append(others(cpu0, server0))
+            walls.append(time.perf_counter() - start)
+            client.append(time.process_time() - cpu0)
+            for name, f in cpus.items():
+                servers[name].append(f() - server0[name])
+        out["round"] = spread(walls)
+        out["round_client_cpu_ms"] = round(1000 * statistics.median(client), 1)
+        for name, values in servers.items():
+            out[f"round_{name}_cpu_ms"] = round(1000 * statistics.median(values), 1)
+        await asyncio.sleep(1.0)  # the coalesced money picture of the last round
+        rss1 = vm_kib("VmRSS")
+        out["rss_mib"] = round(rss1 / 1024, 1)
+        out["rss_growth_mib"] = round((rss1 - rss0) / 1024, 1)
+        out["rss_per_box_kib"] = round((rss1 - rss0) / n, 1)
+        sessions = [w.session for w in runtime.watchers.values()]
+        out["client_connects"] = sum(s.connects for s in sessions)
+        out["client_refused"] = sum(s.refused for s in sessions)  # dropped, tried again
+        if scrapes:
             metrics = serve_metrics(runtime, tally, "127.0.0.1", 0)
             try:
                 times, body = [], b""
-                for _ in range(args.scrapes):
+                for _ in range(scrapes):
                     took, body = await asyncio.to_thread(scrape, metrics.url)
                     times.append(took)
             finally:
@@ -303,12 +399,62 @@ async def measure_size(tmp: Path, n: int, args: argparse.Namespace, identity: Pa
             out["scrape"] = spread(times)
             out["scrape_bytes"] = len(body)
             out["scrape_series"] = sum(1 for line in lines if line and line[0] != "#")
-            states = list(runtime.states.values())
-        finally:
-            await runtime.aclose()
+        states = list(runtime.states.values())
+    finally:
+        await runtime.aclose()
+    return out, states
+
+
+def logins_between(before: dict[str, list[int]], after: dict[str, list[int]]
+                   ) -> dict[str, Any]:
+    """What the servers of one process saw between two `stats`: logins per server (the
+    fewest, the most, all), TCP connections and forwarded channels, all servers."""
+    logins = [a - b for a, b in zip(after["logins"], before["logins"], strict=True)]
+    return {"min": min(logins), "max": max(logins), "total": sum(logins),
+            "connections": sum(after["connections"]) - sum(before["connections"]),
+            "forwards": sum(after["forwards"]) - sum(before["forwards"])}
+
+
+async def measure_size(tmp: Path, n: int, args: argparse.Namespace, identity: Path,
+                       public: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Every figure of one fleet size (and the panel's, when this is its size): the
+    boxes reached directly, then (--jump) the same boxes through one jump host."""
+    where = tmp / f"n{n}"
+    t0 = time.perf_counter()
+    roots, runs = make_runs(where, n, args.runs, args.epochs, time.time())
+    server = BoxProcess(n, public, where / "home")
+    out: dict[str, Any] = {"boxes": n, "runs": n * args.runs,
+                           "setup_s": round(time.perf_counter() - t0, 1)}
+    panel: dict[str, Any] | None = None
+    jump: JumpProcess | None = None
+    try:
+        fleet = fleet_for(where, server, identity, roots, "core", 3600.0)
+        print(f"  {n} boxes: connecting and loading ...", flush=True)
+        before = server.stats()
+        figures, states = await measure_runtime(fleet, runs, n, args, {"boxes": server.cpu},
+                                                args.scrapes)
+        out.update(figures)
+        out["box_logins"] = logins_between(before, server.stats())
         print(f"  round p50 {out['round']['p50_ms']:.0f} ms, p95 {out['round']['p95_ms']:.0f} "
               f"ms; RSS +{out['rss_growth_mib']} MiB; scrape p50 {out['scrape']['p50_ms']:.1f} "
               f"ms", flush=True)
+        if args.jump:
+            jump = JumpProcess(n, public, where / "jump-home")
+            print(f"  {n} boxes through one jump host: connecting and loading ...", flush=True)
+            jumped = fleet_for(where, server, identity, roots, "jump", 3600.0, jump,
+                               {"per_jump_host": args.per_jump_host}
+                               if args.per_jump_host else None)
+            before, jump0 = server.stats(), jump.stats()
+            figures, _ = await measure_runtime(jumped, runs, n, args,
+                                               {"boxes": server.cpu, "jump": jump.cpu}, 0)
+            figures["box_logins"] = logins_between(before, server.stats())
+            figures["jump_logins"] = logins_between(jump0, jump.stats())
+            out["jump"] = figures
+            print(f"  round p50 {figures['round']['p50_ms']:.0f} ms, p95 "
+                  f"{figures['round']['p95_ms']:.0f} ms; RSS +{figures['rss_growth_mib']} MiB; "
+                  f"logins: jump host {figures['jump_logins']['total']}, boxes "
+                  f"{figures['box_logins']['min']}-{figures['box_logins']['max']} each",
+                  flush=True)
         if n == args.panel_boxes:
             panel = {"boxes": n, "fixed": await measure_fixed(fleet, states, args)}
             try:
@@ -317,6 +463,8 @@ async def measure_size(tmp: Path, n: int, args: argparse.Namespace, identity: Pa
                 print(f"  the live panel: {failed}", flush=True)
                 panel["live"] = {"failed": str(failed)}
     finally:
+        if jump is not None:
+            jump.close()
         server.close()
     return out, panel
 
@@ -567,6 +715,44 @@ def print_report(sizes: list[dict[str, Any]], panel: dict[str, Any] | None) -> N
               + "; ".join(f"{s['cpu_ms']} ms {s['ran']}" for s in loop.get("longest", [])))
 
 
+def print_jump_report(sizes: list[dict[str, Any]], per_jump_host: int) -> None:
+    """Direct against one jump host, side by side per size."""
+    def both(key: Callable[[dict[str, Any]], str]) -> list[str]:
+        return [cell for s in sizes for cell in (key(s), key(s["jump"]))]
+
+    def logins(d: dict[str, Any]) -> str:
+        box = d["box_logins"]
+        each = f"{box['min']}" if box["min"] == box["max"] else f"{box['min']}-{box['max']}"
+        return f"{each} x {box['total']}"
+
+    rows: list[tuple[str, list[str]]] = [
+        ("cold load (connect, host keys, answers)", both(lambda d: f"{d['cold_s']:.1f} s")),
+        ("refresh round p50", both(lambda d: f"{d['round']['p50_ms']:.0f} ms")),
+        ("refresh round p95", both(lambda d: f"{d['round']['p95_ms']:.0f} ms")),
+        ("client CPU per round", both(lambda d: f"{d['round_client_cpu_ms']:.0f} ms")),
+        ("client CPU, cold load", both(lambda d: f"{d['cold_client_cpu_s']:.1f} s")),
+        ("boxes' CPU per round", both(lambda d: f"{d['round_boxes_cpu_ms']:.0f} ms")),
+        ("jump host's CPU per round", both(lambda d: f"{d['round_jump_cpu_ms']:.0f} ms"
+                                           if "round_jump_cpu_ms" in d else "-")),
+        ("client RSS growth", both(lambda d: f"+{d['rss_growth_mib']:.0f} MiB")),
+        ("logins at the jump host", both(lambda d: str(d["jump_logins"]["total"])
+                                         if "jump_logins" in d else "-")),
+        ("logins per box x boxes", both(logins)),
+        ("channels forwarded by the jump host", both(lambda d: str(d["jump_logins"]["forwards"])
+                                                     if "jump_logins" in d else "-")),
+        ("handshakes dropped, tried again", both(lambda d: str(d["client_refused"]))),
+        ("others' CPU per round (not this benchmark)",
+         both(lambda d: f"{d['round_others_cpu_ms']:.0f} ms")),
+    ]
+    heads = [f"{s['boxes']} {how}" for s in sizes for how in ("direct", "jump")]
+    width = 12
+    print("direct, and the same boxes through ONE jump host (jump measured second; "
+          f"[connect] per_jump_host = {per_jump_host}):")
+    print(f"{'':40}" + "".join(f"{h:>{width}}" for h in heads))
+    for label, cells in rows:
+        print(f"{label:40}" + "".join(f"{c:>{width}}" for c in cells))
+
+
 async def benchmark(args: argparse.Namespace, tmp: Path
                     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     key = asyncssh.generate_private_key("ssh-ed25519")
@@ -602,10 +788,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-timeout", type=float, default=400.0,
                         help="seconds the live panel may take to load every box")
     parser.add_argument("--presses", type=int, default=60, help="j/k presses timed")
+    parser.add_argument("--jump", action="store_true",
+                        help="also reach the same boxes through one jump host, side by side")
+    parser.add_argument("--per-jump-host", type=int, default=None,
+                        help="with --jump: the fleet's [connect] per_jump_host (default: "
+                             "the config's default)")
     parser.add_argument("--serve", nargs=2, metavar=("N", "KEY"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-jump", nargs=2, metavar=("N", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         asyncio.run(serve_boxes(int(args.serve[0]), args.serve[1]))
+        return 0
+    if args.serve_jump:
+        asyncio.run(serve_jump(int(args.serve_jump[0]), args.serve_jump[1]))
         return 0
     args.sizes = [int(s) for s in args.boxes.split(",") if s.strip()]
     if args.panel_boxes is None:
@@ -630,9 +825,13 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"writes an epoch and every box is poked ({args.rounds} rounds)")
     print()
     print_report(sizes, panel)
+    if args.jump:
+        print()
+        print_jump_report(sizes, args.per_jump_host or DEFAULT_PER_JUMP_HOST)
     print(f"total benchmark time {total:.0f} s")
     print_json({"benchmark": "gpurent-tui/scale", "machine": info, "code": code,
-                "args": {k: v for k, v in vars(args).items() if k != "serve"},
+                "args": {k: v for k, v in vars(args).items()
+                         if k not in ("serve", "serve_jump")},
                 "sizes": sizes, "panel": panel, "total_s": round(total, 1)})
     return 0
 

@@ -44,6 +44,7 @@ class ServerStats:
     """What a server saw; the tests read it (e.g. that a box was reached through the jump)."""
 
     connections: int = 0
+    logins: int = 0  # connections that logged in (a benchmark counts them per box)
     sessions: int = 0
     probes: int = 0  # `python3 -` children started
     refused_commands: int = 0
@@ -65,6 +66,9 @@ class _Tracked(asyncssh.SSHServer):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.conn is not None:
             self.server.conns.discard(self.conn)
+
+    def auth_completed(self) -> None:
+        self.server.stats.logins += 1
 
 
 class _JumpHost(_Tracked):
