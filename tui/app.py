@@ -111,6 +111,11 @@ class GpurentApp(App[None]):
         Binding("c", "costs", "Costs", id="cost"),
         Binding("J", "journal", "Journal", id="journal", show=False),
         Binding("question_mark", "toggle_help", "Keys", id="help"),
+        # k9s's key for the commands beside ctrl+p, on every screen as ctrl+p (dialogs too:
+        # priority); a field that types ':' still gets it (Textual leaves a key a focused
+        # Input takes out of every binding). The words are Textual's: `^p palette`.
+        Binding("colon,ctrl+p", "command_palette", "palette", id="palette", show=False,
+                priority=True),
         # Focus moves as the key is read, before the keys after it are sent on: Textual
         # sends a key to the widget focused when the app reads it, so Tab and the next
         # field's text in one write (a laggy link, a paste) typed into the field left.
