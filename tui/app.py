@@ -74,6 +74,7 @@ from tui.screens.run_detail import RunDetail, run_stake
 from tui.store.journal import Journal
 from widgets.action_text import ended_text, ended_toast
 from widgets.fleet_text import clock_time
+from widgets.keys_panel import KeysPanel
 
 TOAST_SECONDS = 4
 
@@ -111,6 +112,11 @@ class GpurentApp(App[None]):
         Binding("c", "costs", "Costs", id="cost"),
         Binding("J", "journal", "Journal", id="journal", show=False),
         Binding("question_mark", "toggle_help", "Keys", id="help"),
+        # k9s's key for the commands beside ctrl+p, on every screen as ctrl+p (dialogs too:
+        # priority); a field that types ':' still gets it (Textual leaves a key a focused
+        # Input takes out of every binding). The words are Textual's: `^p palette`.
+        Binding("colon,ctrl+p", "command_palette", "palette", id="palette", show=False,
+                priority=True),
         # Focus moves as the key is read, before the keys after it are sent on: Textual
         # sends a key to the widget focused when the app reads it, so Tab and the next
         # field's text in one write (a laggy link, a paste) typed into the field left.
@@ -546,6 +552,19 @@ class GpurentApp(App[None]):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def action_show_help_panel(self) -> None:
+        """`?` (or "Keys" in the palette): every key of this screen, in a panel that takes
+        the focus so the arrows, j/k and the page keys scroll it (Textual's own cannot
+        be scrolled without a mouse: at 80x24 its list was cut)."""
+        screen = self.screen
+        if not screen.query("HelpPanel"):
+            screen.mount(KeysPanel(screen.active_bindings.values(), screen.focused))
+
+    def action_hide_help_panel(self) -> None:
+        """`?` again, Escape in the panel, or the palette: the focus goes back."""
+        for panel in self.screen.query(KeysPanel):
+            panel.close()
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette (ctrl+p): Textual's own commands, then the fleet screen's (the

@@ -159,7 +159,7 @@ async def test_x_with_nothing_running_says_so_and_journals_nothing(
         assert not isinstance(app.screen, ConfirmScreen)
         assert len(app.journal.entries) == before
         await pilot.press("question_mark")  # help lists it with its key
-        await until(pilot, lambda: "Cancel the box's action" in painted(app))
+        await until(pilot, lambda: "Cancel action" in painted(app))
 
 
 def test_every_action_the_panel_runs_has_true_cancel_words() -> None:

@@ -39,7 +39,7 @@ KEY_ACTIONS = ("quit", "refresh", "open", "filter", "cost", "push", "push_box", 
                "confirm_yes", "confirm_no", "destroy_cancel", "destroy_push_first",
                "destroy_override", "destroy_without_snapshots", "launch", "monitor",
                "launch_go", "launch_cancel", "check", "doctor", "focus_next", "focus_previous",
-               "cancel", "profile")
+               "cancel", "profile", "palette")
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ DEFAULT_KEYS: Mapping[str, str] = {
     "destroy_without_snapshots": "w",
     "launch": "L", "monitor": "w", "launch_go": "ctrl+s", "launch_cancel": "escape",
     "check": "g", "doctor": "G", "focus_next": "tab", "focus_previous": "shift+tab",
-    "cancel": "x", "profile": "P",
+    "cancel": "x", "profile": "P", "palette": "colon,ctrl+p",
 }
 # Bound on the app: active on every screen (a screen's own binding of a key wins there).
-EVERYWHERE = ("quit", "refresh", "cost", "journal", "help", "focus_next", "focus_previous")
+EVERYWHERE = ("quit", "refresh", "cost", "journal", "help", "focus_next", "focus_previous",
+              "palette")
 # Of those, the ones read before any screen's (Textual's priority bindings): their keys win
 # everywhere, so a remap onto a screen's key silences that screen's binding.
-PRIORITY = ("focus_next", "focus_previous")
+PRIORITY = ("focus_next", "focus_previous", "palette")
 SCREENS: Mapping[str, tuple[str, ...]] = {
     "the fleet": ("open", "filter", "push", "push_box", "stop", "start", "destroy", "next",
                   "previous", "back", "launch", "monitor", "check", "doctor", "cancel"),
@@ -41,7 +42,7 @@ SCREENS: Mapping[str, tuple[str, ...]] = {
                            "destroy_without_snapshots"),
     "the launch form": ("launch_go", "launch_cancel"),
 }
-_ALIASES = {"/": "slash", "?": "question_mark", " ": "space", "esc": "escape",
+_ALIASES = {"/": "slash", "?": "question_mark", ":": "colon", " ": "space", "esc": "escape",
             "return": "enter", "ctrl+C": "ctrl+c"}
 
 

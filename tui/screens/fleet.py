@@ -130,14 +130,14 @@ class FleetScreen(Screen[None]):
         Binding("s", "stop", "Stop box/app", id="stop", show=False),
         Binding("S", "start", "Start box", id="start", show=False),
         Binding("D", "destroy", "Destroy box", id="destroy", show=False),
-        Binding("L", "launch", "Launch a run", id="launch", show=False),
+        Binding("L", "launch", "Launch run", id="launch", show=False),
         Binding("w", "monitor", "Web monitor", id="monitor", show=False),
         Binding("j,down", "next_run", "Next run", id="next", show=False),
         Binding("k,up", "previous_run", "Previous run", id="previous", show=False),
-        Binding("escape", "clear_filter", "Clear the filter", id="back", show=False),
+        Binding("escape", "clear_filter", "Clear filter", id="back", show=False),
         Binding("g", "check", "Check box", id="check", show=False),
-        Binding("G", "doctor", "Doctor a data set", id="doctor", show=False),
-        Binding("x", "cancel_action", "Cancel the box's action", id="cancel", show=False),
+        Binding("G", "doctor", "Data doctor", id="doctor", show=False),
+        Binding("x", "cancel_action", "Cancel action", id="cancel", show=False),
     ]
 
     filter: var[str] = var("", init=False)

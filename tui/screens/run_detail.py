@@ -159,7 +159,7 @@ class RunDetail(Screen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="back"),
-        Binding("m", "cycle_series", "Chart: loss/metric", id="series"),
+        Binding("m", "cycle_series", "Chart series", id="series"),
         Binding("P", "profile", "Profile", id="profile"),
     ]
 
