@@ -12,7 +12,9 @@ only and Python 3.6 syntax, as every program here.
   `_NONCE[0]` (the loader's NONCE, or the one a program is given);
 - `alive` / `start_ticks`: whether a recorded process is still that process;
 - `read_json` / `write_json`: capped reads, atomic writes;
-- `scrub`: the secrets a program holds (`_SECRETS`) blanked out of its words.
+- `scrub`: the secrets a program holds (`_SECRETS`) blanked out of its words;
+- `Heartbeat`: a beat every BEAT_SECONDS while a long step runs, and the program's
+  end when a beat cannot be written (the client went away).
 """
 
 import json
@@ -21,6 +23,7 @@ import sys
 import threading
 
 CLIENT_GONE = 141  # the exit status when the client went away (as a SIGPIPE death reads)
+BEAT_SECONDS = 2.0
 JSON_CAP = 1 << 20
 
 _OUT = getattr(sys.stdout, "buffer", sys.stdout)
@@ -114,3 +117,27 @@ def write_json(path, obj, mode=0o600):
     with os.fdopen(fd, "w") as f:
         json.dump(obj, f, separators=(",", ":"), sort_keys=True)
     os.replace(tmp, path)
+
+
+class Heartbeat(threading.Thread):
+    """Calls `beat(n)` every BEAT_SECONDS, so the client reads silence as trouble. A beat
+    that cannot be written means the client is gone (cancelled, interrupted, its link
+    dropped: sshd closes our stdout with the channel): `gone` ends what the program
+    started, and the program exits, rather than working on for nobody."""
+
+    def __init__(self, beat, gone=None):
+        threading.Thread.__init__(self, daemon=True)
+        self.stopped = threading.Event()
+        self.beat = beat
+        self.gone = gone
+
+    def run(self):
+        beats = 0
+        while not self.stopped.wait(BEAT_SECONDS):
+            beats += 1
+            try:
+                self.beat(beats)
+            except (OSError, ValueError):  # a closed pipe, or a closed file
+                if self.gone is not None:
+                    self.gone()
+                os._exit(CLIENT_GONE)

@@ -23,8 +23,8 @@ without end fills neither memory nor the frame. Nothing runs through a shell.
 
 Nothing outlives the client or the deadline: the profiler runs in a session of
 its own (its process group holds the dataloader workers it forks), and that
-whole group is killed when a beat (`{"beat": N}` every BEAT_SECONDS) cannot be
-written, which is how the client's going shows here (sshd closes our stdout
+whole group is killed when a beat (`{"beat": N}` every 2 s, the prelude's
+Heartbeat) cannot be written, which is how the client's going shows here (sshd closes our stdout
 with the channel), and when this program's own alarm, SIGTERM or SIGHUP comes.
 Otherwise a cancelled profile would run on to the end of its setting, up to a
 quarter of an hour of someone's rented GPU, for nobody.
@@ -37,9 +37,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 
-from tui.onbox.prelude import _NONCE, CLIENT_GONE, emit, stage
+from tui.onbox.prelude import _NONCE, Heartbeat, emit, stage
 
 OUT_CAP = 1 << 16  # bytes read back of LibreYOLO's stdout (its --json answer is ~250)
 ERR_TAIL = 2000  # bytes of its stderr kept, from the end: where the error is
@@ -58,7 +57,6 @@ PLACING_ENV = ("CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE", "LOCAL_RANK")
 ENV_CAP = 1 << 20
 MAX_PLACED = 32
 MAX_DEVICES = 65
-BEAT_SECONDS = 2.0
 ENDING_SIGNALS = ("SIGALRM", "SIGTERM", "SIGHUP")
 # The profiler running now and its folder: what an ending takes down with it.
 _RUNNING = {"proc": None, "project": None}
@@ -163,23 +161,8 @@ def end_with(signum, frame):
     os.kill(os.getpid(), signum)
 
 
-class Heartbeat(threading.Thread):
-    """A beat every BEAT_SECONDS; one that cannot be written means the client is gone
-    (cancelled, interrupted, its link dropped), and then the profile ends, now."""
-
-    def __init__(self):
-        threading.Thread.__init__(self, daemon=True)
-        self.stopped = threading.Event()
-
-    def run(self):
-        beats = 0
-        while not self.stopped.wait(BEAT_SECONDS):
-            beats += 1
-            try:
-                emit({"beat": beats})
-            except (OSError, ValueError):  # a closed pipe, or a closed file
-                end_profiler()
-                os._exit(CLIENT_GONE)
+def beat(beats):
+    emit({"beat": beats})
 
 
 def run_cell(params, cell, index):
@@ -323,7 +306,7 @@ def main(params_text, nonce):
     deadline = int(params.get("deadline") or 0)
     if deadline > 0 and hasattr(signal, "alarm"):
         signal.alarm(deadline)
-    Heartbeat().start()
+    Heartbeat(beat, end_profiler).start()
     try:
         emit({"part": "host", "data": {"cpus": cpu_count(),
                                        "libreyolo": libreyolo_installed()}})

@@ -36,9 +36,8 @@ import json
 import os
 import re
 import sys
-import threading
 
-from tui.onbox.prelude import _LOCK, _NONCE, _SECRETS, _WROTE, CLIENT_GONE, scrub, send
+from tui.onbox.prelude import _LOCK, _NONCE, _SECRETS, _WROTE, Heartbeat, scrub, send
 
 # Everything a run is worth keeping: its weights and its whole history, so a
 # push-verify-destroy loses nothing but the box.
@@ -54,7 +53,6 @@ SNAPSHOT_BYTES = 256 << 20  # a Hub push's snapshots held in memory at most, all
 # longer number is no epoch a run reached, and int() refuses past 4300 digits.
 EPOCH_FILE = re.compile(r"weights/epoch_([0-9]{1,9})\.pt")
 CHUNK = 1 << 20
-BEAT_SECONDS = 2.0
 HASH_TRIES = 3
 
 _PROC_READ = [0]  # bytes of /proc/self/io this program read itself
@@ -92,29 +90,14 @@ def io_moved():
         return None
 
 
-class Heartbeat(threading.Thread):
-    """Says "still here" while a long hash or upload runs, so silence means trouble, and
-    how many bytes moved so far, so a hung hash or upload is told from a slow one.
-
-    A beat that cannot be written means the client is gone (the panel cancelled the
-    push, or the link dropped: sshd closes our stdout with the channel): the program
-    ends then, rather than hashing or uploading for nobody. An upload cut there is
-    never committed, so the Hub keeps what it had."""
-
-    def __init__(self):
-        threading.Thread.__init__(self, daemon=True)
-        self.stopped = threading.Event()
-
-    def run(self):
-        beats = 0
-        while not self.stopped.wait(BEAT_SECONDS):
-            beats += 1
-            with _LOCK:
-                moved = io_moved()
-            try:
-                emit({"beat": beats} if moved is None else {"beat": beats, "moved": moved})
-            except (OSError, ValueError):  # a closed pipe, or a closed file
-                os._exit(CLIENT_GONE)
+def beat_event(beats):
+    """A heartbeat's event: "still here" while a long hash or upload runs, and how many
+    bytes moved so far, so a hung hash or upload is told from a slow one. A push cut by
+    the client's going (the prelude's Heartbeat ends the program) is never committed,
+    so the Hub keeps what it had."""
+    with _LOCK:
+        moved = io_moved()
+    emit({"beat": beats} if moved is None else {"beat": beats, "moved": moved})
 
 
 def select_files(names, include_epochs):
@@ -337,7 +320,7 @@ def main(params_text):
     _NONCE[0] = str(params.get("nonce") or "unset")
     # Library chatter goes to stderr (and would be skipped as noise on stdout anyway).
     sys.stdout = sys.stderr
-    beat = Heartbeat()
+    beat = Heartbeat(beat_event)
     beat.start()
     try:
         if params.get("mode") == "list":
