@@ -139,3 +139,11 @@ def test_a_gpu_named_by_uuid_is_compared_only_with_uuids() -> None:
     assert refusal("h200", Placement(gpus=("GPU-5C5A3F41",)), run)  # its prefix: the same
     assert refusal("h200", Placement(gpus=("GPU-77",)), run) is None
     assert refusal("h200", Placement(gpus=("MIG-77",)), run)
+
+
+def test_the_box_sends_back_exactly_the_variables_the_client_judges_by() -> None:
+    """The on-box program (stdlib, sent alone) keeps its own list: it must be this one,
+    no more (nothing else of a process's environment may leave the box), no fewer."""
+    from tui.model import gpu_claim
+    from tui.onbox import profile
+    assert profile.PLACING_ENV == gpu_claim.PLACING_ENV
