@@ -18,9 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -31,7 +28,7 @@ from rich.console import Console
 from support.fleets import DATA, box_entry, make_fleet
 from support.pilot import until
 from support.sshd import KeyPair, Sshd
-from support.watch_output import WatchOutput
+from support.watch_output import MetricsWatch
 
 from tui.__main__ import main
 from tui.app import GpurentApp
@@ -152,14 +149,8 @@ def test_watch_log_and_metrics_show_no_secret_and_the_run_still_pushes(
     fleet, root = echoing_fleet(tmp_path, sshd_factory, client_key,
                                 push={"local_dir": str(pushed), "on_complete": True})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source,
-                             "--metrics", "127.0.0.1:0"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    out = WatchOutput(proc)
-    try:
-        said = out.wait_for("watch: metrics on")
-        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)[1])  # type: ignore[index]
+    with MetricsWatch(fleet.source, env, str(ROOT)) as watch:
+        out, port = watch.out, watch.port
         out.wait_for("box gpu: ok")
         done = out.wait_for("milestone push of run-*** (run completed): ")
         if done.rstrip().endswith(": started"):
@@ -169,14 +160,8 @@ def test_watch_log_and_metrics_show_no_secret_and_the_run_still_pushes(
         while "gpurent_gpu_utilization_ratio" not in (metrics := _scrape(port)) \
                 and time.monotonic() < deadline:
             time.sleep(0.3)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        log = out.rest()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log
+        log = watch.stop()
+    assert watch.proc.returncode == 0, log
     assert not leaks(metrics), metrics
     assert not leaks(log), log
     assert 'run="run-***"' in metrics and "NVIDIA H200 ***" in metrics, metrics

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ from support.fleets import box_entry, make_fleet, runs_root_with
 from support.prometheus import Prometheus, as_promql, dashboard, free_port, panels
 from support.prometheus import need as need_tool
 from support.sshd import KeyPair, Sshd
-from support.watch_output import WatchOutput
+from support.watch_output import MetricsWatch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,21 +53,10 @@ def watched(tmp_path: Path, sshd_factory: Callable[..., Sshd], client_key: KeyPa
     Journal().record(box="gone", action="destroy", outcome="done", message="destroyed",
                      at=time.time() - 60, details={"by": "budget"})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source,
-                             "--metrics", "127.0.0.1:0"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = WatchOutput(proc)
-    try:
-        said = out.wait_for("watch: metrics on")
-        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)[1])  # type: ignore[index]
-        yield port, fleet.source, env
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        assert proc.returncode == 0, out.rest()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with MetricsWatch(fleet.source, env, str(ROOT)) as watch:
+        yield watch.port, fleet.source, env
+        log = watch.stop()
+        assert watch.proc.returncode == 0, log
 
 
 def test_a_real_prometheus_scrapes_what_status_says_and_pages_only_for_the_box_down(

@@ -8,10 +8,6 @@ GPURENT_REQUIRE_PROMETHEUS=1)."""
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +15,7 @@ from pathlib import Path
 from support.modal_standin import ModalStandIn, status_json
 from support.prometheus import Prometheus, as_promql, dashboard, panels
 from support.prometheus import need as need_tool
-from support.watch_output import WatchOutput
+from support.watch_output import MetricsWatch
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = '''import modal
@@ -53,43 +49,34 @@ def test_a_real_prometheus_joins_the_run_to_its_app_and_only_the_eta_alert_is_pe
                       'gpu = "H100:2"\nscript = "train.py"\n')
     env = {**stand_in.env, "PYTHONPATH": str(ROOT)}
     env.update({k: v for k, v in os.environ.items() if k.startswith("XDG_")})
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", str(config),
-                             "--metrics", "127.0.0.1:0"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = WatchOutput(proc)
-    prom = None
-    try:
-        said = out.wait_for("watch: metrics on")
-        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)[1])  # type: ignore[index]
-        prom = Prometheus(binary, tmp_path, f"127.0.0.1:{port}")
-        prom.until("the app's run, past its timeout, and the alert pending", lambda: bool(
-            prom.query("gpurent_run_eta_past_timeout == 1")
-            and prom.query('ALERTS{alertname="GpurentServerlessEtaPastTimeout"}')))
-        joined = prom.query("gpurent_run_eta_past_timeout == 1 "
-                            "and on (instance, box) gpurent_serverless_up == 1")
-        assert joined == {("modal-yolo", "exp1", "", ""): 1.0}, joined
-        assert prom.query("gpurent_serverless_timeout_seconds") == {
-            ("modal-yolo", "", "", ""): 21600.0}  # 6 * 60 * 60, from the script
-        (left,) = prom.query("gpurent_serverless_timeout_seconds_left").values()
-        assert 5 * 3600 - 120 < left < 5 * 3600 + 60, left
+    with MetricsWatch(str(config), env, str(ROOT)) as watch:
+        prom = None
+        try:
+            prom = Prometheus(binary, tmp_path, f"127.0.0.1:{watch.port}")
+            prom.until("the app's run, past its timeout, and the alert pending", lambda: bool(
+                prom.query("gpurent_run_eta_past_timeout == 1")
+                and prom.query('ALERTS{alertname="GpurentServerlessEtaPastTimeout"}')))
+            joined = prom.query("gpurent_run_eta_past_timeout == 1 "
+                                "and on (instance, box) gpurent_serverless_up == 1")
+            assert joined == {("modal-yolo", "exp1", "", ""): 1.0}, joined
+            assert prom.query("gpurent_serverless_timeout_seconds") == {
+                ("modal-yolo", "", "", ""): 21600.0}  # 6 * 60 * 60, from the script
+            (left,) = prom.query("gpurent_serverless_timeout_seconds_left").values()
+            assert 5 * 3600 - 120 < left < 5 * 3600 + 60, left
 
-        alerts = [(a["labels"]["alertname"], a["labels"].get("box"), a["state"])
-                  for a in prom.api("alerts")["alerts"]]
-        assert alerts == [("GpurentServerlessEtaPastTimeout", "modal-yolo", "pending")], alerts
-        rules = prom.api("rules")["groups"][0]["rules"]
-        assert all(r["health"] == "ok" for r in rules), rules
+            alerts = [(a["labels"]["alertname"], a["labels"].get("box"), a["state"])
+                      for a in prom.api("alerts")["alerts"]]
+            assert alerts == [("GpurentServerlessEtaPastTimeout", "modal-yolo", "pending")], alerts
+            rules = prom.api("rules")["groups"][0]["rules"]
+            assert all(r["health"] == "ok" for r in rules), rules
 
-        (table,) = [p for p in panels(dashboard()) if p["title"] == "Serverless apps"
-                    and p["type"] == "table"]
-        for target in table["targets"]:
-            result = prom.api("query", query=as_promql(target["expr"]))["result"]
-            assert [r["metric"]["box"] for r in result] == ["modal-yolo"], target["expr"]
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        assert proc.returncode == 0, out.rest()
-    finally:
-        if prom is not None:
-            prom.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            (table,) = [p for p in panels(dashboard()) if p["title"] == "Serverless apps"
+                        and p["type"] == "table"]
+            for target in table["targets"]:
+                result = prom.api("query", query=as_promql(target["expr"]))["result"]
+                assert [r["metric"]["box"] for r in result] == ["modal-yolo"], target["expr"]
+            log = watch.stop()
+            assert watch.proc.returncode == 0, log
+        finally:
+            if prom is not None:
+                prom.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.fleets import box_entry, make_fleet, runs_root_with
 from support.nvidia_smi import replaying_nvidia_smi
 from support.sshd import KeyPair, Sshd
-from support.watch_output import WatchOutput
+from support.watch_output import MetricsWatch
 
 from tui.model.metrics_doc import LABEL_CHARS, label_value
 from tui.store.jsonl import read_jsonl
@@ -78,14 +77,8 @@ def test_watch_metrics_agree_with_status_and_survive_hostile_names_and_hangups(
                                                   "on_complete": True})],
                        known_hosts=[server.known_hosts_line()])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", fleet.source,
-                             "--metrics", "127.0.0.1:0"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    out = WatchOutput(proc)
-    try:
-        said = out.wait_for("watch: metrics on")
-        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)[1])  # type: ignore[index]
+    with MetricsWatch(fleet.source, env, str(ROOT)) as watch:
+        out, port = watch.out, watch.port
         out.wait_for("box b: ok")
         pushed = out.wait_for("milestone push of yolo9_completed (run completed): ")
         if pushed.rstrip().endswith(": started"):
@@ -177,16 +170,10 @@ def test_watch_metrics_agree_with_status_and_survive_hostile_names_and_hangups(
             _hang_up(port, read)
         again, _ = _scrape(port)
         assert "gpurent_run_epoch" in again
-        assert proc.poll() is None
+        assert watch.proc.poll() is None
 
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        log = out.rest()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log
+        log = watch.stop()
+    assert watch.proc.returncode == 0, log
     assert "Traceback" not in log and "Exception" not in log, log
     assert "watch: stopped, every connection closed" in log.splitlines()[-1]
 

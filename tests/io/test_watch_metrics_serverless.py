@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.modal_standin import ModalStandIn, status_json
-from support.watch_output import WatchOutput
+from support.watch_output import MetricsWatch
 
 ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[str, list[tuple[dict[str, str], float]]]
@@ -72,14 +70,8 @@ def test_watch_metrics_serve_the_modal_app_as_status_json_says(
                       'gpu = "H100:2"\nscript = "train.py"\n')
     env = {**stand_in.env, "PYTHONPATH": str(ROOT)}  # the stand-in `modal` first on PATH
     env.update({k: v for k, v in os.environ.items() if k.startswith("XDG_")})
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "watch", "--config", str(config),
-                             "--metrics", "127.0.0.1:0"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    out = WatchOutput(proc)
-    try:
-        said = out.wait_for("watch: metrics on")
-        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)[1])  # type: ignore[index]
+    with MetricsWatch(str(config), env, str(ROOT)) as watch:
+        port = watch.port
         deadline = time.monotonic() + 60
         while True:  # the first poll of the app follows the start by a moment
             samples = _scrape(port)
@@ -90,14 +82,8 @@ def test_watch_metrics_serve_the_modal_app_as_status_json_says(
             [sys.executable, "-m", "tui", "status", "--json", "--config", str(config)],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
             check=True).stdout)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        log = out.rest()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log
+        log = watch.stop()
+    assert watch.proc.returncode == 0, log
     assert "Traceback" not in log, log
 
     (app,) = doc["serverless"]

@@ -4,7 +4,10 @@ hang the test (test_watch and test_hostile_numbers both read one)."""
 from __future__ import annotations
 
 import queue
+import re
+import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -45,3 +48,41 @@ class WatchOutput:
         while (line := self.queue.get(timeout=30)) is not None:
             self.lines.append(line)
         return self.text()
+
+
+class MetricsWatch:
+    """A `gpurent-tui watch --config CONFIG --metrics 127.0.0.1:0` child: its output, and
+    the port its /metrics landed on (said on its first line)."""
+
+    def __init__(self, config: str, env: dict[str, str], cwd: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tui", "watch", "--config", config,
+             "--metrics", "127.0.0.1:0"],
+            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.out = WatchOutput(self.proc)
+        self.port = 0
+
+    def __enter__(self) -> MetricsWatch:
+        try:
+            said = self.out.wait_for("watch: metrics on")
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", said)
+            assert found is not None, said
+            self.port = int(found[1])
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def stop(self) -> str:
+        """SIGTERM, as a service manager stops it; everything it said."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        return self.out.rest()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
